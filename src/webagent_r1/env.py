@@ -1,0 +1,309 @@
+"""WebEnv: one episode of one task over one browser context.
+
+``reset(task)`` opens a fresh browser context restricted to the task's sites, prepares the
+site state (an isolated instance and a login, through a ``SiteBackend``) and returns the first
+observation. ``step(response_text)`` parses the agent's action from its raw text, executes it,
+and returns the next observation. A malformed action or a bad element costs a turn and comes
+back as ``Observation.error``; it never raises. The episode ends on ``exit(message=…)`` or
+after ``max_turns`` turns, and the task's evaluator then gives a binary reward. A crashed
+browser ends the episode with status ``env_error`` (never a failure to train on), and the next
+``reset`` relaunches Chromium.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from webagent_r1.agent.actions import ActionParseError, parse_action
+from webagent_r1.browser import Browser, BrowserCrashedError, BrowserSession
+from webagent_r1.config import EnvConfig, ObservationConfig
+from webagent_r1.types import Action, Observation, StepResult, Task
+
+
+@dataclass
+class EvalContext:
+    """Everything an evaluator may look at when an episode ends."""
+
+    task: Task
+    answer: str | None
+    """The ``exit(message=…)`` text, or None when the episode ran out of turns."""
+    session: BrowserSession
+    """The episode's browser context (still open), for program_html and url checks."""
+    url: str
+    """URL of the page the episode ended on."""
+    instance_id: str | None
+    """The site instance of this episode (embedded sites), for state checks."""
+    backend: SiteBackend
+    history: list[Action] = field(default_factory=list)
+
+
+@dataclass
+class EvalResult:
+    """A binary reward and the evaluator's explanation."""
+
+    reward: float
+    explanation: str = ""
+
+
+EvaluatorFn = Callable[[EvalContext], "Awaitable[EvalResult] | EvalResult | float"]
+
+
+class SiteBackend(Protocol):
+    """Where the task's sites live and how an episode's site state is prepared."""
+
+    def resolve_url(self, url: str) -> str:
+        """Replace site placeholders (``__SHOPPING__`` …) with real base URLs."""
+        ...
+
+    def origins(self, task: Task) -> list[str]:
+        """Origins (scheme://host:port) the episode may visit."""
+        ...
+
+    async def begin(self, task: Task, session: BrowserSession) -> str | None:
+        """Prepare site state for an episode (instance, login cookies); return instance id."""
+        ...
+
+    async def end(self, instance_id: str | None) -> None:
+        """Release what ``begin`` created."""
+        ...
+
+
+class StaticSites:
+    """Sites at fixed URLs with shared state (fixture servers, user-hosted WebArena).
+
+    Args:
+        urls: site name → base URL, e.g. ``{"shopping": "http://127.0.0.1:7770"}``;
+            ``__SHOPPING__`` in a task URL becomes that base URL.
+    """
+
+    def __init__(self, urls: dict[str, str] | None = None) -> None:
+        self.urls = {k: v.rstrip("/") for k, v in (urls or {}).items()}
+
+    def resolve_url(self, url: str) -> str:
+        for name, base in self.urls.items():
+            url = url.replace(f"__{name.upper()}__", base)
+        return url
+
+    def origins(self, task: Task) -> list[str]:
+        names = task.sites or list(self.urls)
+        out = [_origin(self.urls[n]) for n in names if n in self.urls]
+        out.append(_origin(self.resolve_url(task.start_url)))
+        return sorted(set(o for o in out if o))
+
+    async def begin(self, task: Task, session: BrowserSession) -> str | None:
+        return None
+
+    async def end(self, instance_id: str | None) -> None:
+        return None
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    if not parts.scheme or not parts.netloc:
+        return ""
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+class EnvError(RuntimeError):
+    """The environment cannot run an episode (e.g. reset failed on a dead site)."""
+
+
+class WebEnv:
+    """One episode at a time over one browser context of a shared Chromium.
+
+    Args:
+        browser: the shared Chromium process (one per env pool).
+        cfg: turn limit and extra allowed origins.
+        obs_cfg: observation format and budget.
+        backend: where sites live; defaults to ``StaticSites()`` (task URLs used as they are).
+        evaluator: default evaluator when a task has no ``evaluator`` of its own.
+        count_tokens: tokenizer-backed counter for the observation budget.
+    """
+
+    def __init__(
+        self,
+        browser: Browser,
+        cfg: EnvConfig | None = None,
+        obs_cfg: ObservationConfig | None = None,
+        backend: SiteBackend | None = None,
+        evaluator: EvaluatorFn | None = None,
+        count_tokens: Callable[[str], int] | None = None,
+    ) -> None:
+        self.browser = browser
+        self.cfg = cfg or EnvConfig()
+        self.obs_cfg = obs_cfg or ObservationConfig()
+        self.backend: SiteBackend = backend or StaticSites()
+        self.evaluator = evaluator
+        self.count_tokens = count_tokens
+        self.session: BrowserSession | None = None
+        self.task: Task | None = None
+        self.instance_id: str | None = None
+        self.turn = 0
+        self.done = True
+        self.history: list[Action] = []
+        self._last_obs: Observation | None = None
+
+    # ---------------------------------------------------------------- episode lifecycle
+
+    async def reset(self, task: Task) -> Observation:
+        """Start an episode: fresh context, site state, login, first page.
+
+        Raises:
+            EnvError: the start page cannot be loaded or the site backend failed (the caller
+                counts this as ``env_error``).
+        """
+        await self.close_episode()
+        await self.browser.ensure_alive()
+        self.task, self.turn, self.done, self.history = task, 0, False, []
+        origins = sorted(set(self.backend.origins(task)) | set(self.cfg.allow_origins))
+        try:
+            self.session = await self.browser.new_session(allowed_origins=origins)
+            self.instance_id = await self.backend.begin(task, self.session)
+            err = await self.session.goto(self.backend.resolve_url(task.start_url))
+            if err:
+                raise EnvError(f"task {task.task_id}: start page failed: {err}")
+            self._last_obs = await self._observe()
+        except BrowserCrashedError as e:
+            self.done = True
+            raise EnvError(f"browser crashed during reset: {e}") from e
+        except EnvError:
+            self.done = True
+            raise
+        except Exception as e:  # a site backend failure: report, never hang
+            self.done = True
+            raise EnvError(f"task {task.task_id}: reset failed: {e}") from e
+        return self._last_obs
+
+    async def step(self, response_text: str) -> StepResult:
+        """Parse one action from the agent's raw text, execute it, return the result.
+
+        Raises:
+            RuntimeError: when called without an active episode (a bug in the caller).
+        """
+        if self.done or self.session is None or self.task is None:
+            raise RuntimeError("step() called without an active episode: call reset() first")
+        self.turn += 1
+        t0 = time.perf_counter()
+        info: dict[str, Any] = {"turn": self.turn}
+        try:
+            action = parse_action(response_text)
+        except ActionParseError as e:
+            action = None
+            info["parse_error"] = str(e)
+        try:
+            if action is None:
+                obs = self._with_error(self._last_obs, info["parse_error"])
+            elif action.kind == "exit":
+                self.history.append(action)
+                obs = self._last_obs
+                info["action"] = action.to_dict()
+                return await self._finish(obs, "done", action.argument, info, t0)
+            else:
+                self.history.append(action)
+                info["action"] = action.to_dict()
+                err = await self.session.execute(action)
+                obs = await self._observe()
+                if err:
+                    obs.error = err
+        except BrowserCrashedError as e:
+            return await self._crash(e, info)
+        self._last_obs = obs
+        info["step_s"] = time.perf_counter() - t0
+        if self.turn >= self.cfg.max_turns:
+            return await self._finish(obs, "max_turns", None, info, t0)
+        return StepResult(observation=obs, done=False, reward=0.0, info=info)
+
+    async def close_episode(self) -> None:
+        """Release the episode's context and site instance (safe to call twice)."""
+        session, self.session = self.session, None
+        instance, self.instance_id = self.instance_id, None
+        if session is not None:
+            # A dead browser has nothing left to close.
+            with contextlib.suppress(Exception):
+                await session.close()
+        if instance is not None:
+            with contextlib.suppress(Exception):
+                await self.backend.end(instance)
+
+    async def close(self) -> None:
+        """End the current episode, if any."""
+        self.done = True
+        await self.close_episode()
+
+    # ---------------------------------------------------------------- helpers
+
+    async def _observe(self) -> Observation:
+        assert self.session is not None
+        return await self.session.observe(self.obs_cfg, count_tokens=self.count_tokens)
+
+    @staticmethod
+    def _with_error(obs: Observation | None, error: str) -> Observation:
+        assert obs is not None
+        return Observation(
+            url=obs.url,
+            title=obs.title,
+            text=obs.text,
+            tabs=list(obs.tabs),
+            error=error,
+            active_tab=obs.active_tab,
+        )
+
+    async def _finish(
+        self,
+        obs: Observation | None,
+        status: str,
+        answer: str | None,
+        info: dict[str, Any],
+        t0: float,
+    ) -> StepResult:
+        assert self.task is not None and self.session is not None
+        self.done = True
+        try:
+            result = await self._evaluate(answer, obs.url if obs else "")
+        except BrowserCrashedError as e:
+            return await self._crash(e, info)
+        info.update(
+            status=status,
+            answer=answer,
+            explanation=result.explanation,
+            step_s=time.perf_counter() - t0,
+        )
+        await self.close_episode()
+        assert obs is not None
+        return StepResult(observation=obs, done=True, reward=result.reward, info=info)
+
+    async def _crash(self, e: Exception, info: dict[str, Any]) -> StepResult:
+        self.done = True
+        info.update(status="env_error", error=f"browser crashed: {e}")
+        await self.close_episode()
+        obs = Observation(url="", title="", text="", error=info["error"])
+        return StepResult(observation=obs, done=True, reward=0.0, info=info)
+
+    async def _evaluate(self, answer: str | None, url: str) -> EvalResult:
+        assert self.task is not None and self.session is not None
+        fn = self.task.evaluator or self.evaluator
+        if fn is None:
+            return EvalResult(0.0, "no evaluator configured for this task")
+        ctx = EvalContext(
+            task=self.task,
+            answer=answer,
+            session=self.session,
+            url=url,
+            instance_id=self.instance_id,
+            backend=self.backend,
+            history=list(self.history),
+        )
+        out = fn(ctx)
+        if inspect.isawaitable(out):
+            out = await out
+        if isinstance(out, EvalResult):
+            return out
+        if isinstance(out, tuple):
+            return EvalResult(float(out[0]), str(out[1]))
+        return EvalResult(float(out))

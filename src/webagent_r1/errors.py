@@ -1,0 +1,26 @@
+"""The exception types that mean "the user must fix something" (shown as one line)."""
+
+from __future__ import annotations
+
+
+def user_error_types() -> tuple[type[BaseException], ...]:
+    """Exceptions the CLI prints as a one-line error instead of a traceback."""
+    from webagent_r1.browser import BrowserNotFoundError
+    from webagent_r1.config import ConfigError
+    from webagent_r1.env import EnvError
+    from webagent_r1.policy.models import ModelNotFoundError
+
+    types: list[type[BaseException]] = [
+        ConfigError,
+        ModelNotFoundError,
+        BrowserNotFoundError,
+        EnvError,
+        FileNotFoundError,
+    ]
+    try:
+        from webagent_r1.tasks import TaskError
+
+        types.append(TaskError)
+    except ImportError:
+        pass
+    return tuple(types)

@@ -1,0 +1,60 @@
+"""The inference-engine protocol: token ids in, token ids + log-probs out.
+
+Engines never see text they would have to re-tokenise: the rollout builds prompt ids once
+with the chat template and keeps the exact completion ids an engine sampled, so training
+uses the ids that were sampled (DESIGN.md, "Policy engines").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+
+@dataclass
+class SamplingParams:
+    """How to sample one completion."""
+
+    temperature: float = 1.0
+    """0 means greedy decoding."""
+    top_p: float = 1.0
+    """Nucleus sampling mass."""
+    max_new_tokens: int = 256
+    """Upper bound on completion length."""
+    stop: list[str] = field(default_factory=lambda: ["</answer>"])
+    """Generation stops after any of these strings (the stop string is kept)."""
+    seed: int | None = None
+    """Per-request seed for reproducible sampling."""
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError("temperature must be >= 0 (0 = greedy)")
+        if not 0 < self.top_p <= 1:
+            raise ValueError("top_p must be in (0, 1]")
+        if self.max_new_tokens < 1:
+            raise ValueError("max_new_tokens must be >= 1")
+
+
+@dataclass
+class Completion:
+    """One sampled completion."""
+
+    token_ids: list[int]
+    """The exact sampled ids (end-of-sequence id included when it was sampled)."""
+    logprobs: list[float]
+    """Log-probability of each sampled id under the sampling policy."""
+    text: str
+    """Decoded text of ``token_ids`` (for parsing the action, never for training)."""
+    finish_reason: str
+    """'stop' (eos or a stop string) or 'length'."""
+    trainable: bool = True
+    """False when the ids are not the engine's own (e.g. a text-only API)."""
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """An inference engine."""
+
+    async def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
+        """Sample one completion per prompt."""
+        ...

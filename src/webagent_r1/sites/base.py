@@ -1,0 +1,822 @@
+"""The embedded-site framework: sites, shared database backends, isolated instances, sessions.
+
+A :class:`Backend` is a seeded SQLite database (schema + deterministic seed + version). Its
+pristine copy is built once and cached under ``$WEBAGENT_R1_HOME/sites/<name>-<version>.sqlite``.
+A :class:`Site` is a Starlette web app over a backend; several sites may share one backend (the
+shop and its admin panel edit the same catalogue, as WebArena's Magento does).
+
+Every episode runs against its own *instance*: a file copy of the pristine database, chosen by
+the ``wa_instance`` cookie (cookies on 127.0.0.1 are shared across ports, so one cookie selects
+the instance on every site). A request without a known instance cookie uses the ``default``
+instance, which is what a human running ``webagent-r1 sites serve`` sees.
+
+Control endpoints under ``/__webagent/`` (create/delete instances, create login sessions) need
+the ``X-WebAgent-Control`` header holding the server's random token, so the browsing agent
+cannot call them. In-process users (the env, evaluators) call :class:`InstanceStore` directly
+through :class:`webagent_r1.sites.server.RunningSites`.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import os
+import random
+import re
+import secrets
+import shutil
+import sqlite3
+import tempfile
+import threading
+import time
+import urllib.parse
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from webagent_r1.config import home_dir
+from webagent_r1.sites.seed_utils import check_password
+
+INSTANCE_COOKIE = "wa_instance"
+"""Cookie that selects the instance (shared by all sites on one host)."""
+CONTROL_HEADER = "X-WebAgent-Control"
+"""Header carrying the control token on ``/__webagent/`` endpoints."""
+DEFAULT_INSTANCE = "default"
+"""Instance used by requests without a (known) instance cookie."""
+COMMON_TEMPLATES = Path(__file__).parent / "templates"
+
+_INSTANCE_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+BASE_SCHEMA = """
+CREATE TABLE users (
+    id INTEGER PRIMARY KEY,
+    username TEXT NOT NULL UNIQUE,
+    email TEXT NOT NULL UNIQUE,
+    password_hash TEXT NOT NULL,
+    full_name TEXT NOT NULL,
+    is_admin INTEGER NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE sessions (
+    token TEXT PRIMARY KEY,
+    site TEXT NOT NULL,
+    user_id INTEGER REFERENCES users(id),
+    created_at TEXT NOT NULL
+);
+"""
+"""Tables every backend has: accounts (``users``) and server-side login sessions."""
+
+
+# --------------------------------------------------------------------------------------------
+# Backends and sites
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A seeded SQLite database that one or more sites serve.
+
+    Attributes:
+        name: Database name; the pristine file is ``<name>-<version>.sqlite``.
+        version: Bump whenever the schema or the seed code changes, so caches are rebuilt.
+        create_schema: Creates the backend's tables (the :data:`BASE_SCHEMA` tables exist).
+        seed: Fills the tables; must draw all randomness from the given ``random.Random``.
+        seed_value: Seed of that ``random.Random``.
+    """
+
+    name: str
+    version: str
+    create_schema: Callable[[sqlite3.Connection], None]
+    seed: Callable[[sqlite3.Connection, random.Random], None]
+    seed_value: int = 0
+
+    def pristine_path(self, home: Path | None = None) -> Path:
+        """Where the pristine database of this backend is cached."""
+        return (home or home_dir()) / "sites" / f"{self.name}-{self.version}.sqlite"
+
+    def build(self, path: Path) -> None:
+        """Create a fresh database at ``path`` (overwritten) with schema and seeded data."""
+        path.unlink(missing_ok=True)
+        conn = sqlite3.connect(path)
+        try:
+            # Bulk load without a journal; the file only becomes visible after the rename in
+            # ensure_pristine, so a crash mid-build leaves no half-built cache behind.
+            conn.execute("PRAGMA journal_mode=OFF")
+            conn.execute("PRAGMA synchronous=OFF")
+            conn.executescript(BASE_SCHEMA)
+            self.create_schema(conn)
+            self.seed(conn, random.Random(self.seed_value))
+            conn.commit()
+            conn.execute("ANALYZE")
+            conn.commit()
+            conn.execute("VACUUM")
+            # Rollback journal (not WAL): a single-file database copies with one file copy.
+            conn.execute("PRAGMA journal_mode=DELETE")
+        finally:
+            conn.close()
+
+    def ensure_pristine(self, home: Path | None = None) -> Path:
+        """Return the pristine database path, building it (atomically) if missing."""
+        path = self.pristine_path(home)
+        if path.exists():
+            return path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+        tmp_path = Path(tmp)
+        os.close(fd)
+        try:
+            self.build(tmp_path)
+            tmp_path.replace(path)
+        finally:
+            tmp_path.unlink(missing_ok=True)
+        return path
+
+
+@dataclass(frozen=True)
+class SiteUser:
+    """A documented account of a site (seeded into its backend's ``users`` table)."""
+
+    username: str
+    password: str
+    is_admin: bool = False
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Site:
+    """One embedded web application.
+
+    Attributes:
+        name: Registry key and cookie prefix, e.g. ``"shopping"``.
+        title: Human-readable name shown in page titles.
+        default_port: Port used by ``start_sites`` unless told otherwise (WebArena's).
+        backend: The database it serves; sites with the same backend share instances.
+        routes: Returns the site's Starlette routes (built with :func:`page`).
+        templates_dir: Jinja2 templates of the site; :data:`COMMON_TEMPLATES` is the fallback.
+        users: Documented accounts with their passwords (for tasks, docs and tests).
+        admin_only: Every page except ``/login`` requires an admin account.
+        login_check: Extra check at password login; returns an error message to refuse.
+        on_login: Called after a password login with (db, old session token, new token,
+            user id), e.g. to move a guest cart to the customer.
+        context: Extra template variables for every page (menus, cart counts).
+        login_redirect: Where a successful login goes when no ``next`` is given.
+    """
+
+    name: str
+    title: str
+    default_port: int
+    backend: Backend
+    routes: Callable[[], Sequence[BaseRoute]]
+    templates_dir: Path
+    users: tuple[SiteUser, ...] = ()
+    admin_only: bool = False
+    login_check: Callable[[sqlite3.Connection, sqlite3.Row], str | None] | None = None
+    on_login: Callable[[sqlite3.Connection, str | None, str, int], None] | None = None
+    context: Callable[[Ctx], dict[str, Any]] | None = None
+    login_redirect: str = "/"
+
+    @property
+    def session_cookie(self) -> str:
+        """Name of this site's login-session cookie, e.g. ``shopping_session``."""
+        return f"{self.name}_session"
+
+    @property
+    def flash_cookie(self) -> str:
+        """Name of the one-shot message cookie shown on the next page."""
+        return f"{self.name}_flash"
+
+
+# --------------------------------------------------------------------------------------------
+# Instances
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Instance:
+    path: Path
+    last_used: float
+
+
+class InstanceStore:
+    """Per-episode copies of one backend's pristine database. Thread-safe.
+
+    Args:
+        backend: The backend whose instances this store holds.
+        pristine: Path of the pristine database (see :meth:`Backend.ensure_pristine`).
+        idle_timeout_s: Instances unused for longer are removed by :meth:`reap`.
+        root: Directory for instance files; a fresh temp directory when None.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        pristine: Path,
+        idle_timeout_s: float = 1800.0,
+        root: Path | None = None,
+    ) -> None:
+        self.backend = backend
+        self.pristine = pristine
+        self.idle_timeout_s = idle_timeout_s
+        self._own_root = root is None
+        self.root = root or Path(tempfile.mkdtemp(prefix=f"webagent-{backend.name}-"))
+        self._lock = threading.Lock()
+        self._instances: dict[str, _Instance] = {}
+        self.create(DEFAULT_INSTANCE)
+
+    def create(self, instance_id: str | None = None) -> str:
+        """Copy the pristine database into a new instance and return its id.
+
+        An existing id is reused as is (its state is kept), so several sites sharing this
+        backend can each be asked to create the same instance.
+        """
+        if instance_id is None:
+            instance_id = secrets.token_hex(8)
+        if not _INSTANCE_ID_RE.match(instance_id):
+            raise ValueError(
+                f"invalid instance id {instance_id!r}: use 1-64 letters, digits, '_', '.', '-'"
+            )
+        with self._lock:
+            inst = self._instances.get(instance_id)
+            if inst is not None:
+                inst.last_used = time.monotonic()
+                return instance_id
+            path = self.root / f"{instance_id}.sqlite"
+            shutil.copyfile(self.pristine, path)
+            self._instances[instance_id] = _Instance(path, time.monotonic())
+        return instance_id
+
+    def reset(self, instance_id: str) -> None:
+        """Restore an existing instance to the pristine state (one file copy)."""
+        with self._lock:
+            inst = self._get(instance_id)
+            tmp = inst.path.with_suffix(".resetting")
+            shutil.copyfile(self.pristine, tmp)
+            tmp.replace(inst.path)
+            inst.last_used = time.monotonic()
+
+    def delete(self, instance_id: str) -> bool:
+        """Remove an instance and its file; returns False if it did not exist."""
+        with self._lock:
+            inst = self._instances.pop(instance_id, None)
+        if inst is None:
+            return False
+        for p in (inst.path, Path(str(inst.path) + "-journal")):
+            p.unlink(missing_ok=True)
+        if instance_id == DEFAULT_INSTANCE:  # the fallback instance must always exist
+            self.create(DEFAULT_INSTANCE)
+        return True
+
+    def path(self, instance_id: str) -> Path:
+        """Database file of an instance (raises KeyError naming the live ids if unknown)."""
+        with self._lock:
+            return self._get(instance_id).path
+
+    def exists(self, instance_id: str) -> bool:
+        """Whether the instance exists."""
+        with self._lock:
+            return instance_id in self._instances
+
+    def ids(self) -> list[str]:
+        """Ids of the live instances."""
+        with self._lock:
+            return list(self._instances)
+
+    def resolve(self, instance_id: str | None) -> tuple[str, Path]:
+        """The instance a request uses: ``instance_id`` if live, else the default one."""
+        with self._lock:
+            inst = self._instances.get(instance_id or "")
+            if inst is None:
+                instance_id = DEFAULT_INSTANCE
+                inst = self._instances[DEFAULT_INSTANCE]
+            inst.last_used = time.monotonic()
+            return instance_id or DEFAULT_INSTANCE, inst.path
+
+    def reap(self, now: float | None = None) -> list[str]:
+        """Delete instances idle longer than ``idle_timeout_s`` (never the default one)."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            stale = [
+                i
+                for i, inst in self._instances.items()
+                if i != DEFAULT_INSTANCE and now - inst.last_used > self.idle_timeout_s
+            ]
+        for i in stale:
+            self.delete(i)
+        return stale
+
+    def close(self) -> None:
+        """Delete every instance file (and the temp directory if this store made it)."""
+        with self._lock:
+            paths = [inst.path for inst in self._instances.values()]
+            self._instances.clear()
+        if self._own_root:
+            shutil.rmtree(self.root, ignore_errors=True)
+        else:
+            for p in paths:
+                p.unlink(missing_ok=True)
+
+    def _get(self, instance_id: str) -> _Instance:
+        inst = self._instances.get(instance_id)
+        if inst is None:
+            raise KeyError(
+                f"unknown instance {instance_id!r} of backend {self.backend.name!r}; "
+                f"live instances: {sorted(self._instances)}"
+            )
+        return inst
+
+
+def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
+    """Open an instance database (rows as ``sqlite3.Row``), read-only if asked."""
+    if readonly:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+    else:
+        conn = sqlite3.connect(path, timeout=10)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA foreign_keys=ON")
+    return conn
+
+
+def now_str() -> str:
+    """The current local time in the sites' storage format."""
+    return datetime.now().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def create_session(conn: sqlite3.Connection, site: str, user_id: int | None) -> str:
+    """Insert a server-side session row for ``user_id`` (None: a guest) and return its token."""
+    token = secrets.token_urlsafe(24)
+    conn.execute(
+        "INSERT INTO sessions (token, site, user_id, created_at) VALUES (?, ?, ?, ?)",
+        (token, site, user_id, now_str()),
+    )
+    conn.commit()
+    return token
+
+
+def login_session(db_path: Path, site: str, username: str) -> str:
+    """Create a logged-in session for ``username`` in an instance database; return the token.
+
+    Raises:
+        KeyError: No such user in the instance.
+    """
+    conn = connect(db_path)
+    try:
+        row = conn.execute("SELECT id FROM users WHERE username = ?", (username,)).fetchone()
+        if row is None:
+            raise KeyError(f"no user {username!r} in this instance of site {site!r}")
+        return create_session(conn, site, row["id"])
+    finally:
+        conn.close()
+
+
+# --------------------------------------------------------------------------------------------
+# Request handling
+# --------------------------------------------------------------------------------------------
+
+
+class SiteApp:
+    """Runtime state of one site app: its site, instance store, control token, templates."""
+
+    def __init__(self, site: Site, store: InstanceStore, control_token: str) -> None:
+        self.site = site
+        self.store = store
+        self.control_token = control_token
+        self.templates = make_template_env(site)
+
+
+def make_template_env(site: Site) -> jinja2.Environment:
+    """Jinja2 environment of a site: autoescaping on, site templates before common ones."""
+    env = jinja2.Environment(
+        loader=jinja2.ChoiceLoader(
+            [
+                jinja2.FileSystemLoader(str(site.templates_dir)),
+                jinja2.FileSystemLoader(str(COMMON_TEMPLATES)),
+            ]
+        ),
+        autoescape=True,  # everything user-supplied renders inert (reviews, names, addresses)
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters["money"] = fmt_money
+    env.filters["date"] = fmt_date
+    env.filters["datetime"] = fmt_datetime
+    env.filters["stars"] = fmt_stars
+    env.globals["qs"] = query_string
+    return env
+
+
+def fmt_money(value: float | None) -> str:
+    """``1234.5`` -> ``$1,234.50``."""
+    return f"${(value or 0.0):,.2f}"
+
+
+def fmt_date(value: str | None) -> str:
+    """``2023-04-05 14:23:11`` -> ``Apr 5, 2023``."""
+    if not value:
+        return ""
+    dt = datetime.strptime(value[:10], "%Y-%m-%d")
+    return f"{dt:%b} {dt.day}, {dt.year}"
+
+
+def fmt_datetime(value: str | None) -> str:
+    """``2023-04-05 14:23:11`` -> ``Apr 5, 2023, 2:23 PM``."""
+    if not value:
+        return ""
+    dt = datetime.strptime(value[:19], "%Y-%m-%d %H:%M:%S")
+    hour = dt.hour % 12 or 12
+    return f"{dt:%b} {dt.day}, {dt.year}, {hour}:{dt:%M} {'AM' if dt.hour < 12 else 'PM'}"
+
+
+def fmt_stars(value: float | None) -> str:
+    """A rating as text, e.g. ``4.3 out of 5``."""
+    return f"{(value or 0.0):.1f} out of 5"
+
+
+def query_string(request: Request, **changes: Any) -> str:
+    """The current query string with ``changes`` applied (None or '' removes a key).
+
+    Used by templates for pagination, sort and filter links, e.g. ``qs(request, p=2)``.
+    """
+    params = dict(request.query_params)
+    for key, value in changes.items():
+        if value is None or value == "":
+            params.pop(key, None)
+        else:
+            params[key] = str(value)
+    return "?" + urllib.parse.urlencode(params) if params else request.url.path
+
+
+class Ctx:
+    """Everything a page handler needs: request, instance DB, logged-in user, rendering.
+
+    Handlers are ``async def handler(ctx: Ctx) -> Response``; :func:`page` wraps them.
+    """
+
+    def __init__(self, request: Request, app: SiteApp, instance_id: str, db: sqlite3.Connection):
+        self.request = request
+        self.app = app
+        self.site = app.site
+        self.instance_id = instance_id
+        self.db = db
+        self.session_token: str | None = request.cookies.get(app.site.session_cookie)
+        self.user: sqlite3.Row | None = None
+        self._cookies: list[tuple[str, str | None]] = []  # (name, value or None = delete)
+        if self.session_token:
+            self.user = db.execute(
+                "SELECT u.* FROM sessions s JOIN users u ON u.id = s.user_id "
+                "WHERE s.token = ? AND s.site = ?",
+                (self.session_token, self.site.name),
+            ).fetchone()
+
+    # -- parameters ---------------------------------------------------------------------------
+
+    def arg(self, name: str, default: str = "") -> str:
+        """A query parameter, stripped."""
+        return self.request.query_params.get(name, default).strip()
+
+    def int_arg(self, name: str, default: int = 1, lo: int = 1) -> int:
+        """An integer query parameter (``default`` when missing or invalid), at least ``lo``."""
+        try:
+            return max(lo, int(self.request.query_params.get(name, default)))
+        except ValueError:
+            return default
+
+    def path_int(self, name: str) -> int | None:
+        """An integer path parameter, or None."""
+        try:
+            return int(self.request.path_params[name])
+        except (KeyError, ValueError):
+            return None
+
+    async def form(self) -> dict[str, str]:
+        """The submitted form fields as stripped strings."""
+        form = await self.request.form()
+        return {k: v.strip() for k, v in form.items() if isinstance(v, str)}
+
+    # -- sessions -----------------------------------------------------------------------------
+
+    def ensure_session(self) -> str:
+        """The current session token, creating a guest session (and its cookie) if needed."""
+        if self.session_token and self.db.execute(
+            "SELECT 1 FROM sessions WHERE token = ? AND site = ?",
+            (self.session_token, self.site.name),
+        ).fetchone():
+            return self.session_token
+        self.session_token = create_session(self.db, self.site.name, None)
+        self._cookies.append((self.site.session_cookie, self.session_token))
+        return self.session_token
+
+    def log_in(self, user_id: int) -> None:
+        """Start a new logged-in session for ``user_id`` (the old one is dropped)."""
+        old = self.session_token
+        token = create_session(self.db, self.site.name, user_id)
+        if self.site.on_login is not None:
+            self.site.on_login(self.db, old, token, user_id)
+        if old:
+            self.db.execute("DELETE FROM sessions WHERE token = ?", (old,))
+        self.db.commit()
+        self.session_token = token
+        self._cookies.append((self.site.session_cookie, token))
+        self.user = self.db.execute("SELECT * FROM users WHERE id = ?", (user_id,)).fetchone()
+
+    def log_out(self) -> None:
+        """End the current session."""
+        if self.session_token:
+            self.db.execute("DELETE FROM sessions WHERE token = ?", (self.session_token,))
+            self.db.commit()
+        self.session_token = None
+        self.user = None
+        self._cookies.append((self.site.session_cookie, None))
+
+    # -- responses ----------------------------------------------------------------------------
+
+    def render(self, template: str, status: int = 200, **context: Any) -> HTMLResponse:
+        """Render a template with the common context (user, flash message, site extras)."""
+        flash = None
+        raw = self.request.cookies.get(self.site.flash_cookie)
+        if raw:
+            kind, _, text = urllib.parse.unquote(raw).partition("|")
+            flash = {"kind": kind, "text": text}
+            self._cookies.append((self.site.flash_cookie, None))
+        ctx: dict[str, Any] = {
+            "request": self.request,
+            "site": self.site,
+            "user": self.user,
+            "flash": flash,
+            "error": None,
+        }
+        if self.site.context is not None:
+            ctx.update(self.site.context(self))
+        ctx.update(context)
+        html = self.app.templates.get_template(template).render(ctx)
+        return HTMLResponse(html, status_code=status)
+
+    def redirect(self, url: str, message: str | None = None, kind: str = "success") -> Response:
+        """A 303 redirect, optionally carrying a message shown on the next page."""
+        if message:
+            self._cookies.append((self.site.flash_cookie, urllib.parse.quote(f"{kind}|{message}")))
+        return RedirectResponse(url, status_code=303)
+
+    def not_found(self, what: str = "page") -> HTMLResponse:
+        """The 404 page."""
+        return self.render("error.html", status=404, code=404, message=f"The {what} was not found.")
+
+    def login_redirect(self, message: str) -> Response:
+        """Redirect to the login page, coming back to the current URL afterwards."""
+        target = self.request.url.path
+        if self.request.url.query and self.request.method == "GET":
+            target += "?" + self.request.url.query
+        nxt = urllib.parse.quote(target, safe="/")
+        return self.redirect(f"/login?next={nxt}", message, "notice")
+
+    def apply_cookies(self, response: Response) -> Response:
+        """Set or delete the cookies queued during the request."""
+        for name, value in self._cookies:
+            if value is None:
+                response.delete_cookie(name, path="/")
+            else:
+                response.set_cookie(name, value, path="/", httponly=True, samesite="lax")
+        return response
+
+
+Handler = Callable[[Ctx], Awaitable[Response]]
+
+
+def page(
+    path: str, handler: Handler, methods: Iterable[str] = ("GET",), public: bool = False
+) -> Route:
+    """A route whose handler gets a :class:`Ctx` bound to the request's instance.
+
+    Args:
+        path: URL pattern, e.g. ``/product/{product_id:int}``.
+        handler: ``async def handler(ctx) -> Response``.
+        methods: Allowed HTTP methods.
+        public: On an ``admin_only`` site, whether the page is reachable without an admin login.
+    """
+
+    async def endpoint(request: Request) -> Response:
+        app: SiteApp = request.app.state.site_app
+        instance_id, db_path = app.store.resolve(request.cookies.get(INSTANCE_COOKIE))
+        db = connect(db_path)
+        try:
+            ctx = Ctx(request, app, instance_id, db)
+            if app.site.admin_only and not public:
+                if ctx.user is None:
+                    return ctx.apply_cookies(
+                        ctx.login_redirect("Please sign in to access the Admin Panel.")
+                    )
+                if not ctx.user["is_admin"]:
+                    resp = ctx.render(
+                        "error.html",
+                        status=403,
+                        code=403,
+                        message=f"Access denied: the account {ctx.user['username']} is not an "
+                        "administrator. Sign out and sign in with an admin account.",
+                    )
+                    return ctx.apply_cookies(resp)
+            return ctx.apply_cookies(await handler(ctx))
+        finally:
+            db.close()
+
+    endpoint.__name__ = handler.__name__
+    return Route(path, endpoint, methods=list(methods))
+
+
+# --------------------------------------------------------------------------------------------
+# Pages every site has: login, logout
+# --------------------------------------------------------------------------------------------
+
+LOGIN_FAILED = (
+    "The account sign-in was incorrect or your account is disabled temporarily. "
+    "Please wait and try again later."
+)
+
+
+def _safe_next(url: str, default: str) -> str:
+    # Only local paths: never redirect to another host.
+    return url if url.startswith("/") and not url.startswith("//") else default
+
+
+async def login_page(ctx: Ctx) -> Response:
+    """GET: the sign-in form. POST: check the credentials and start a session."""
+    if ctx.request.method == "GET":
+        nxt = _safe_next(ctx.arg("next"), ctx.site.login_redirect)
+        return ctx.render("login.html", next=nxt, username="")
+    form = await ctx.form()
+    nxt = _safe_next(form.get("next", ""), ctx.site.login_redirect)
+    username = form.get("username", "")
+    row = ctx.db.execute(
+        "SELECT * FROM users WHERE username = ? OR lower(email) = lower(?)", (username, username)
+    ).fetchone()
+    error = None
+    if row is None or not check_password(form.get("password", ""), row["password_hash"]):
+        error = LOGIN_FAILED
+    elif ctx.site.admin_only and not row["is_admin"]:
+        error = "This account is not allowed to access the Admin Panel."
+    elif ctx.site.login_check is not None:
+        error = ctx.site.login_check(ctx.db, row)
+    if error:
+        return ctx.render("login.html", status=200, next=nxt, username=username, error=error)
+    ctx.log_in(row["id"])
+    return ctx.redirect(nxt)
+
+
+async def logout_page(ctx: Ctx) -> Response:
+    """End the session and go to the home page (the login page on admin sites)."""
+    ctx.log_out()
+    return ctx.redirect("/login" if ctx.site.admin_only else "/", "You are signed out.")
+
+
+# --------------------------------------------------------------------------------------------
+# Control endpoints
+# --------------------------------------------------------------------------------------------
+
+
+def _authorized(request: Request) -> bool:
+    app: SiteApp = request.app.state.site_app
+    given = request.headers.get(CONTROL_HEADER, "")
+    return hmac.compare_digest(given.encode(), app.control_token.encode())
+
+
+def _forbidden() -> JSONResponse:
+    return JSONResponse({"error": f"missing or wrong {CONTROL_HEADER} header"}, status_code=403)
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    body = await request.body()
+    if not body.strip():
+        return {}
+    data = json.loads(body)
+    if not isinstance(data, dict):
+        raise ValueError("the JSON body must be an object")
+    return data
+
+
+async def control_create_instance(request: Request) -> Response:
+    """``POST /__webagent/instances`` {"instance_id"?} -> {"instance_id", "db_path"}."""
+    if not _authorized(request):
+        return _forbidden()
+    app: SiteApp = request.app.state.site_app
+    try:
+        data = await _json_body(request)
+        instance_id = app.store.create(data.get("instance_id"))
+    except ValueError as e:
+        return JSONResponse({"error": str(e)}, status_code=400)
+    return JSONResponse(
+        {"instance_id": instance_id, "db_path": str(app.store.path(instance_id))},
+        status_code=201,
+    )
+
+
+async def control_delete_instance(request: Request) -> Response:
+    """``DELETE /__webagent/instances/{id}`` -> {"deleted": bool}."""
+    if not _authorized(request):
+        return _forbidden()
+    app: SiteApp = request.app.state.site_app
+    deleted = app.store.delete(request.path_params["instance_id"])
+    return JSONResponse({"deleted": deleted}, status_code=200 if deleted else 404)
+
+
+async def control_reset_instance(request: Request) -> Response:
+    """``POST /__webagent/instances/{id}/reset`` -> {"instance_id"}."""
+    if not _authorized(request):
+        return _forbidden()
+    app: SiteApp = request.app.state.site_app
+    instance_id = request.path_params["instance_id"]
+    try:
+        app.store.reset(instance_id)
+    except KeyError as e:
+        return JSONResponse({"error": str(e)}, status_code=404)
+    return JSONResponse({"instance_id": instance_id})
+
+
+async def control_create_session(request: Request) -> Response:
+    """``POST /__webagent/instances/{id}/sessions`` {"username"} -> cookie name and value."""
+    if not _authorized(request):
+        return _forbidden()
+    app: SiteApp = request.app.state.site_app
+    try:
+        data = await _json_body(request)
+        path = app.store.path(request.path_params["instance_id"])
+        token = login_session(path, app.site.name, str(data["username"]))
+    except KeyError as e:
+        return JSONResponse({"error": str(e)}, status_code=404)
+    except ValueError as e:
+        return JSONResponse({"error": str(e)}, status_code=400)
+    return JSONResponse({"cookie_name": app.site.session_cookie, "cookie_value": token})
+
+
+async def control_health(request: Request) -> Response:
+    """``GET /__webagent/health`` -> site name and live instances."""
+    if not _authorized(request):
+        return _forbidden()
+    app: SiteApp = request.app.state.site_app
+    return JSONResponse({"site": app.site.name, "instances": app.store.ids()})
+
+
+CONTROL_ROUTES: list[BaseRoute] = [
+    Route("/__webagent/health", control_health, methods=["GET"]),
+    Route("/__webagent/instances", control_create_instance, methods=["POST"]),
+    Route("/__webagent/instances/{instance_id}", control_delete_instance, methods=["DELETE"]),
+    Route(
+        "/__webagent/instances/{instance_id}/reset", control_reset_instance, methods=["POST"]
+    ),
+    Route(
+        "/__webagent/instances/{instance_id}/sessions", control_create_session, methods=["POST"]
+    ),
+]
+
+
+# --------------------------------------------------------------------------------------------
+# App factory
+# --------------------------------------------------------------------------------------------
+
+
+def build_app(site: Site, store: InstanceStore, control_token: str) -> Starlette:
+    """The Starlette app of ``site`` serving the instances of ``store``.
+
+    Args:
+        site: The site to serve.
+        store: Instance store of the site's backend (shared with sibling sites).
+        control_token: Value expected in the ``X-WebAgent-Control`` header.
+    """
+    if store.backend.name != site.backend.name:
+        raise ValueError(
+            f"site {site.name!r} needs backend {site.backend.name!r}, got {store.backend.name!r}"
+        )
+    site_app = SiteApp(site, store, control_token)
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        code = exc.status_code if isinstance(exc, HTTPException) else 500
+        message = {404: "The page was not found.", 405: "Method not allowed."}.get(
+            code, "Something went wrong."
+        )
+        html = site_app.templates.get_template("error.html").render(
+            request=request, site=site, user=None, flash=None, error=None, code=code,
+            message=message, bare=True,
+        )
+        return HTMLResponse(html, status_code=code)
+
+    routes: list[BaseRoute] = [
+        *CONTROL_ROUTES,
+        page("/login", login_page, methods=("GET", "POST"), public=True),
+        page("/logout", logout_page, methods=("GET", "POST"), public=True),
+        *site.routes(),
+    ]
+    app = Starlette(routes=routes, exception_handlers={404: http_error, 405: http_error})
+    app.state.site_app = site_app
+    return app
+
+
+def new_control_token() -> str:
+    """A fresh random control token."""
+    return secrets.token_urlsafe(24)
