@@ -12,7 +12,13 @@ import random
 import sqlite3
 from datetime import datetime, timedelta
 
-FIRST_NAMES = (
+
+def words(text: str) -> tuple[str, ...]:
+    """Split a space-separated word list (keeps long lists compact in the source)."""
+    return tuple(text.split())
+
+
+FIRST_NAMES = words(
     "Emma Olivia Ava Sophia Isabella Mia Amelia Harper Evelyn Abigail Emily Ella Elizabeth "
     "Camila Luna Sofia Avery Mila Aria Scarlett Penelope Layla Chloe Victoria Madison Eleanor "
     "Grace Nora Riley Zoey Hannah Hazel Lily Ellie Violet Lillian Zoe Stella Aurora Natalie "
@@ -20,9 +26,9 @@ FIRST_NAMES = (
     "Michael Daniel Henry Jackson Sebastian Aiden Matthew Samuel David Joseph Carter Owen Wyatt "
     "John Jack Luke Jayden Dylan Grayson Levi Isaac Gabriel Julian Mateo Anthony Jaxon Lincoln "
     "Joshua Christopher Andrew Theodore Caleb Ryan Asher Nathan Thomas Leo Isaiah Charles Josiah"
-).split()
+)
 
-LAST_NAMES = (
+LAST_NAMES = words(
     "Smith Johnson Williams Brown Jones Garcia Miller Davis Rodriguez Martinez Hernandez Lopez "
     "Gonzalez Wilson Anderson Thomas Taylor Moore Jackson Martin Lee Perez Thompson White Harris "
     "Sanchez Clark Ramirez Lewis Robinson Walker Young Allen King Wright Scott Torres Nguyen Hill "
@@ -31,15 +37,15 @@ LAST_NAMES = (
     "Rogers Gutierrez Ortiz Morgan Cooper Peterson Bailey Reed Kelly Howard Ramos Kim Cox Ward "
     "Richardson Watson Brooks Chavez Wood James Bennett Gray Mendoza Ruiz Hughes Price Alvarez "
     "Castillo Sanders Patel Myers Long Ross Foster Jimenez Chen Wang Singh Schmidt Novak"
-).split()
+)
 
 EMAIL_DOMAINS = ("gmail.com", "yahoo.com", "outlook.com", "hotmail.com", "icloud.com")
 
-STREET_NAMES = (
+STREET_NAMES = words(
     "Main Oak Maple Cedar Pine Elm Washington Lake Hill Park Sunset Highland Lincoln Church "
     "Willow Jackson Franklin Madison Ridge River Spring Meadow Forest Chestnut Walnut Adams "
     "Jefferson Valley Harbor Mill Birch Lakeview Center Broadway Prospect Summit Orchard"
-).split()
+)
 STREET_SUFFIXES = ("St", "Ave", "Rd", "Blvd", "Ln", "Dr", "Ct", "Way", "Pl")
 
 # (city, state code, state name, zip prefix)

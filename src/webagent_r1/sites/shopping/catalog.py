@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from webagent_r1.sites.seed_utils import words
+
 
 @dataclass(frozen=True)
 class Leaf:
@@ -38,11 +40,11 @@ APPAREL_SIZES = ("XS", "S", "M", "L", "XL", "XXL")
 SHOE_SIZES = ("6", "7", "8", "9", "10", "11", "12")
 BED_SIZES = ("Twin", "Full", "Queen", "King")
 
-ADJECTIVES = (
+ADJECTIVES = words(
     "Classic Premium Ultra Compact Deluxe Essential Pro Signature Elite Everyday Modern Sleek "
     "Nova Aero Zen Urban Alpine Coastal Midnight Golden Arctic Harbor Summit Vista Prime Fusion "
     "Luxe Pure Bold Swift Radiant Cozy Heritage Velvet Crystal Solar Lunar Breeze Cedar Sierra"
-).split()
+)
 
 CATALOG: tuple[Top, ...] = (
     Top(
@@ -58,8 +60,14 @@ CATALOG: tuple[Top, ...] = (
         (
             Leaf(
                 "Chargers & Power",
-                ("Charger", "Power Bank", "Wall Adapter", "Charging Cable", "Car Charger",
-                 "Charging Stand"),
+                (
+                    "Charger",
+                    "Power Bank",
+                    "Wall Adapter",
+                    "Charging Cable",
+                    "Car Charger",
+                    "Charging Stand",
+                ),
                 (9, 79),
                 ("Black", "White", "Gray"),
             ),
@@ -71,14 +79,26 @@ CATALOG: tuple[Top, ...] = (
             ),
             Leaf(
                 "Cameras",
-                ("Action Camera", "Webcam", "Dash Cam", "Instant Camera", "Camera Tripod",
-                 "Security Camera"),
+                (
+                    "Action Camera",
+                    "Webcam",
+                    "Dash Cam",
+                    "Instant Camera",
+                    "Camera Tripod",
+                    "Security Camera",
+                ),
                 (29, 399),
             ),
             Leaf(
                 "Computer Accessories",
-                ("Wireless Mouse", "Keyboard", "USB Hub", "Laptop Stand", "Mouse Pad",
-                 "Laptop Sleeve"),
+                (
+                    "Wireless Mouse",
+                    "Keyboard",
+                    "USB Hub",
+                    "Laptop Stand",
+                    "Mouse Pad",
+                    "Laptop Sleeve",
+                ),
                 (9, 129),
                 ("Black", "White", "Gray", "Blue"),
             ),
@@ -128,22 +148,40 @@ CATALOG: tuple[Top, ...] = (
             ),
             Leaf(
                 "Storage & Organization",
-                ("Storage Bin", "Shelf Organizer", "Drawer Divider", "Laundry Basket",
-                 "Shoe Rack", "Spice Rack"),
+                (
+                    "Storage Bin",
+                    "Shelf Organizer",
+                    "Drawer Divider",
+                    "Laundry Basket",
+                    "Shoe Rack",
+                    "Spice Rack",
+                ),
                 (9, 89),
                 ("White", "Gray", "Black", "Beige"),
             ),
             Leaf(
                 "Lighting",
-                ("Desk Lamp", "Floor Lamp", "LED Strip", "Night Light", "Table Lamp",
-                 "Ceiling Light"),
+                (
+                    "Desk Lamp",
+                    "Floor Lamp",
+                    "LED Strip",
+                    "Night Light",
+                    "Table Lamp",
+                    "Ceiling Light",
+                ),
                 (12, 159),
                 ("Black", "White", "Gold", "Silver"),
             ),
             Leaf(
                 "Small Appliances",
-                ("Blender", "Toaster", "Electric Kettle", "Coffee Maker", "Air Fryer",
-                 "Hand Mixer"),
+                (
+                    "Blender",
+                    "Toaster",
+                    "Electric Kettle",
+                    "Coffee Maker",
+                    "Air Fryer",
+                    "Hand Mixer",
+                ),
                 (24, 249),
                 ("Black", "White", "Red", "Silver"),
             ),
@@ -167,14 +205,12 @@ CATALOG: tuple[Top, ...] = (
             ),
             Leaf(
                 "Hair Care",
-                ("Shampoo", "Conditioner", "Hair Oil", "Hair Dryer", "Hair Brush",
-                 "Curling Iron"),
+                ("Shampoo", "Conditioner", "Hair Oil", "Hair Dryer", "Hair Brush", "Curling Iron"),
                 (7, 129),
             ),
             Leaf(
                 "Makeup",
-                ("Lipstick", "Mascara", "Foundation", "Eyeshadow Palette", "Blush",
-                 "Eyeliner"),
+                ("Lipstick", "Mascara", "Foundation", "Eyeshadow Palette", "Blush", "Eyeliner"),
                 (6, 49),
                 ("Red", "Pink", "Nude", "Brown", "Black", "Coral"),
             ),
@@ -198,15 +234,27 @@ CATALOG: tuple[Top, ...] = (
         (
             Leaf(
                 "Camping & Hiking",
-                ("Tent", "Sleeping Bag", "Hiking Backpack", "Headlamp", "Camping Stove",
-                 "Trekking Poles"),
+                (
+                    "Tent",
+                    "Sleeping Bag",
+                    "Hiking Backpack",
+                    "Headlamp",
+                    "Camping Stove",
+                    "Trekking Poles",
+                ),
                 (15, 299),
                 ("Green", "Orange", "Gray", "Blue"),
             ),
             Leaf(
                 "Fitness",
-                ("Yoga Mat", "Dumbbell Set", "Resistance Bands", "Jump Rope", "Kettlebell",
-                 "Foam Roller"),
+                (
+                    "Yoga Mat",
+                    "Dumbbell Set",
+                    "Resistance Bands",
+                    "Jump Rope",
+                    "Kettlebell",
+                    "Foam Roller",
+                ),
                 (9, 149),
                 ("Black", "Purple", "Blue", "Pink", "Gray"),
             ),
@@ -263,8 +311,14 @@ CATALOG: tuple[Top, ...] = (
             ),
             Leaf(
                 "Bags & Luggage",
-                ("Tote Bag", "Duffel Bag", "Carry-On Suitcase", "Wallet", "Crossbody Bag",
-                 "Laptop Backpack"),
+                (
+                    "Tote Bag",
+                    "Duffel Bag",
+                    "Carry-On Suitcase",
+                    "Wallet",
+                    "Crossbody Bag",
+                    "Laptop Backpack",
+                ),
                 (19, 229),
                 ("Black", "Brown", "Navy", "Gray", "Red", "Beige"),
             ),
@@ -283,20 +337,37 @@ CATALOG: tuple[Top, ...] = (
         (
             Leaf(
                 "Coffee",
-                ("Whole Bean Coffee", "Ground Coffee", "Coffee Pods", "Cold Brew Concentrate",
-                 "Espresso Roast"),
+                (
+                    "Whole Bean Coffee",
+                    "Ground Coffee",
+                    "Coffee Pods",
+                    "Cold Brew Concentrate",
+                    "Espresso Roast",
+                ),
                 (8, 39),
             ),
             Leaf(
                 "Tea",
-                ("Green Tea", "Black Tea", "Herbal Tea", "Chai Tea", "Matcha Powder",
-                 "Earl Grey Tea"),
+                (
+                    "Green Tea",
+                    "Black Tea",
+                    "Herbal Tea",
+                    "Chai Tea",
+                    "Matcha Powder",
+                    "Earl Grey Tea",
+                ),
                 (5, 29),
             ),
             Leaf(
                 "Snacks",
-                ("Trail Mix", "Granola Bars", "Kettle Chips", "Dark Chocolate", "Almonds",
-                 "Beef Jerky"),
+                (
+                    "Trail Mix",
+                    "Granola Bars",
+                    "Kettle Chips",
+                    "Dark Chocolate",
+                    "Almonds",
+                    "Beef Jerky",
+                ),
                 (3, 25),
             ),
             Leaf(
@@ -331,8 +402,14 @@ CATALOG: tuple[Top, ...] = (
             ),
             Leaf(
                 "Desk Accessories",
-                ("Desk Organizer", "Stapler", "Monitor Riser", "Desk Mat", "File Holder",
-                 "Pen Cup"),
+                (
+                    "Desk Organizer",
+                    "Stapler",
+                    "Monitor Riser",
+                    "Desk Mat",
+                    "File Holder",
+                    "Pen Cup",
+                ),
                 (7, 79),
                 ("Black", "White", "Gray", "Brown"),
             ),
@@ -351,20 +428,23 @@ CATALOG: tuple[Top, ...] = (
         (
             Leaf(
                 "Board Games",
-                ("Strategy Game", "Family Board Game", "Trivia Game", "Card Game",
-                 "Party Game"),
+                ("Strategy Game", "Family Board Game", "Trivia Game", "Card Game", "Party Game"),
                 (12, 69),
             ),
             Leaf(
                 "Puzzles",
-                ("Jigsaw Puzzle", "3D Puzzle", "Brain Teaser Set", "Puzzle Box",
-                 "Floor Puzzle"),
+                ("Jigsaw Puzzle", "3D Puzzle", "Brain Teaser Set", "Puzzle Box", "Floor Puzzle"),
                 (9, 49),
             ),
             Leaf(
                 "Building Toys",
-                ("Building Blocks Set", "Magnetic Tiles", "Marble Run", "Robot Kit",
-                 "Construction Set"),
+                (
+                    "Building Blocks Set",
+                    "Magnetic Tiles",
+                    "Marble Run",
+                    "Robot Kit",
+                    "Construction Set",
+                ),
                 (15, 129),
             ),
         ),
@@ -389,8 +469,7 @@ CATALOG: tuple[Top, ...] = (
             ),
             Leaf(
                 "Cat Supplies",
-                ("Cat Tree", "Scratching Post", "Cat Toy", "Litter Box", "Cat Bed",
-                 "Cat Carrier"),
+                ("Cat Tree", "Scratching Post", "Cat Toy", "Litter Box", "Cat Bed", "Cat Carrier"),
                 (6, 149),
                 ("Gray", "Beige", "White", "Pink"),
             ),
@@ -409,14 +488,26 @@ CATALOG: tuple[Top, ...] = (
         (
             Leaf(
                 "Vitamins & Supplements",
-                ("Multivitamin", "Vitamin D3", "Fish Oil", "Protein Powder", "Probiotic",
-                 "Magnesium"),
+                (
+                    "Multivitamin",
+                    "Vitamin D3",
+                    "Fish Oil",
+                    "Protein Powder",
+                    "Probiotic",
+                    "Magnesium",
+                ),
                 (8, 59),
             ),
             Leaf(
                 "Household Cleaning",
-                ("All-Purpose Cleaner", "Dish Soap", "Laundry Detergent", "Microfiber Cloths",
-                 "Sponges", "Glass Cleaner"),
+                (
+                    "All-Purpose Cleaner",
+                    "Dish Soap",
+                    "Laundry Detergent",
+                    "Microfiber Cloths",
+                    "Sponges",
+                    "Glass Cleaner",
+                ),
                 (3, 29),
             ),
         ),
@@ -435,37 +526,59 @@ USES = (
 )
 
 REVIEW_TITLES = {
-    5: ("Absolutely love it", "Best {noun} I have owned", "Exceeded my expectations",
-        "Five stars", "Worth every penny", "Perfect", "Highly recommend"),
-    4: ("Very good", "Great {noun} for the price", "Solid purchase", "Happy with it",
-        "Pretty great", "Does the job well"),
-    3: ("It's okay", "Decent but not great", "Average {noun}", "Mixed feelings",
-        "Good enough"),
+    5: (
+        "Absolutely love it",
+        "Best {noun} I have owned",
+        "Exceeded my expectations",
+        "Five stars",
+        "Worth every penny",
+        "Perfect",
+        "Highly recommend",
+    ),
+    4: (
+        "Very good",
+        "Great {noun} for the price",
+        "Solid purchase",
+        "Happy with it",
+        "Pretty great",
+        "Does the job well",
+    ),
+    3: ("It's okay", "Decent but not great", "Average {noun}", "Mixed feelings", "Good enough"),
     2: ("Disappointed", "Not as described", "Expected more", "Meh", "Would not buy again"),
     1: ("Terrible", "Broke after a week", "Waste of money", "Do not buy", "Very poor quality"),
 }
 
 REVIEW_OPENERS = {
-    5: ("I bought this {noun} a month ago and use it every day.",
+    5: (
+        "I bought this {noun} a month ago and use it every day.",
         "This {noun} is fantastic.",
         "I was skeptical at first, but this {noun} won me over.",
-        "Bought this as a gift and ended up ordering one for myself."),
-    4: ("Overall a very good {noun}.",
+        "Bought this as a gift and ended up ordering one for myself.",
+    ),
+    4: (
+        "Overall a very good {noun}.",
         "I have been using this {noun} for a few weeks now.",
         "Nice {noun} with only a couple of small issues.",
-        "Good value and it arrived quickly."),
-    3: ("This {noun} is fine for the price.",
+        "Good value and it arrived quickly.",
+    ),
+    3: (
+        "This {noun} is fine for the price.",
         "It works, but nothing special.",
         "The {noun} does what it says, mostly.",
-        "Some things I like about this {noun} and some I don't."),
-    2: ("I had high hopes for this {noun}.",
+        "Some things I like about this {noun} and some I don't.",
+    ),
+    2: (
+        "I had high hopes for this {noun}.",
         "The {noun} arrived on time but the quality is lacking.",
         "Not impressed with this {noun}.",
-        "It worked for a while, then problems started."),
-    1: ("This {noun} stopped working almost immediately.",
+        "It worked for a while, then problems started.",
+    ),
+    1: (
+        "This {noun} stopped working almost immediately.",
         "Very disappointed with this purchase.",
         "The {noun} looked nothing like the pictures.",
-        "Returned it after two days."),
+        "Returned it after two days.",
+    ),
 }
 
 REVIEW_DETAILS = {

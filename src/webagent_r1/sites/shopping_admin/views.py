@@ -1,0 +1,653 @@
+"""Pages of the shop's admin panel ("shopping_admin", WebArena's Magento admin).
+
+Every page needs an admin login (``/login``). URL map (GET unless noted):
+
+    /                                   dashboard: totals, last orders, best sellers
+    /orders                             ?status= q= (order #, customer) from= to= sort= p=
+    /orders/{id}, POST /orders/{id}/status   view; change status with a comment
+    /products                           ?q= (name, SKU) category= status= sort= p=
+    /products/{id} (GET/POST)           edit name, SKU, price, quantity, status, description
+    /products/new (GET/POST)            create a product
+    /customers                          ?q= (name, email, phone, city) region= p=
+    /customers/{id} (GET/POST)          view with orders; POST edits contact and address
+    /reviews                            ?status=pending|approved q= rating= p=
+    /reviews/{id}, POST /reviews/{id}/approve, POST /reviews/{id}/delete
+    /reports/bestsellers                ?from= to= (YYYY-MM-DD or MM/DD/YYYY) p=
+    /reports/sales                      ?from= to= period=day|month|year p=
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any
+
+from starlette.responses import Response
+from starlette.routing import BaseRoute
+
+from webagent_r1.sites.base import Ctx, now_str, page, paginate
+from webagent_r1.sites.shopping.db import ORDER_STATUSES
+from webagent_r1.sites.shopping.queries import (
+    category_tree,
+    get_order,
+    like_pattern,
+    order_item_summary,
+    order_items,
+)
+
+PER_PAGE = 10
+ORDER_SORTS = {
+    "": ("Purchase Date: newest first", "o.created_at DESC, o.id DESC"),
+    "created_asc": ("Purchase Date: oldest first", "o.created_at ASC, o.id ASC"),
+    "total_desc": ("Grand Total: high to low", "o.grand_total DESC, o.id DESC"),
+    "total_asc": ("Grand Total: low to high", "o.grand_total ASC, o.id ASC"),
+}
+PRODUCT_SORTS = {
+    "": ("ID", "p.id ASC"),
+    "name": ("Name", "p.name ASC"),
+    "price_asc": ("Price: low to high", "p.price ASC, p.id"),
+    "price_desc": ("Price: high to low", "p.price DESC, p.id"),
+    "qty_asc": ("Quantity: low to high", "p.stock_qty ASC, p.id"),
+    "qty_desc": ("Quantity: high to low", "p.stock_qty DESC, p.id"),
+}
+PERIODS = {"day": "%Y-%m-%d", "month": "%Y-%m", "year": "%Y"}
+
+
+def parse_date(value: str) -> str | None:
+    """``2023-05-01`` or ``5/1/2023`` -> ``2023-05-01``; anything else -> None."""
+    value = value.strip()
+    for fmt in ("%Y-%m-%d", "%m/%d/%Y", "%m/%d/%y"):
+        try:
+            return datetime.strptime(value, fmt).strftime("%Y-%m-%d")
+        except ValueError:
+            pass
+    return None
+
+
+def _date_range(ctx: Ctx) -> tuple[str | None, str | None, str | None]:
+    """(from, to, error) from the ``from``/``to`` query parameters."""
+    raw_from, raw_to = ctx.arg("from"), ctx.arg("to")
+    d_from, d_to = parse_date(raw_from), parse_date(raw_to)
+    error = None
+    if (raw_from and d_from is None) or (raw_to and d_to is None):
+        error = "Enter dates as YYYY-MM-DD (or MM/DD/YYYY)."
+    elif d_from and d_to and d_from > d_to:
+        error = "The From date must be before the To date."
+    return d_from, d_to, error
+
+
+def _date_where(col: str, d_from: str | None, d_to: str | None) -> tuple[str, list[str]]:
+    sql, params = "", []
+    if d_from:
+        sql += f" AND date({col}) >= ?"
+        params.append(d_from)
+    if d_to:
+        sql += f" AND date({col}) <= ?"
+        params.append(d_to)
+    return sql, params
+
+
+def _float(value: str) -> float | None:
+    try:
+        out = float(value.replace(",", "").replace("$", ""))
+    except ValueError:
+        return None
+    return out if out >= 0 else None
+
+
+def _int(value: str) -> int | None:
+    try:
+        out = int(value)
+    except ValueError:
+        return None
+    return out if out >= 0 else None
+
+
+def _back(form: dict[str, str], default: str) -> str:
+    url = form.get("return_to", "")
+    return url if url.startswith("/") and not url.startswith("//") else default
+
+
+# --------------------------------------------------------------------------------------------
+# Dashboard
+# --------------------------------------------------------------------------------------------
+
+
+async def dashboard(ctx: Ctx) -> Response:
+    """Totals, the last five orders and the all-time best sellers."""
+    db = ctx.db
+    totals = db.execute(
+        "SELECT COUNT(*) AS orders, COALESCE(SUM(grand_total), 0) AS sales, "
+        "COALESCE(AVG(grand_total), 0) AS average FROM orders WHERE status != 'canceled'"
+    ).fetchone()
+    counts = {
+        "customers": db.execute("SELECT COUNT(*) FROM customers").fetchone()[0],
+        "products": db.execute("SELECT COUNT(*) FROM products").fetchone()[0],
+        "pending_orders": db.execute(
+            "SELECT COUNT(*) FROM orders WHERE status = 'pending'"
+        ).fetchone()[0],
+        "pending_reviews": db.execute(
+            "SELECT COUNT(*) FROM reviews WHERE status = 'pending'"
+        ).fetchone()[0],
+    }
+    last = db.execute(
+        "SELECT o.*, cu.first_name || ' ' || cu.last_name AS customer_name FROM orders o "
+        "JOIN customers cu ON cu.id = o.customer_id ORDER BY o.created_at DESC, o.id DESC LIMIT 5"
+    ).fetchall()
+    best = db.execute(
+        "SELECT oi.product_id, oi.name, SUM(oi.qty) AS qty FROM order_items oi "
+        "JOIN orders o ON o.id = oi.order_id WHERE o.status != 'canceled' "
+        "GROUP BY oi.product_id ORDER BY qty DESC, oi.name LIMIT 5"
+    ).fetchall()
+    return ctx.render("dashboard.html", totals=totals, counts=counts, last=last, best=best)
+
+
+# --------------------------------------------------------------------------------------------
+# Orders
+# --------------------------------------------------------------------------------------------
+
+
+async def orders(ctx: Ctx) -> Response:
+    """Orders grid with status, date-range and customer/order-number filters."""
+    where, params = "1 = 1", []
+    status = ctx.arg("status")
+    if status in ORDER_STATUSES:
+        where += " AND o.status = ?"
+        params.append(status)
+    q = ctx.arg("q")
+    if q:
+        pat = like_pattern(q)
+        where += (
+            " AND (o.increment_id LIKE ? ESCAPE '\\' OR (cu.first_name || ' ' || cu.last_name) "
+            "LIKE ? ESCAPE '\\' OR cu.email LIKE ? ESCAPE '\\' OR o.ship_name LIKE ? ESCAPE '\\')"
+        )
+        params += [pat, pat, pat, pat]
+    d_from, d_to, error = _date_range(ctx)
+    dsql, dparams = _date_where("o.created_at", d_from, d_to)
+    where += dsql
+    params += dparams
+    sort = ctx.arg("sort") if ctx.arg("sort") in ORDER_SORTS else ""
+    base = f"FROM orders o JOIN customers cu ON cu.id = o.customer_id WHERE {where}"
+    total = ctx.db.execute(f"SELECT COUNT(*) {base}", params).fetchone()[0]
+    pager = paginate(ctx.request, total, ctx.int_arg("p"), PER_PAGE)
+    rows = ctx.db.execute(
+        f"SELECT o.*, cu.first_name || ' ' || cu.last_name AS customer_name {base} "
+        f"ORDER BY {ORDER_SORTS[sort][1]} LIMIT ? OFFSET ?",
+        [*params, PER_PAGE, pager.offset],
+    ).fetchall()
+    return ctx.render(
+        "orders.html",
+        rows=rows,
+        pager=pager,
+        statuses=ORDER_STATUSES,
+        sorts=ORDER_SORTS,
+        f={"status": status, "q": q, "from": ctx.arg("from"), "to": ctx.arg("to"), "sort": sort},
+        error=error,
+    )
+
+
+async def order_view(ctx: Ctx) -> Response:
+    """One order: account, address, items, totals, status history, status form."""
+    order = get_order(ctx.db, ctx.path_int("order_id") or 0)
+    if order is None:
+        return ctx.not_found("order")
+    comments = ctx.db.execute(
+        "SELECT * FROM order_comments WHERE order_id = ? ORDER BY created_at DESC, id DESC",
+        (order["id"],),
+    ).fetchall()
+    return ctx.render(
+        "order.html",
+        order=order,
+        items=order_items(ctx.db, order["id"]),
+        comments=comments,
+        statuses=ORDER_STATUSES,
+    )
+
+
+async def order_status(ctx: Ctx) -> Response:
+    """POST status, comment: change an order's status and log the comment."""
+    order = get_order(ctx.db, ctx.path_int("order_id") or 0)
+    if order is None:
+        return ctx.not_found("order")
+    form = await ctx.form()
+    status = form.get("status", "")
+    url = f"/orders/{order['id']}"
+    if status not in ORDER_STATUSES:
+        return ctx.redirect(url, "Please choose a valid order status.", "error")
+    comment = form.get("comment", "") or f"Status changed to {status}."
+    now = now_str()
+    ctx.db.execute(
+        "UPDATE orders SET status = ?, updated_at = ? WHERE id = ?", (status, now, order["id"])
+    )
+    ctx.db.execute(
+        "INSERT INTO order_comments (order_id, status, comment, author, created_at) "
+        "VALUES (?, ?, ?, ?, ?)",
+        (order["id"], status, comment[:2000], ctx.user["username"] if ctx.user else "", now),
+    )
+    ctx.db.commit()
+    return ctx.redirect(url, f"Order # {order['increment_id']} was updated to {status}.")
+
+
+# --------------------------------------------------------------------------------------------
+# Products
+# --------------------------------------------------------------------------------------------
+
+
+async def products(ctx: Ctx) -> Response:
+    """Products grid with keyword, category and status filters."""
+    where, params = "1 = 1", []
+    q = ctx.arg("q")
+    if q:
+        pat = like_pattern(q)
+        where += " AND (p.name LIKE ? ESCAPE '\\' OR p.sku LIKE ? ESCAPE '\\')"
+        params += [pat, pat]
+    cat = ctx.arg("category")
+    if cat.isdigit():
+        where += " AND (c.id = ? OR c.parent_id = ?)"
+        params += [int(cat), int(cat)]
+    status = ctx.arg("status")
+    if status in ("enabled", "disabled"):
+        where += " AND p.status = ?"
+        params.append(status)
+    sort = ctx.arg("sort") if ctx.arg("sort") in PRODUCT_SORTS else ""
+    base = f"FROM products p JOIN categories c ON c.id = p.category_id WHERE {where}"
+    total = ctx.db.execute(f"SELECT COUNT(*) {base}", params).fetchone()[0]
+    pager = paginate(ctx.request, total, ctx.int_arg("p"), PER_PAGE)
+    rows = ctx.db.execute(
+        f"SELECT p.*, c.name AS category_name {base} ORDER BY {PRODUCT_SORTS[sort][1]} "
+        "LIMIT ? OFFSET ?",
+        [*params, PER_PAGE, pager.offset],
+    ).fetchall()
+    return ctx.render(
+        "products.html",
+        rows=rows,
+        pager=pager,
+        tree=category_tree(ctx.db),
+        sorts=PRODUCT_SORTS,
+        f={"q": q, "category": cat, "status": status, "sort": sort},
+    )
+
+
+def _product_form_values(form: dict[str, str]) -> tuple[dict[str, Any], str | None]:
+    values: dict[str, Any] = {
+        k: form.get(k, "")
+        for k in ("name", "sku", "price", "stock_qty", "status", "description", "category_id")
+    }
+    price, qty = _float(values["price"]), _int(values["stock_qty"])
+    if not values["name"] or not values["sku"]:
+        return values, "Product name and SKU are required."
+    if price is None:
+        return values, "Enter a price as a non-negative number, e.g. 19.99."
+    if qty is None:
+        return values, "Enter the quantity as a non-negative whole number."
+    if values["status"] not in ("enabled", "disabled"):
+        return values, "Choose Enabled or Disabled as the status."
+    values["price"], values["stock_qty"] = round(price, 2), qty
+    return values, None
+
+
+async def product_edit(ctx: Ctx) -> Response:
+    """GET: the product form. POST: save name, SKU, price, quantity, status, description."""
+    pid = ctx.path_int("product_id") or 0
+    prod = ctx.db.execute(
+        "SELECT p.*, c.name AS category_name FROM products p JOIN categories c "
+        "ON c.id = p.category_id WHERE p.id = ?",
+        (pid,),
+    ).fetchone()
+    if prod is None:
+        return ctx.not_found("product")
+    if ctx.request.method == "GET":
+        return ctx.render("product_edit.html", product=prod, values=dict(prod), tree=None)
+    form = await ctx.form()
+    values, error = _product_form_values(form)
+    if (
+        error is None
+        and ctx.db.execute(
+            "SELECT 1 FROM products WHERE sku = ? AND id != ?", (values["sku"], pid)
+        ).fetchone()
+    ):
+        error = f"The SKU {values['sku']} is already used by another product."
+    if error:
+        return ctx.render("product_edit.html", product=prod, values=values, tree=None, error=error)
+    ctx.db.execute(
+        "UPDATE products SET name = ?, sku = ?, price = ?, stock_qty = ?, status = ?, "
+        "description = ?, updated_at = ? WHERE id = ?",
+        (
+            values["name"],
+            values["sku"],
+            values["price"],
+            values["stock_qty"],
+            values["status"],
+            values["description"] or prod["description"],
+            now_str(),
+            pid,
+        ),
+    )
+    ctx.db.commit()
+    return ctx.redirect(f"/products/{pid}", "You saved the product.")
+
+
+async def product_new(ctx: Ctx) -> Response:
+    """GET: an empty product form. POST: create the product."""
+    tree = category_tree(ctx.db)
+    values: dict[str, Any] = {
+        "name": "",
+        "sku": "",
+        "price": "",
+        "stock_qty": "0",
+        "status": "enabled",
+        "description": "",
+        "category_id": "",
+    }
+    if ctx.request.method == "GET":
+        return ctx.render("product_edit.html", product=None, values=values, tree=tree)
+    form = await ctx.form()
+    values, error = _product_form_values(form)
+    leaf = ctx.db.execute(
+        "SELECT id FROM categories WHERE id = ? AND parent_id IS NOT NULL",
+        (values["category_id"] if values["category_id"].isdigit() else -1,),
+    ).fetchone()
+    if error is None and leaf is None:
+        error = "Choose a category for the product."
+    if (
+        error is None
+        and ctx.db.execute("SELECT 1 FROM products WHERE sku = ?", (values["sku"],)).fetchone()
+    ):
+        error = f"The SKU {values['sku']} is already used by another product."
+    if error:
+        return ctx.render("product_edit.html", product=None, values=values, tree=tree, error=error)
+    brand = values["name"].split(" ", 1)[0]
+    now = now_str()
+    cur = ctx.db.execute(
+        "INSERT INTO products (sku, name, brand, category_id, description, price, stock_qty, "
+        "status, featured, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)",
+        (
+            values["sku"],
+            values["name"],
+            brand,
+            leaf["id"],
+            values["description"],
+            values["price"],
+            values["stock_qty"],
+            values["status"],
+            now,
+            now,
+        ),
+    )
+    ctx.db.commit()
+    return ctx.redirect(f"/products/{cur.lastrowid}", "You saved the product.")
+
+
+# --------------------------------------------------------------------------------------------
+# Customers
+# --------------------------------------------------------------------------------------------
+
+CUSTOMER_FIELDS = (
+    ("first_name", "First Name"),
+    ("last_name", "Last Name"),
+    ("email", "Email"),
+    ("phone", "Phone Number"),
+    ("street", "Street Address"),
+    ("city", "City"),
+    ("region", "State/Province"),
+    ("postcode", "Zip/Postal Code"),
+    ("country", "Country"),
+)
+
+
+async def customers(ctx: Ctx) -> Response:
+    """Customers grid with keyword and state filters."""
+    where, params = "1 = 1", []
+    q = ctx.arg("q")
+    if q:
+        pat = like_pattern(q)
+        where += (
+            " AND ((first_name || ' ' || last_name) LIKE ? ESCAPE '\\' OR email LIKE ? "
+            "ESCAPE '\\' OR phone LIKE ? ESCAPE '\\' OR city LIKE ? ESCAPE '\\')"
+        )
+        params += [pat, pat, pat, pat]
+    region = ctx.arg("region")
+    if region:
+        where += " AND lower(region) = lower(?)"
+        params.append(region)
+    total = ctx.db.execute(f"SELECT COUNT(*) FROM customers WHERE {where}", params).fetchone()[0]
+    pager = paginate(ctx.request, total, ctx.int_arg("p"), PER_PAGE)
+    rows = ctx.db.execute(
+        f"SELECT * FROM customers WHERE {where} ORDER BY id LIMIT ? OFFSET ?",
+        [*params, PER_PAGE, pager.offset],
+    ).fetchall()
+    regions = [r[0] for r in ctx.db.execute("SELECT DISTINCT region FROM customers ORDER BY 1")]
+    return ctx.render(
+        "customers.html", rows=rows, pager=pager, regions=regions, f={"q": q, "region": region}
+    )
+
+
+async def customer_view(ctx: Ctx) -> Response:
+    """GET: a customer with their orders. POST: save contact information and address."""
+    cid = ctx.path_int("customer_id") or 0
+    cust = ctx.db.execute("SELECT * FROM customers WHERE id = ?", (cid,)).fetchone()
+    if cust is None:
+        return ctx.not_found("customer")
+    values = {k: cust[k] for k, _ in CUSTOMER_FIELDS}
+    error = None
+    if ctx.request.method == "POST":
+        form = await ctx.form()
+        values = {k: form.get(k, "") for k, _ in CUSTOMER_FIELDS}
+        if not values["first_name"] or not values["last_name"] or not values["email"]:
+            error = "First name, last name and email are required."
+        elif not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", values["email"]):
+            error = "Please enter a valid email address."
+        elif ctx.db.execute(
+            "SELECT 1 FROM customers WHERE lower(email) = lower(?) AND id != ?",
+            (values["email"], cid),
+        ).fetchone():
+            error = "A customer with the same email address already exists."
+        if error is None:
+            ctx.db.execute(
+                "UPDATE customers SET "
+                + ", ".join(f"{k} = ?" for k, _ in CUSTOMER_FIELDS)
+                + " WHERE id = ?",
+                (*values.values(), cid),
+            )
+            if cust["user_id"] is not None:
+                ctx.db.execute(
+                    "UPDATE users SET full_name = ?, email = ? WHERE id = ?",
+                    (
+                        f"{values['first_name']} {values['last_name']}",
+                        values["email"],
+                        cust["user_id"],
+                    ),
+                )
+            ctx.db.commit()
+            return ctx.redirect(f"/customers/{cid}", "You saved the customer.")
+    total = ctx.db.execute("SELECT COUNT(*) FROM orders WHERE customer_id = ?", (cid,)).fetchone()[
+        0
+    ]
+    pager = paginate(ctx.request, total, ctx.int_arg("p"), PER_PAGE)
+    rows = ctx.db.execute(
+        "SELECT * FROM orders WHERE customer_id = ? ORDER BY created_at DESC, id DESC "
+        "LIMIT ? OFFSET ?",
+        (cid, PER_PAGE, pager.offset),
+    ).fetchall()
+    username = None
+    if cust["user_id"] is not None:
+        row = ctx.db.execute("SELECT username FROM users WHERE id = ?", (cust["user_id"],))
+        username = row.fetchone()["username"]
+    return ctx.render(
+        "customer.html",
+        customer=cust,
+        values=values,
+        fields=CUSTOMER_FIELDS,
+        orders=rows,
+        pager=pager,
+        username=username,
+        error=error,
+        items=order_item_summary(ctx.db, [r["id"] for r in rows]),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Reviews
+# --------------------------------------------------------------------------------------------
+
+
+async def reviews(ctx: Ctx) -> Response:
+    """Reviews grid (pending/approved filter) with approve and delete buttons."""
+    where, params = "1 = 1", []
+    status = ctx.arg("status")
+    if status in ("pending", "approved"):
+        where += " AND r.status = ?"
+        params.append(status)
+    q = ctx.arg("q")
+    if q:
+        pat = like_pattern(q)
+        where += (
+            " AND (p.name LIKE ? ESCAPE '\\' OR r.nickname LIKE ? ESCAPE '\\' OR r.title LIKE ? "
+            "ESCAPE '\\' OR r.body LIKE ? ESCAPE '\\')"
+        )
+        params += [pat, pat, pat, pat]
+    rating = ctx.arg("rating")
+    if rating in ("1", "2", "3", "4", "5"):
+        where += " AND r.rating = ?"
+        params.append(int(rating))
+    base = f"FROM reviews r JOIN products p ON p.id = r.product_id WHERE {where}"
+    total = ctx.db.execute(f"SELECT COUNT(*) {base}", params).fetchone()[0]
+    pager = paginate(ctx.request, total, ctx.int_arg("p"), PER_PAGE)
+    rows = ctx.db.execute(
+        f"SELECT r.*, p.name AS product_name {base} ORDER BY r.created_at DESC, r.id DESC "
+        "LIMIT ? OFFSET ?",
+        [*params, PER_PAGE, pager.offset],
+    ).fetchall()
+    query = ctx.request.url.query
+    return_to = ctx.request.url.path + (f"?{query}" if query else "")
+    return ctx.render(
+        "reviews.html",
+        rows=rows,
+        pager=pager,
+        f={"status": status, "q": q, "rating": rating},
+        return_to=return_to,
+    )
+
+
+async def review_view(ctx: Ctx) -> Response:
+    """One review in full, with approve and delete buttons."""
+    review = ctx.db.execute(
+        "SELECT r.*, p.name AS product_name FROM reviews r JOIN products p "
+        "ON p.id = r.product_id WHERE r.id = ?",
+        (ctx.path_int("review_id") or 0,),
+    ).fetchone()
+    if review is None:
+        return ctx.not_found("review")
+    return ctx.render("review.html", review=review)
+
+
+async def review_approve(ctx: Ctx) -> Response:
+    """POST: approve a review (it then shows on the product page)."""
+    rid = ctx.path_int("review_id") or 0
+    form = await ctx.form()
+    cur = ctx.db.execute("UPDATE reviews SET status = 'approved' WHERE id = ?", (rid,))
+    ctx.db.commit()
+    if not cur.rowcount:
+        return ctx.not_found("review")
+    return ctx.redirect(_back(form, "/reviews"), f"Review #{rid} was approved.")
+
+
+async def review_delete(ctx: Ctx) -> Response:
+    """POST: delete a review."""
+    rid = ctx.path_int("review_id") or 0
+    form = await ctx.form()
+    cur = ctx.db.execute("DELETE FROM reviews WHERE id = ?", (rid,))
+    ctx.db.commit()
+    if not cur.rowcount:
+        return ctx.not_found("review")
+    back = _back(form, "/reviews")
+    if back.startswith(f"/reviews/{rid}"):
+        back = "/reviews"
+    return ctx.redirect(back, f"Review #{rid} was deleted.")
+
+
+# --------------------------------------------------------------------------------------------
+# Reports
+# --------------------------------------------------------------------------------------------
+
+
+async def report_bestsellers(ctx: Ctx) -> Response:
+    """Best sellers: quantity ordered per product in a date range (canceled orders excluded)."""
+    d_from, d_to, error = _date_range(ctx)
+    dsql, dparams = _date_where("o.created_at", d_from, d_to)
+    base = (
+        "FROM order_items oi JOIN orders o ON o.id = oi.order_id "
+        f"WHERE o.status != 'canceled'{dsql}"
+    )
+    total = ctx.db.execute(f"SELECT COUNT(DISTINCT oi.product_id) {base}", dparams).fetchone()[0]
+    pager = paginate(ctx.request, total, ctx.int_arg("p"), PER_PAGE)
+    rows = ctx.db.execute(
+        f"SELECT oi.product_id, oi.name, oi.sku, SUM(oi.qty) AS qty, "
+        f"ROUND(SUM(oi.row_total), 2) AS revenue {base} GROUP BY oi.product_id "
+        "ORDER BY qty DESC, revenue DESC, oi.name LIMIT ? OFFSET ?",
+        [*dparams, PER_PAGE, pager.offset],
+    ).fetchall()
+    return ctx.render(
+        "report_bestsellers.html",
+        rows=rows,
+        pager=pager,
+        error=error,
+        f={"from": ctx.arg("from"), "to": ctx.arg("to")},
+        d_from=d_from,
+        d_to=d_to,
+    )
+
+
+async def report_sales(ctx: Ctx) -> Response:
+    """Sales per day, month or year in a date range (canceled orders excluded)."""
+    d_from, d_to, error = _date_range(ctx)
+    period = ctx.arg("period") if ctx.arg("period") in PERIODS else "month"
+    dsql, dparams = _date_where("created_at", d_from, d_to)
+    key = f"strftime('{PERIODS[period]}', created_at)"
+    base = f"FROM orders WHERE status != 'canceled'{dsql}"
+    total = ctx.db.execute(f"SELECT COUNT(DISTINCT {key}) {base}", dparams).fetchone()[0]
+    pager = paginate(ctx.request, total, ctx.int_arg("p"), 12)
+    rows = ctx.db.execute(
+        f"SELECT {key} AS period, COUNT(*) AS orders, SUM(total_qty) AS items, "
+        "ROUND(SUM(subtotal), 2) AS subtotal, ROUND(SUM(shipping_amount), 2) AS shipping, "
+        f"ROUND(SUM(grand_total), 2) AS total {base} GROUP BY period ORDER BY period "
+        "LIMIT ? OFFSET ?",
+        [*dparams, 12, pager.offset],
+    ).fetchall()
+    summary = ctx.db.execute(
+        "SELECT COUNT(*) AS orders, COALESCE(SUM(total_qty), 0) AS items, "
+        f"COALESCE(ROUND(SUM(grand_total), 2), 0) AS total {base}",
+        dparams,
+    ).fetchone()
+    return ctx.render(
+        "report_sales.html",
+        rows=rows,
+        pager=pager,
+        error=error,
+        summary=summary,
+        periods=list(PERIODS),
+        f={"from": ctx.arg("from"), "to": ctx.arg("to"), "period": period},
+    )
+
+
+def routes() -> list[BaseRoute]:
+    """The admin panel's routes (login/logout are added by the framework)."""
+    post = ("POST",)
+    both = ("GET", "POST")
+    return [
+        page("/", dashboard),
+        page("/orders", orders),
+        page("/orders/{order_id:int}", order_view),
+        page("/orders/{order_id:int}/status", order_status, post),
+        page("/products", products),
+        page("/products/new", product_new, both),
+        page("/products/{product_id:int}", product_edit, both),
+        page("/customers", customers),
+        page("/customers/{customer_id:int}", customer_view, both),
+        page("/reviews", reviews),
+        page("/reviews/{review_id:int}", review_view),
+        page("/reviews/{review_id:int}/approve", review_approve, post),
+        page("/reviews/{review_id:int}/delete", review_delete, post),
+        page("/reports/bestsellers", report_bestsellers),
+        page("/reports/sales", report_sales),
+    ]

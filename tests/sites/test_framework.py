@@ -1,0 +1,127 @@
+"""Instances, control endpoints, sessions, reaping: the framework under the sites."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+
+import httpx
+import pytest
+
+from webagent_r1.sites import CONTROL_HEADER, DEFAULT_INSTANCE, RunningSites
+
+Client = Callable[..., httpx.Client]
+
+
+@pytest.mark.parametrize("site", ["shopping", "shopping_admin"])
+def test_control_endpoints_reject_missing_or_wrong_token(sites: RunningSites, site: str) -> None:
+    base = sites.urls[site]
+    for headers in ({}, {CONTROL_HEADER: "wrong"}):
+        assert httpx.post(f"{base}/__webagent/instances", headers=headers).status_code == 403
+        r = httpx.post(
+            f"{base}/__webagent/instances/{DEFAULT_INSTANCE}/sessions",
+            json={"username": "admin"},
+            headers=headers,
+        )
+        assert r.status_code == 403
+        r = httpx.delete(f"{base}/__webagent/instances/{DEFAULT_INSTANCE}", headers=headers)
+        assert r.status_code == 403
+        assert httpx.get(f"{base}/__webagent/health", headers=headers).status_code == 403
+
+
+def test_control_endpoints_create_share_login_delete(sites: RunningSites) -> None:
+    auth = {CONTROL_HEADER: sites.control_token}
+    shop, admin = sites.urls["shopping"], sites.urls["shopping_admin"]
+    r = httpx.post(f"{shop}/__webagent/instances", headers=auth)
+    assert r.status_code == 201
+    iid = r.json()["instance_id"]
+    # The admin shares the shop's backend: the same id is reused, not copied again.
+    path = sites.instance_db_path("shopping", iid)
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE products SET price = 1.23 WHERE id = 1")
+    r = httpx.post(f"{admin}/__webagent/instances", json={"instance_id": iid}, headers=auth)
+    assert r.json()["instance_id"] == iid
+    assert sites.instance_db_path("shopping_admin", iid) == path
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT price FROM products WHERE id = 1").fetchone()[0] == 1.23
+    r = httpx.post(
+        f"{admin}/__webagent/instances/{iid}/sessions", json={"username": "admin"}, headers=auth
+    )
+    body = r.json()
+    assert body["cookie_name"] == "shopping_admin_session"
+    page = httpx.get(
+        admin + "/", cookies={"wa_instance": iid, body["cookie_name"]: body["cookie_value"]}
+    )
+    assert page.status_code == 200 and "Lifetime Sales" in page.text
+    r = httpx.post(
+        f"{admin}/__webagent/instances/{iid}/sessions", json={"username": "nobody"}, headers=auth
+    )
+    assert r.status_code == 404
+    assert httpx.delete(f"{shop}/__webagent/instances/{iid}", headers=auth).status_code == 200
+    assert not path.exists()
+    with pytest.raises(KeyError):
+        sites.instance_db_path("shopping", iid)
+
+
+def test_unknown_instance_cookie_falls_back_to_default(sites: RunningSites, client: Client) -> None:
+    with client("shopping", "no-such-instance") as c:
+        assert c.get("/").status_code == 200
+
+
+def test_invalid_instance_id_is_rejected(sites: RunningSites) -> None:
+    with pytest.raises(ValueError, match="invalid instance id"):
+        sites.create_instance("../etc")
+
+
+def test_idle_instances_are_reaped(sites: RunningSites) -> None:
+    store = sites.store("shopping")
+    iid = sites.create_instance()
+    assert iid not in store.reap()  # fresh
+    assert iid in store.reap(now=time.monotonic() + store.idle_timeout_s + 1)
+    assert not store.exists(iid)
+    assert store.exists(DEFAULT_INSTANCE)  # never reaped
+
+
+def test_reset_restores_pristine_state(sites: RunningSites) -> None:
+    iid = sites.create_instance()
+    with sites.connect("shopping", iid, readonly=False) as db:
+        db.execute("DELETE FROM reviews")
+    sites.reset_instance(iid)
+    with sites.connect("shopping", iid) as db:
+        assert db.execute("SELECT COUNT(*) FROM reviews").fetchone()[0] > 0
+    sites.delete_instance(iid)
+
+
+def test_readonly_connection_cannot_write(sites: RunningSites) -> None:
+    iid = sites.create_instance()
+    db = sites.connect("shopping", iid)
+    with pytest.raises(sqlite3.OperationalError):
+        db.execute("DELETE FROM reviews")
+    db.close()
+    sites.delete_instance(iid)
+
+
+def test_reset_latency(sites: RunningSites) -> None:
+    """Create an instance, log in, load the first page: what an episode reset costs."""
+    # One HTTP client throughout, as a browser would be: its setup is not the sites' cost.
+    with httpx.Client(base_url=sites.urls["shopping"]) as c:
+        c.get("/")  # templates compile once per server
+        times = []
+        for _ in range(10):
+            t0 = time.perf_counter()
+            iid = sites.create_instance()
+            cookie = sites.login_cookie("shopping", iid, "emma.lopez")
+            c.cookies.clear()
+            c.cookies.set("wa_instance", iid)
+            c.cookies.set(cookie["name"], cookie["value"])
+            assert "Welcome, Emma Lopez!" in c.get("/").text
+            times.append(time.perf_counter() - t0)
+            sites.delete_instance(iid)
+    times.sort()
+    median, worst = times[len(times) // 2] * 1000, times[-1] * 1000
+    print(
+        f"\nreset latency (create instance + login + first page): median {median:.1f} ms, "
+        f"max {worst:.1f} ms"
+    )
+    assert median < 250
