@@ -26,7 +26,9 @@ app = typer.Typer(
 model_app = typer.Typer(help="Prepare and inspect policy models.", no_args_is_help=True)
 sites_app = typer.Typer(help="The embedded web sites.", no_args_is_help=True)
 app.add_typer(model_app, name="model")
+tasks_app = typer.Typer(help="The embedded task suite.", no_args_is_help=True)
 app.add_typer(sites_app, name="sites")
+app.add_typer(tasks_app, name="tasks")
 
 console = Console(stderr=True)
 
@@ -85,6 +87,145 @@ def sites_serve(
     from webagent_r1.sites.server import serve_forever
 
     serve_forever(site_names=only or None, host=host, port_offset=port_offset)
+
+
+SplitOpt = Annotated[
+    str | None, typer.Option("--split", help="train, test or heldout (default: all).")
+]
+SiteOpt = Annotated[str | None, typer.Option("--site", help="Only tasks of this site.")]
+TemplateOpt = Annotated[str | None, typer.Option("--template", help="Only this template.")]
+
+
+def _suite(split: str | None, site: str | None, template: str | None) -> list:
+    from webagent_r1.tasks.suite import build_suite, select
+
+    return select(build_suite(), split=split, site=site, template=template)
+
+
+@tasks_app.command("list")
+def tasks_list(
+    split: SplitOpt = None,
+    site: SiteOpt = None,
+    template: TemplateOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Count tasks per site, template and split."""
+    import json
+    from collections import Counter
+
+    from rich.table import Table
+
+    from webagent_r1.tasks.suite import all_templates
+
+    tasks = _suite(split, site, template)
+    counts = Counter((t.extra["template"], t.split) for t in tasks)
+    rows = []
+    for tp in all_templates():
+        n_train, n_test = counts.get((tp.name, "train"), 0), counts.get((tp.name, "test"), 0)
+        if n_train + n_test == 0:
+            continue
+        rows.append(
+            {
+                "template": tp.name,
+                "id": tp.id,
+                "sites": tp.sites,
+                "kind": tp.kind,
+                "steps": tp.difficulty,
+                "heldout": tp.heldout,
+                "train": n_train,
+                "test": n_test,
+            }
+        )
+    if as_json:
+        print(json.dumps({"templates": rows, "total": len(tasks)}, indent=1))
+        return
+    table = Table(title=f"{len(tasks)} tasks")
+    for col in ("template", "kind", "steps", "heldout", "train", "test"):
+        table.add_column(col, justify="right" if col in ("train", "test") else "left")
+    for r in rows:
+        table.add_row(
+            r["template"],
+            r["kind"],
+            r["steps"],
+            "yes" if r["heldout"] else "",
+            str(r["train"]),
+            str(r["test"]),
+        )
+    Console().print(table)
+    per_site = Counter((t.sites[0] if len(t.sites) == 1 else "cross-site", t.split) for t in tasks)
+    for (s, sp), n in sorted(per_site.items()):
+        print(f"{s:16s} {sp:6s} {n}")
+
+
+@tasks_app.command("check")
+def tasks_check(
+    split: SplitOpt = None,
+    site: SiteOpt = None,
+    template: TemplateOpt = None,
+    sample: Annotated[int | None, typer.Option(help="Check a random sample of N tasks.")] = None,
+    concurrency: Annotated[int, typer.Option(help="Parallel episodes.")] = 4,
+    seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
+    observation_format: Annotated[str, typer.Option(help="compact or html.")] = "compact",
+) -> None:
+    """Run the scripted experts in real Chromium; report success and every failure."""
+    import random
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from webagent_r1.config import ObservationConfig
+    from webagent_r1.tasks.check import check_tasks
+
+    tasks = _suite(split, site, template)
+    if sample is not None and sample < len(tasks):
+        tasks = random.Random(seed).sample(tasks, sample)
+    if not tasks:
+        raise typer.BadParameter("no tasks match the filters")
+    ok = 0
+    with Progress(
+        TextColumn("[bold]experts"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[ok]}"),
+        console=console,
+    ) as bar:
+        job = bar.add_task("check", total=len(tasks), ok="")
+
+        def on_result(r) -> None:
+            nonlocal ok
+            ok += r.reward == 1.0
+            bar.update(job, advance=1, ok=f"success {ok}")
+
+        results = asyncio.run(
+            check_tasks(
+                tasks,
+                concurrency=concurrency,
+                on_result=on_result,
+                obs_cfg=ObservationConfig(format=observation_format),
+            )
+        )
+    fails = [r for r in results if r.reward != 1.0]
+    for r in fails:
+        print(f"FAIL {r.task_id} [{r.status}] {r.error or r.explanation}")
+        for i, st in enumerate(r.steps, 1):
+            print(f"    {i}. {st.action}")
+    n = len(results)
+    print(f"expert success: {n - len(fails)}/{n} = {100 * (n - len(fails)) / n:.1f}%")
+    if fails:
+        raise typer.Exit(1)
+
+
+@tasks_app.command("export")
+def tasks_export(
+    out: Annotated[str, typer.Option("--out", help="JSONL file to write.")] = "data/tasks.jsonl",
+    split: SplitOpt = None,
+    site: SiteOpt = None,
+    template: TemplateOpt = None,
+) -> None:
+    """Write tasks as JSONL in the WebArena config format."""
+    from webagent_r1.tasks import write_tasks
+
+    n = write_tasks(_suite(split, site, template), out)
+    print(f"wrote {n} tasks to {out}")
 
 
 @app.command()

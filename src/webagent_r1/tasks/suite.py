@@ -1,0 +1,218 @@
+"""The embedded task suite: templates instantiated from the sites' seeded data, with splits.
+
+A ``Template`` is a parameterised task (WebArena's ``intent_template``): it samples parameter
+sets from the site's pristine database, says how each instance is graded (a WebArena ``eval``
+spec), and has a scripted expert. The suite is generated deterministically from a seed:
+
+- templates marked ``heldout`` appear only in the test split (never seen in training);
+- the other templates give ``n_test`` instances to the test split (unseen instances of
+  training templates) and ``n_train`` to the train split, disjoint by parameters.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from webagent_r1.tasks.experts import ExpertFactory
+from webagent_r1.types import Task
+
+Kind = Literal["info", "nav", "change"]
+Sampler = Callable[[sqlite3.Connection, random.Random], dict[str, Any] | None]
+EvalBuilder = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+@dataclass
+class Template:
+    """A task template of one embedded site (or several, for cross-site tasks).
+
+    Attributes:
+        id: unique integer (``intent_template_id``).
+        name: readable unique name, ``<site>.<what>``.
+        sites: sites the task touches (first = where it starts).
+        kind: ``info`` (answer with exit), ``nav`` (reach a page), ``change`` (modify state).
+        intent: the instruction with ``{param}`` placeholders (public parameters only).
+        start_url: first URL, with site placeholders (``__SHOPPING__/``).
+        sample: draws one parameter dict from the pristine database (keys starting with ``_``
+            are hidden from the intent and the expert: answers, ids for checks); None = retry.
+        evaluation: builds the WebArena ``eval`` spec from the full parameters.
+        expert: the scripted solver; it receives the public parameters only.
+        user: account to log in as (None: anonymous).
+        heldout: only in the test split.
+        difficulty: rough expert step count, for reports ("1-2", "3-5", "6-9", "10+").
+    """
+
+    id: int
+    name: str
+    sites: list[str]
+    kind: Kind
+    intent: str
+    start_url: str
+    sample: Sampler
+    evaluation: EvalBuilder
+    expert: ExpertFactory
+    user: str | None = None
+    heldout: bool = False
+    difficulty: str = "3-5"
+    backend_site: str | None = None
+    """Site whose database ``sample`` reads (default: ``sites[0]``)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class SuiteSpec:
+    """How many instances of each template go to each split."""
+
+    seed: int = 0
+    n_train: int = 40
+    n_test: int = 6
+    n_heldout: int = 12
+    max_draws: int = 400
+
+
+def public_params(params: dict[str, Any]) -> dict[str, Any]:
+    """Parameters the agent and the expert may know (no ``_``-prefixed keys)."""
+    return {k: v for k, v in params.items() if not k.startswith("_")}
+
+
+def _key(params: dict[str, Any]) -> str:
+    return json.dumps(public_params(params), sort_keys=True, default=str)
+
+
+def _stable_seed(*parts: Any) -> int:
+    return int(hashlib.sha256(repr(parts).encode()).hexdigest()[:12], 16)
+
+
+def instantiate(
+    t: Template, conn: sqlite3.Connection, spec: SuiteSpec
+) -> list[tuple[str, dict[str, Any]]]:
+    """Draw distinct instances of ``t`` and assign them to splits: ``[(split, params)]``."""
+    want = spec.n_heldout if t.heldout else spec.n_train + spec.n_test
+    rng = random.Random(_stable_seed(spec.seed, t.name))
+    seen: dict[str, dict[str, Any]] = {}
+    for _ in range(spec.max_draws):
+        if len(seen) >= want:
+            break
+        p = t.sample(conn, rng)
+        if p is not None:
+            seen.setdefault(_key(p), p)
+    params = list(seen.values())
+    if t.heldout:
+        return [("test", p) for p in params]
+    # Test instances first (so growing n_train never moves an instance between splits).
+    return [("test" if i < spec.n_test else "train", p) for i, p in enumerate(params)]
+
+
+def make_task(t: Template, k: int, split: str, params: dict[str, Any]) -> Task:
+    """The Task config of instance ``k`` of template ``t``."""
+    pub = public_params(params)
+    return Task(
+        task_id=f"{t.name}/{k:03d}",
+        sites=list(t.sites),
+        intent=t.intent.format(**pub),
+        intent_template=t.intent,
+        intent_template_id=t.id,
+        instantiation_dict=pub,
+        start_url=t.start_url,
+        require_login=t.user is not None,
+        require_reset=t.kind == "change",
+        eval=t.evaluation(params),
+        user=t.user,
+        split=split,
+        heldout_template=t.heldout,
+        extra={"kind": t.kind, "template": t.name, "difficulty": t.difficulty},
+    )
+
+
+# --------------------------------------------------------------------------------------
+# The registry of templates and the generated suite.
+# --------------------------------------------------------------------------------------
+
+
+def all_templates() -> list[Template]:
+    """Every template of the embedded suite, in a fixed order (ids unique)."""
+    from webagent_r1.tasks.templates import TEMPLATE_MODULES
+
+    out: list[Template] = []
+    for mod in TEMPLATE_MODULES:
+        out.extend(mod.TEMPLATES)
+    ids = [t.id for t in out]
+    names = [t.name for t in out]
+    if len(set(ids)) != len(ids) or len(set(names)) != len(names):
+        raise RuntimeError("template ids and names must be unique")
+    return out
+
+
+def template_of(task: Task) -> Template:
+    """The template that generated an embedded task.
+
+    Raises:
+        KeyError: the task does not come from the embedded suite.
+    """
+    name = task.extra.get("template")
+    for t in all_templates():
+        if t.name == name:
+            return t
+    raise KeyError(f"task {task.task_id} has no embedded template (template={name!r})")
+
+
+_SUITE_CACHE: dict[tuple, list[Task]] = {}
+
+
+def build_suite(spec: SuiteSpec | None = None, sites: list[str] | None = None) -> list[Task]:
+    """Generate the embedded suite deterministically (cached per spec).
+
+    Args:
+        spec: instance counts and seed.
+        sites: keep only templates whose sites are all in this list.
+    """
+    from webagent_r1.sites import SITES
+
+    spec = spec or SuiteSpec()
+    key = (spec.seed, spec.n_train, spec.n_test, spec.n_heldout, tuple(sites or ()))
+    if key in _SUITE_CACHE:
+        return list(_SUITE_CACHE[key])
+    tasks: list[Task] = []
+    conns: dict[str, sqlite3.Connection] = {}
+    try:
+        for t in all_templates():
+            if sites is not None and not set(t.sites) <= set(sites):
+                continue
+            site = t.backend_site or t.sites[0]
+            if site not in conns:
+                path = SITES[site].backend.ensure_pristine()
+                conns[site] = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+                conns[site].row_factory = sqlite3.Row
+            for k, (split, params) in enumerate(instantiate(t, conns[site], spec)):
+                tasks.append(make_task(t, k, split, params))
+    finally:
+        for c in conns.values():
+            c.close()
+    _SUITE_CACHE[key] = tasks
+    return list(tasks)
+
+
+def select(
+    tasks: list[Task],
+    split: str | None = None,
+    site: str | None = None,
+    template: str | None = None,
+) -> list[Task]:
+    """Filter tasks by split (train | test | heldout), site and template name."""
+    out = tasks
+    if split == "heldout":
+        out = [t for t in out if t.heldout_template]
+    elif split is not None:
+        if split not in ("train", "test"):
+            raise ValueError(f"split must be train, test or heldout, got {split!r}")
+        out = [t for t in out if t.split == split]
+    if site is not None:
+        out = [t for t in out if site in t.sites]
+    if template is not None:
+        out = [t for t in out if t.extra.get("template") == template]
+    return out
