@@ -1,0 +1,664 @@
+"""One headless Chromium shared by many episodes, and one isolated session per episode.
+
+``Browser`` owns the Chromium process (launching it costs ~0.5 s; a context costs a few ms),
+``BrowserSession`` owns one Playwright ``BrowserContext`` (cookies, storage, tabs) for one
+episode. Sessions are safe to use concurrently from asyncio tasks.
+
+Safety: every session has an allow-list of origins. Requests to other origins (other hosts
+or ports, ``file://``, ``chrome://``) are aborted by a context-wide route, links to them are
+refused before they are clicked, downloads are refused, and a page that still ends up off
+the list is sent back to where it was. Known gap: Playwright does not route the hops of an
+HTTP redirect, so an allowed site that redirects elsewhere (an open redirect) makes one
+request leave before the page is sent back. A crashed browser raises ``BrowserCrashedError`` from
+every session method, so the env can end the episode as ``env_error`` instead of blaming the
+agent; ``Browser.ensure_alive`` relaunches it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import glob
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from playwright.async_api import Browser as PwBrowser
+from playwright.async_api import BrowserContext, Page, Playwright, Route, async_playwright
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
+
+from webagent_r1.browser.execute import blocked_message, error_text, execute_action, settle
+from webagent_r1.browser.observation import PageText, read_page, to_page_text
+from webagent_r1.config import BrowserConfig, ObservationConfig
+from webagent_r1.types import Action, Observation
+
+# Flags that keep a headless Chromium quiet and container-friendly: no sandbox (we often run
+# as root in containers), no GPU, no QUIC / background traffic / updates / sync (nothing may
+# leave the machine), and /tmp instead of the small /dev/shm of containers.
+CHROMIUM_ARGS: tuple[str, ...] = (
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+)
+
+_SYSTEM_CHROMIUMS = ("/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome")
+_LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+# Counts popups a page opens (window.open, target=_blank links and forms), so that after a
+# click the session knows whether to wait for a new tab instead of sleeping after every click.
+_POPUP_WATCH_JS = """(() => {
+  const mark = () => { window.__webagentPopup = (window.__webagentPopup || 0) + 1; };
+  const opensTab = (t) => !!t && !['_self', '_parent', '_top'].includes(t.toLowerCase());
+  const open = window.open;
+  window.open = function (...args) { mark(); return open.apply(this, args); };
+  document.addEventListener('click', (e) => {
+    const a = e.target && e.target.closest ? e.target.closest('a[href], area[href]') : null;
+    if (a && opensTab(a.target)) mark();
+  }, true);
+  document.addEventListener('submit', (e) => {
+    const f = e.target;
+    if (f && opensTab(f.target || (e.submitter && e.submitter.formTarget) || '')) mark();
+  }, true);
+})();"""
+_POPUP_READ_JS = (
+    "() => { const n = window.__webagentPopup || 0; window.__webagentPopup = 0; return n; }"
+)
+_POPUP_WAIT_S = 2.0
+
+
+class BrowserError(RuntimeError):
+    """Base class of the browser layer's errors."""
+
+
+class BrowserNotFoundError(BrowserError):
+    """No Chromium executable was found."""
+
+
+class BrowserCrashedError(BrowserError):
+    """The browser process, context or page died: an environment error, not an agent error."""
+
+
+# --------------------------------------------------------------------------------------
+# Finding Chromium
+# --------------------------------------------------------------------------------------
+
+
+def _playwright_bundled_chromium() -> str | None:
+    """Chromium installed by ``playwright install`` (not possible offline, but used if there)."""
+    root = os.environ.get("PLAYWRIGHT_BROWSERS_PATH") or str(Path.home() / ".cache/ms-playwright")
+    patterns = ("chromium-*/chrome-linux*/chrome", "chromium_headless_shell-*/chrome-linux*/*")
+    for pattern in patterns:
+        for path in sorted(glob.glob(os.path.join(root, pattern)), reverse=True):
+            name = os.path.basename(path)
+            if name in ("chrome", "headless_shell") and os.access(path, os.X_OK):
+                return path
+    return None
+
+
+def find_chromium(explicit: str | None = None) -> str:
+    """Find a Chromium executable.
+
+    Order: ``explicit``, ``$WEBAGENT_R1_CHROMIUM``, ``/usr/bin/chromium``, ``chromium``,
+    ``chromium-browser`` or ``google-chrome`` on PATH, then Playwright's bundled Chromium.
+
+    Raises:
+        BrowserNotFoundError: none found (or an explicit path does not exist).
+    """
+    for source, path in (
+        ("browser.executable", explicit),
+        ("$WEBAGENT_R1_CHROMIUM", os.environ.get("WEBAGENT_R1_CHROMIUM")),
+    ):
+        if path:
+            found = shutil.which(path)
+            if found is None:
+                raise BrowserNotFoundError(
+                    f"Chromium not found at {path!r} (from {source}); install it with "
+                    "`apt-get install -y chromium` or point WEBAGENT_R1_CHROMIUM at a binary."
+                )
+            return found
+    for name in _SYSTEM_CHROMIUMS:
+        found = shutil.which(name)
+        if found:
+            return found
+    bundled = _playwright_bundled_chromium()
+    if bundled:
+        return bundled
+    raise BrowserNotFoundError(
+        "No Chromium found: install it with `apt-get install -y chromium` or set "
+        "WEBAGENT_R1_CHROMIUM to the path of a Chromium binary."
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Origin allow-list
+# --------------------------------------------------------------------------------------
+
+
+def normalize_origin(origin: str) -> tuple[str, str, int]:
+    """``"http://127.0.0.1:7770/"`` → ``("http", "127.0.0.1", 7770)``.
+
+    Raises:
+        ValueError: not an http(s) origin.
+    """
+    parts = urlsplit(origin.strip())
+    if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
+        raise ValueError(
+            f"allowed origin {origin!r} must look like 'http://host:port' (http or https)"
+        )
+    return parts.scheme, parts.hostname.lower(), parts.port or _DEFAULT_PORTS[parts.scheme]
+
+
+class AllowList:
+    """Origins (scheme, host, port) a session may load; empty means local hosts only."""
+
+    def __init__(self, origins: Iterable[str] = ()) -> None:
+        self._origins: set[tuple[str, str, int]] = {normalize_origin(o) for o in origins}
+
+    def add(self, origin: str) -> None:
+        """Allow one more origin (e.g. a site the task starts on)."""
+        self._origins.add(normalize_origin(origin))
+
+    @property
+    def origins(self) -> list[str]:
+        """The allowed origins as strings, sorted."""
+        return sorted(f"{s}://{h}:{p}" for s, h, p in self._origins)
+
+    def allows(self, url: str) -> bool:
+        """Whether ``url`` may be loaded (``about:blank`` always may)."""
+        if url == "about:blank":
+            return True
+        try:
+            parts = urlsplit(url)
+            port = parts.port
+        except ValueError:
+            return False
+        if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
+            return False
+        host = parts.hostname.lower()
+        if not self._origins:
+            return host in _LOCAL_HOSTS
+        return (parts.scheme, host, port or _DEFAULT_PORTS[parts.scheme]) in self._origins
+
+
+# --------------------------------------------------------------------------------------
+# Browser: one process, many sessions
+# --------------------------------------------------------------------------------------
+
+
+class Browser:
+    """One Chromium process shared by many sessions (one per episode).
+
+    Use ``await Browser.launch(cfg)`` or ``async with await Browser.launch(cfg) as b``.
+    """
+
+    def __init__(self, cfg: BrowserConfig) -> None:
+        self.cfg = cfg
+        # A unique argument on the command line lets tools (and tests) find this process.
+        self.instance_marker = f"--webagent-r1-instance={uuid.uuid4().hex}"
+        self._pw: Playwright | None = None
+        self._browser: PwBrowser | None = None
+        self._lock = asyncio.Lock()
+        self.launches = 0
+
+    @classmethod
+    async def launch(cls, cfg: BrowserConfig | None = None) -> Browser:
+        """Start Chromium.
+
+        Raises:
+            BrowserNotFoundError: no Chromium executable.
+            BrowserError: Chromium did not start.
+        """
+        browser = cls(cfg or BrowserConfig())
+        await browser._start()
+        return browser
+
+    async def _start(self) -> None:
+        exe = find_chromium(self.cfg.executable)
+        if self._pw is None:
+            self._pw = await async_playwright().start()
+        try:
+            self._browser = await self._pw.chromium.launch(
+                executable_path=exe,
+                headless=self.cfg.headless,
+                args=[*CHROMIUM_ARGS, *self.cfg.extra_args, self.instance_marker],
+                timeout=self.cfg.navigation_timeout_ms,
+            )
+        except PlaywrightError as e:
+            raise BrowserError(f"could not start Chromium at {exe!r}: {error_text(e)}") from e
+        self.launches += 1
+
+    @property
+    def is_alive(self) -> bool:
+        """False once the process died or was closed."""
+        return self._browser is not None and self._browser.is_connected()
+
+    async def ensure_alive(self) -> bool:
+        """Relaunch Chromium if it died; returns True when it had to.
+
+        Sessions of the dead process stay dead (their methods raise ``BrowserCrashedError``);
+        open new ones.
+        """
+        async with self._lock:
+            if self.is_alive:
+                return False
+            if self._browser is not None:
+                with contextlib.suppress(PlaywrightError):
+                    await self._browser.close()
+            try:
+                await self._start()
+            except BrowserError:
+                # The Playwright driver may have died with the browser: start a fresh one.
+                await self._stop_driver()
+                await self._start()
+            return True
+
+    async def new_session(self, allowed_origins: Iterable[str] = ()) -> BrowserSession:
+        """Open an isolated context (own cookies, storage and tabs) with one blank tab.
+
+        Args:
+            allowed_origins: origins the session may load, e.g. ``["http://127.0.0.1:7770"]``;
+                empty allows http(s) on 127.0.0.1 and localhost only.
+
+        Raises:
+            BrowserCrashedError: the browser is not running.
+        """
+        if not self.is_alive or self._browser is None:
+            raise BrowserCrashedError("the browser is not running; call ensure_alive() first")
+        allow = AllowList(allowed_origins)
+        try:
+            context = await self._browser.new_context(
+                viewport={"width": self.cfg.viewport_width, "height": self.cfg.viewport_height},
+                accept_downloads=False,
+                # Service workers could serve or fetch around the route below.
+                service_workers="block",
+            )
+        except PlaywrightError as e:
+            raise BrowserCrashedError(f"could not open a browser context: {error_text(e)}") from e
+        session = BrowserSession(self, context, allow)
+        await session._setup()
+        return session
+
+    async def close(self) -> None:
+        """Close Chromium and the Playwright driver (safe to call twice or after a crash)."""
+        if self._browser is not None:
+            with contextlib.suppress(PlaywrightError):
+                await self._browser.close()
+            self._browser = None
+        await self._stop_driver()
+
+    async def _stop_driver(self) -> None:
+        if self._pw is not None:
+            # A dead driver may fail to stop in many ways; it is gone either way.
+            with contextlib.suppress(Exception):
+                await self._pw.stop()
+            self._pw = None
+
+    async def __aenter__(self) -> Browser:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+# --------------------------------------------------------------------------------------
+# BrowserSession: one context, one episode
+# --------------------------------------------------------------------------------------
+
+
+class BrowserSession:
+    """One episode's browser context and its tabs; the newest tab is the active one."""
+
+    def __init__(self, browser: Browser, context: BrowserContext, allow: AllowList) -> None:
+        self._owner = browser
+        self._context = context
+        self.allow = allow
+        """The origins this session may load (``session.allow.add(origin)`` extends it)."""
+        self._cfg = browser.cfg
+        self._pages: list[Page] = []
+        self._active: Page | None = None
+        self._crashed_pages: list[Page] = []
+        self._context_closed = False
+        self._closing = False
+        # Main-frame navigations the route aborted since the last goto/execute began.
+        self._blocked: list[str] = []
+        # Tabs whose main-frame navigation was aborted, checked again before observing.
+        self._blocked_pages: list[Page] = []
+        self._new_page = asyncio.Event()
+        self.last_page_text: PageText | None = None
+        """The last observation's details (truncation, scroll, element count)."""
+
+    async def _setup(self) -> None:
+        ctx = self._context
+        ctx.set_default_timeout(self._cfg.action_timeout_ms)
+        ctx.set_default_navigation_timeout(self._cfg.navigation_timeout_ms)
+        ctx.on("page", self._on_page)
+        ctx.on("close", self._on_context_close)
+        try:
+            await ctx.route("**/*", self._route)
+            await ctx.add_init_script(script=_POPUP_WATCH_JS)
+            await ctx.new_page()
+        except PlaywrightError as e:
+            raise BrowserCrashedError(f"could not set up the session: {error_text(e)}") from e
+
+    # -- events -------------------------------------------------------------------------
+
+    def _on_page(self, page: Page) -> None:
+        self._pages.append(page)
+        self._active = page
+        page.on("close", self._on_page_close)
+        page.on("crash", self._on_page_crash)
+        self._new_page.set()
+
+    def _on_page_close(self, page: Page) -> None:
+        if page in self._pages:
+            self._pages.remove(page)
+        if self._active is page:
+            self._active = self._pages[-1] if self._pages else None
+
+    def _on_page_crash(self, page: Page) -> None:
+        self._crashed_pages.append(page)
+
+    def _on_context_close(self, _: BrowserContext) -> None:
+        self._context_closed = True
+
+    async def _route(self, route: Route) -> None:
+        request = route.request
+        try:
+            if self.allow.allows(request.url):
+                await route.continue_()
+                return
+            navigation = request.is_navigation_request()
+            frame = None
+            if navigation:
+                # A new tab's first request comes before its frame exists: frame stays None.
+                with contextlib.suppress(PlaywrightError):
+                    frame = request.frame
+            if navigation and (frame is None or frame.parent_frame is None):
+                self._blocked.append(request.url)
+                if frame is not None:
+                    self._blocked_pages.append(frame.page)
+            await route.abort("blockedbyclient")
+        except PlaywrightError:
+            pass  # the page or context closed while the request was in flight
+
+    # -- properties ---------------------------------------------------------------------
+
+    @property
+    def context(self) -> BrowserContext:
+        """The Playwright context (add cookies, storage state, extra headers)."""
+        return self._context
+
+    @property
+    def page(self) -> Page:
+        """The active tab.
+
+        Raises:
+            BrowserCrashedError: the context has no open tab (it was closed or crashed).
+        """
+        self._check_alive()
+        if self._active is None:
+            raise BrowserCrashedError("the browser session has no open tab")
+        return self._active
+
+    @property
+    def pages(self) -> list[Page]:
+        """All open tabs, oldest first."""
+        return list(self._pages)
+
+    # -- crash handling -----------------------------------------------------------------
+
+    def _crash_reason(self) -> str | None:
+        if not self._owner.is_alive:
+            return "the browser process is gone"
+        if self._context_closed and not self._closing:
+            return "the browser context was closed"
+        if any(p is self._active for p in self._crashed_pages):
+            return "the page crashed"
+        return None
+
+    def _check_alive(self) -> None:
+        reason = self._crash_reason()
+        if reason:
+            raise BrowserCrashedError(reason)
+
+    async def _raise_if_crashed(self, e: BaseException) -> None:
+        """Re-raise ``e`` as ``BrowserCrashedError`` when the browser side died."""
+        if self._crash_reason() is None:
+            # The disconnect event can trail the failed call by a moment.
+            await asyncio.sleep(0.05)
+        reason = self._crash_reason()
+        if reason:
+            raise BrowserCrashedError(f"{reason}: {error_text(e)}") from e
+
+    async def _ensure_page(self) -> Page:
+        """The active tab; opens a blank one when the agent closed them all."""
+        self._check_alive()
+        if self._active is None:
+            try:
+                await self._context.new_page()
+            except PlaywrightError as e:
+                await self._raise_if_crashed(e)
+                raise BrowserCrashedError(f"could not open a tab: {error_text(e)}") from e
+        assert self._active is not None
+        return self._active
+
+    # -- navigation safety --------------------------------------------------------------
+
+    async def _restore(self, page: Page, previous_url: str) -> None:
+        """Bring ``page`` back to an allowed page after a blocked navigation."""
+        nav_ms = self._cfg.navigation_timeout_ms
+        if page.is_closed() or self.allow.allows(page.url):
+            return
+        try:
+            await page.go_back(wait_until="domcontentloaded", timeout=nav_ms)
+            if not self.allow.allows(page.url):
+                target = previous_url if self.allow.allows(previous_url) else "about:blank"
+                await page.goto(target, wait_until="domcontentloaded", timeout=nav_ms)
+        except PlaywrightError as e:
+            await self._raise_if_crashed(e)
+
+    async def _police(self) -> None:
+        """Undo blocked navigations no action caused (timers, meta refresh, popups)."""
+        # Pages that were blocked, and new tabs off the list (their first request is blocked
+        # before Playwright can tell which tab it belongs to).
+        pages, self._blocked_pages = self._blocked_pages + self._pages[1:], []
+        for page in dict.fromkeys(pages):  # unique, in order
+            if page.is_closed() or self.allow.allows(page.url):
+                continue
+            if len(self._pages) > 1:
+                try:
+                    await page.close()
+                except PlaywrightError as e:
+                    await self._raise_if_crashed(e)
+            else:
+                await self._restore(page, "")
+
+    # -- public API ---------------------------------------------------------------------
+
+    async def goto(self, url: str) -> str | None:
+        """Load ``url`` in the active tab.
+
+        Returns:
+            None on success, else an error message (blocked URL, load failure, timeout).
+
+        Raises:
+            BrowserCrashedError: the browser, context or page died.
+        """
+        page = await self._ensure_page()
+        if not self.allow.allows(url):
+            return blocked_message(url)
+        previous = page.url
+        self._blocked.clear()
+        self._blocked_pages.clear()
+        try:
+            await page.goto(url, wait_until="domcontentloaded")
+        except PlaywrightTimeoutError:
+            return f"loading {url!r} timed out after {self._cfg.navigation_timeout_ms / 1000:g} s"
+        except PlaywrightError as e:
+            await self._raise_if_crashed(e)
+            if self._blocked:  # e.g. a script on the page sent it elsewhere
+                await self._restore(page, previous)
+                return blocked_message(self._blocked[0])
+            return f"could not load {url!r}: {error_text(e)}"
+        if not self.allow.allows(page.url):
+            # Playwright does not route the hops of an HTTP redirect: a redirect off the list
+            # is only seen here, after the fact. Undo it so the agent never works there.
+            landed = page.url
+            await self._restore(page, previous)
+            return blocked_message(landed)
+        return None
+
+    async def execute(self, action: Action) -> str | None:
+        """Execute an agent action on the active tab.
+
+        Returns:
+            None on success, else a one-sentence error for the agent's next observation
+            (unknown element, missing option, blocked navigation, timeout …).
+
+        Raises:
+            BrowserCrashedError: the browser, context or page died.
+        """
+        page = await self._ensure_page()
+        previous = page.url
+        tabs_before = len(self._pages)
+        self._blocked.clear()
+        self._blocked_pages.clear()
+        self._new_page.clear()
+        cfg = self._cfg
+        try:
+            err = await execute_action(
+                page,
+                action,
+                action_timeout_ms=cfg.action_timeout_ms,
+                navigation_timeout_ms=cfg.navigation_timeout_ms,
+                is_allowed=self.allow.allows,
+            )
+            after = await self._after_action(page, previous, tabs_before)
+        except PlaywrightError as e:
+            await self._raise_if_crashed(e)
+            if page.is_closed():
+                return "the tab was closed" if self._pages else "all tabs were closed"
+            return f"{action.kind} failed: {error_text(e)}"
+        return after or err
+
+    async def _after_action(self, page: Page, previous: str, tabs_before: int) -> str | None:
+        """Follow a new tab, undo blocked navigations; returns a blocked-navigation error."""
+        nav_ms = self._cfg.navigation_timeout_ms
+        if not page.is_closed() and len(self._pages) <= tabs_before:
+            try:
+                opened = await page.evaluate(_POPUP_READ_JS)
+            except PlaywrightError:
+                opened = 0  # the page navigated away: no popup from the old document
+            if opened and len(self._pages) <= tabs_before:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._new_page.wait(), _POPUP_WAIT_S)
+        new_tab = self._active if self._active is not page else None
+        if new_tab is not None and not new_tab.is_closed():
+            await settle(new_tab, nav_ms)
+            if self._blocked or not self.allow.allows(new_tab.url):
+                url = self._blocked[0] if self._blocked else new_tab.url
+                await new_tab.close()
+                if not page.is_closed():
+                    self._active = page
+                return blocked_message(url)
+            return None
+        if page.is_closed():
+            return None
+        if self._blocked or not self.allow.allows(page.url):
+            url = self._blocked[0] if self._blocked else page.url
+            await self._restore(page, previous)
+            return blocked_message(url)
+        return None
+
+    async def observe(
+        self,
+        cfg: ObservationConfig,
+        count_tokens: Callable[[str], int] | None = None,
+    ) -> Observation:
+        """Read the active tab as an observation (``error`` is None; the env sets it).
+
+        Args:
+            cfg: text format, viewport mode and token budget.
+            count_tokens: tokenizer-backed token counter for the budget; ~4 chars a token
+                when None.
+
+        Raises:
+            BrowserCrashedError: the browser, context or page died, or the page stopped
+                answering.
+        """
+        await self._police()
+        page = await self._ensure_page()
+        timeout_s = self._cfg.navigation_timeout_ms / 1000
+        raw: dict[str, Any] | None = None
+        for attempt in range(3):
+            try:
+                await settle(page, self._cfg.navigation_timeout_ms)
+                raw = await read_page(page, cfg.viewport_only, timeout_s, cfg.format)
+                break
+            except TimeoutError as e:
+                raise BrowserCrashedError(f"the page did not answer within {timeout_s:g} s") from e
+            except PlaywrightError as e:
+                await self._raise_if_crashed(e)
+                if page.is_closed():
+                    page = await self._ensure_page()
+                elif attempt == 2:
+                    raise BrowserCrashedError(f"could not read the page: {error_text(e)}") from e
+                # Otherwise the page navigated while being read: read the new document.
+        assert raw is not None
+        text = to_page_text(raw, cfg, count_tokens)
+        self.last_page_text = text
+        tabs = []
+        for p in self._pages:
+            title = text.title if p is page else await self._title(p)
+            tabs.append(title or p.url)
+        return Observation(
+            url=page.url,
+            title=text.title,
+            text=text.text,
+            tabs=tabs,
+            error=None,
+            active_tab=self._pages.index(page) if page in self._pages else 0,
+        )
+
+    async def _title(self, page: Page) -> str:
+        try:
+            return await page.title()
+        except PlaywrightError as e:
+            await self._raise_if_crashed(e)
+            return ""
+
+    async def screenshot(self, path: str | Path, full_page: bool = False) -> None:
+        """Save a PNG of the active tab.
+
+        Raises:
+            BrowserCrashedError: the browser, context or page died.
+        """
+        page = await self._ensure_page()
+        try:
+            await page.screenshot(path=str(path), full_page=full_page)
+        except PlaywrightError as e:
+            await self._raise_if_crashed(e)
+            raise BrowserError(f"screenshot failed: {error_text(e)}") from e
+
+    async def close(self) -> None:
+        """Close the context and its tabs (safe after a crash or a second call)."""
+        self._closing = True
+        with contextlib.suppress(PlaywrightError):
+            await self._context.close()
+
+    async def __aenter__(self) -> BrowserSession:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -1,0 +1,111 @@
+"""WebEnv over real Chromium and local fixture pages: episode lifecycle, errors, crashes."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from webagent_r1.browser import Browser
+from webagent_r1.config import EnvConfig
+from webagent_r1.env import EnvError, EvalContext, StaticSites, WebEnv
+from webagent_r1.types import Task
+
+from .browser.test_browser_safety import _pids_with
+from .conftest import browser_config
+
+pytestmark = pytest.mark.browser
+
+
+def _task(evaluator=None, start: str = "__FIXTURE__/index.html") -> Task:
+    return Task(
+        task_id="t",
+        intent="Find the price of the red mug.",
+        start_url=start,
+        sites=["fixture"],
+        evaluator=evaluator,
+    )
+
+
+def _answer_is_12(ctx: EvalContext) -> tuple[float, str]:
+    ok = ctx.answer == "$12.00"
+    return (1.0 if ok else 0.0), f"answer {ctx.answer!r}"
+
+
+@pytest.fixture
+async def env(browser: Browser, site: str):
+    e = WebEnv(browser, EnvConfig(max_turns=3), backend=StaticSites({"fixture": site}))
+    yield e
+    await e.close()
+
+
+async def test_reset_observes_start_page(env: WebEnv, site: str) -> None:
+    obs = await env.reset(_task())
+    assert obs.url == f"{site}/index.html" and obs.title == "Test Shop"
+    assert '[1] link "Orbit Golden Charger"' in obs.text and obs.error is None
+
+
+async def test_exit_ends_episode_with_evaluator_reward(env: WebEnv) -> None:
+    await env.reset(_task(_answer_is_12))
+    r = await env.step(
+        '<think>The table says $12.00.</think><answer>exit(message="$12.00")</answer>'
+    )
+    assert r.done and r.reward == 1.0
+    assert r.info["status"] == "done" and r.info["answer"] == "$12.00"
+    await env.reset(_task(_answer_is_12))
+    r = await env.step('<answer>exit(message="$13")</answer>')
+    assert r.done and r.reward == 0.0 and "'$13'" in r.info["explanation"]
+
+
+async def test_bad_actions_cost_a_turn_and_never_raise(env: WebEnv) -> None:
+    await env.reset(_task(_answer_is_12))
+    r1 = await env.step("I think I should click something")  # no <answer>
+    assert not r1.done and r1.observation.error and "answer" in r1.observation.error
+    assert r1.observation.title == "Test Shop"  # page unchanged, still shown
+    r2 = await env.step('<answer>do(action="Click", element="999")</answer>')
+    assert not r2.done and "999" in r2.observation.error
+    r3 = await env.step('<answer>do(action="Klick", element="1")</answer>')
+    assert r3.done and r3.info["status"] == "max_turns" and r3.reward == 0.0
+    assert r3.info["answer"] is None and r3.info["explanation"] == "answer None"
+    with pytest.raises(RuntimeError, match="reset"):
+        await env.step("<answer>go_backward()</answer>")
+
+
+async def test_actions_change_the_page(env: WebEnv) -> None:
+    await env.reset(_task())
+    r = await env.step('<answer>do(action="Click", element="1")</answer>')
+    assert r.observation.error is None and r.observation.title == "Orbit Golden Charger"
+    r = await env.step("<answer>go_backward()</answer>")
+    assert r.observation.title == "Test Shop"
+
+
+async def test_allow_list_comes_from_the_task_sites(env: WebEnv, other_site: str) -> None:
+    await env.reset(_task())
+    r = await env.step('<answer>exit(message="x")</answer>')  # no evaluator: reward 0
+    assert r.reward == 0.0 and "no evaluator" in r.info["explanation"]
+    await env.reset(_task())
+    err = await env.session.goto(f"{other_site}/index.html")
+    assert err and "blocked" in err
+
+
+async def test_unreachable_start_page_is_an_env_error(env: WebEnv) -> None:
+    with pytest.raises(EnvError, match="start page"):
+        await env.reset(_task(start="http://127.0.0.1:9/nothing"))
+    assert env.done
+
+
+async def test_browser_crash_is_env_error_then_recovers(site: str) -> None:
+    async with await Browser.launch(browser_config()) as browser:
+        env = WebEnv(browser, EnvConfig(max_turns=5), backend=StaticSites({"fixture": site}))
+        await env.reset(_task())
+        for pid in _pids_with(browser.instance_marker):
+            os.kill(pid, signal.SIGKILL)
+        r = await env.step('<answer>do(action="Click", element="1")</answer>')
+        assert r.done and r.info["status"] == "env_error" and r.reward == 0.0
+        # The next reset relaunches Chromium and the episode works.
+        obs = await env.reset(_task(_answer_is_12))
+        assert obs.title == "Test Shop" and browser.launches == 2
+        r = await env.step('<answer>exit(message="$12.00")</answer>')
+        assert r.reward == 1.0
+        await env.close()
