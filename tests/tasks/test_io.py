@@ -1,0 +1,74 @@
+"""Task files: WebArena configs load unchanged; broken files give clear errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from webagent_r1.tasks import TaskError, load_tasks, write_tasks
+
+from ..test_types import WEBARENA_ENTRY
+
+
+def test_webarena_list_file_loads_and_round_trips(tmp_path) -> None:
+    p = tmp_path / "wa.json"
+    p.write_text(json.dumps([WEBARENA_ENTRY]))
+    [t] = load_tasks(p)
+    assert t.intent_template_id == 279 and t.extra["old_task_id"] == 0
+    out = tmp_path / "out.jsonl"
+    assert write_tasks([t], out) == 1
+    [back] = load_tasks(out)
+    assert back.to_dict() == t.to_dict()
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "not valid JSON"),
+        (json.dumps([{"task_id": 1}]), "lacks required field"),
+        (json.dumps([{**WEBARENA_ENTRY, "eval": {"eval_types": ["magic"]}}]), "unknown eval"),
+        (json.dumps([{**WEBARENA_ENTRY, "eval": {"eval_types": []}}]), "non-empty list"),
+        (json.dumps([{**WEBARENA_ENTRY, "eval": {"eval_types": ["url_match"]}}]), "reference_url"),
+        (json.dumps([WEBARENA_ENTRY, WEBARENA_ENTRY]), "duplicate task_id"),
+        (json.dumps([[1, 2]]), "must be a JSON object"),
+    ],
+)
+def test_broken_files_name_the_problem(tmp_path, content: str, message: str) -> None:
+    p = tmp_path / "bad.json"
+    p.write_text(content)
+    with pytest.raises(TaskError, match=message):
+        load_tasks(p)
+
+
+def test_jsonl_errors_name_the_line(tmp_path) -> None:
+    p = tmp_path / "bad.jsonl"
+    p.write_text(json.dumps(WEBARENA_ENTRY) + "\n\n{oops\n")
+    with pytest.raises(TaskError, match="bad.jsonl:3"):
+        load_tasks(p)
+    with pytest.raises(TaskError, match="not found"):
+        load_tasks(tmp_path / "missing.jsonl")
+
+
+def test_suite_is_deterministic_and_splits_are_disjoint() -> None:
+    from webagent_r1.tasks.suite import _SUITE_CACHE, build_suite
+
+    a = [t.to_dict() for t in build_suite()]
+    _SUITE_CACHE.clear()
+    b = [t.to_dict() for t in build_suite()]
+    assert a == b
+    tasks = build_suite()
+    ids = [t.task_id for t in tasks]
+    assert len(ids) == len(set(ids))
+    # Held-out templates never reach the train split.
+    assert not [t for t in tasks if t.heldout_template and t.split == "train"]
+    # Train and test instances of one template never share parameters.
+    seen: dict[tuple, str] = {}
+    for t in tasks:
+        key = (t.intent_template_id, json.dumps(t.instantiation_dict, sort_keys=True))
+        assert seen.setdefault(key, t.split) == t.split
+    per_site: dict[str, set] = {}
+    for t in tasks:
+        per_site.setdefault(t.sites[0], set()).add(t.intent_template_id)
+    for site in ("shopping", "shopping_admin"):
+        assert len(per_site[site]) >= 12, f"{site} needs at least 12 templates"

@@ -1,0 +1,62 @@
+"""CLI smoke tests: the commands that exist, offline model preparation, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "webagent_r1.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_help_lists_commands() -> None:
+    out = run_cli("--help")
+    assert out.returncode == 0
+    for cmd in ("quickstart", "model", "sites", "tasks"):
+        assert cmd in out.stdout
+
+
+def test_bad_override_is_one_line_error_without_traceback() -> None:
+    out = run_cli("quickstart", "env.max_turn=3")
+    assert out.returncode == 2
+    assert "did you mean 'max_turns'" in out.stderr
+    assert "Traceback" not in out.stderr + out.stdout
+
+
+def test_missing_config_file() -> None:
+    out = run_cli("quickstart", "--config", "no/such.yaml")
+    assert out.returncode == 2 and "not found" in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.model
+def test_model_prepare_is_offline_and_idempotent() -> None:
+    out = run_cli("model", "prepare")
+    assert out.returncode == 0, out.stderr
+    assert "smollm2-135m-instruct" in out.stdout
+    listing = run_cli("model", "list")
+    assert "prepared" in listing.stdout
+
+
+def test_tasks_list_json_and_export(tmp_path) -> None:
+    out = run_cli("tasks", "list", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["total"] == sum(r["train"] + r["test"] for r in data["templates"])
+    sites = {s for r in data["templates"] for s in r["sites"]}
+    assert {"shopping", "shopping_admin"} <= sites
+    dest = tmp_path / "tasks.jsonl"
+    out = run_cli("tasks", "export", "--split", "test", "--site", "shopping", "--out", str(dest))
+    assert out.returncode == 0, out.stderr
+    from webagent_r1.tasks import load_tasks
+
+    tasks = load_tasks(dest)
+    assert tasks and all(t.split == "test" and "shopping" in t.sites for t in tasks)
