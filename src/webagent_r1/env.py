@@ -148,6 +148,8 @@ class WebEnv:
         self.done = True
         self.history: list[Action] = []
         self._last_obs: Observation | None = None
+        self.reset_ms: float | None = None
+        """Wall time of the last reset (context, instance, login, first page, observation)."""
 
     # ---------------------------------------------------------------- episode lifecycle
 
@@ -158,6 +160,7 @@ class WebEnv:
             EnvError: the start page cannot be loaded or the site backend failed (the caller
                 counts this as ``env_error``).
         """
+        t0 = time.perf_counter()
         await self.close_episode()
         await self.browser.ensure_alive()
         self.task, self.turn, self.done, self.history = task, 0, False, []
@@ -178,6 +181,7 @@ class WebEnv:
         except Exception as e:  # a site backend failure: report, never hang
             self.done = True
             raise EnvError(f"task {task.task_id}: reset failed: {e}") from e
+        self.reset_ms = 1000 * (time.perf_counter() - t0)
         return self._last_obs
 
     async def step(self, response_text: str) -> StepResult:
