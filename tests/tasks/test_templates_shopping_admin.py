@@ -1,0 +1,100 @@
+"""The shopping_admin task templates: suite shape, and one instance of each template solved by
+its expert (reward 1) and failed by a policy that exits at once with a wrong answer (reward 0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import string
+
+import pytest
+
+from webagent_r1.config import EnvConfig
+from webagent_r1.tasks.suite import SuiteSpec, build_suite, select
+from webagent_r1.tasks.templates.shopping_admin import TEMPLATES
+
+
+def _suite() -> list:
+    return select(build_suite(SuiteSpec()), site="shopping_admin")
+
+
+def test_template_ids_names_and_kinds() -> None:
+    assert len(TEMPLATES) >= 13
+    ids = [t.id for t in TEMPLATES]
+    assert len(set(ids)) == len(ids) and all(200 <= i <= 299 for i in ids)
+    assert all(t.name.startswith("shopping_admin.") for t in TEMPLATES)
+    assert all(t.sites == ["shopping_admin"] and t.user == "admin" for t in TEMPLATES)
+    assert sum(t.heldout for t in TEMPLATES) == 3
+    assert {t.kind for t in TEMPLATES} == {"info", "nav", "change"}
+    assert {t.kind for t in TEMPLATES if t.heldout} == {"info", "nav", "change"}
+    assert sum(t.difficulty in ("6-9", "10+") for t in TEMPLATES) >= 2
+    assert {"1-2", "3-5", "6-9", "10+"} <= {t.difficulty for t in TEMPLATES}
+
+
+def test_every_template_yields_its_full_count_of_distinct_instances() -> None:
+    spec = SuiteSpec()
+    tasks = _suite()
+    for t in TEMPLATES:
+        mine = [x for x in tasks if x.extra["template"] == t.name]
+        want = spec.n_heldout if t.heldout else spec.n_train + spec.n_test
+        assert len(mine) == want, t.name
+        assert len({x.intent for x in mine}) == want, f"{t.name}: duplicate intents"
+        if t.heldout:
+            assert all(x.split == "test" and x.heldout_template for x in mine)
+        else:
+            assert sum(x.split == "test" for x in mine) == spec.n_test
+
+
+def test_intents_use_every_public_parameter() -> None:
+    for t in TEMPLATES:
+        fields = {f for _, f, _, _ in string.Formatter().parse(t.intent) if f}
+        task = next(x for x in _suite() if x.extra["template"] == t.name)
+        assert fields == set(task.instantiation_dict), t.name
+        assert not any(k.startswith("_") for k in task.instantiation_dict)
+
+
+def _one_per_template() -> list:
+    out, seen = [], set()
+    for task in _suite():
+        if task.extra["template"] not in seen:
+            seen.add(task.extra["template"])
+            out.append(task)
+    return out
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(300)
+async def test_expert_solves_and_wrong_exit_fails(embedded_sites) -> None:
+    from webagent_r1.browser import Browser
+    from webagent_r1.config import BrowserConfig
+    from webagent_r1.env import WebEnv
+    from webagent_r1.tasks.check import check_tasks
+    from webagent_r1.tasks.evaluators import evaluate
+
+    tasks = _one_per_template()
+    runs = await check_tasks(tasks, concurrency=3, sites=embedded_sites)
+    failed = [f"{r.task_id}: {r.error or r.explanation}" for r in runs if r.reward != 1.0]
+    assert not failed, failed
+
+    browser = await Browser.launch(BrowserConfig())
+    queue = list(tasks)
+    rewards: dict[str, tuple[float, str]] = {}
+
+    async def worker() -> None:
+        env = WebEnv(browser, EnvConfig(max_turns=3), backend=embedded_sites, evaluator=evaluate)
+        while queue:
+            task = queue.pop()
+            await env.reset(task)
+            r = await env.step('<answer>exit(message="I do not know 0")</answer>')
+            assert r.done
+            rewards[task.task_id] = (r.reward, r.info.get("explanation", ""))
+            await env.close_episode()
+        await env.close()
+
+    try:
+        await asyncio.gather(*(worker() for _ in range(3)))
+    finally:
+        await browser.close()
+    assert len(rewards) == len(tasks)
+    wrong = {k: v for k, v in rewards.items() if v[0] != 0.0}
+    assert not wrong, wrong
