@@ -221,3 +221,12 @@ async def test_closed_details_hide_their_content(session: BrowserSession, site: 
     assert await session.execute(Action("Click", element=summary)) is None
     opened = await session.observe(COMPACT)
     assert re.search(r'^\[\d+\] link "Chargers"$', opened.text, re.MULTILINE)
+
+
+async def test_whitespace_between_elements_separates_text(
+    session: BrowserSession, site: str
+) -> None:
+    assert await session.goto(f"{site}/spacing.html") is None
+    lines = (await session.observe(COMPACT)).text.splitlines()
+    assert "Page 1 of 40 1" in lines  # not "Page 1 of 401"
+    assert "$9.99" in lines  # runs without whitespace between them still join

@@ -219,17 +219,24 @@
     n.k === 'e' && (n.tag === 'td' || n.tag === 'th') && !hasContent(n.kids);
   const hasContent = (nodes) => nodes.some((n) => n.k !== 'b' && !emptyCell(n));
   let count = 0;
+  let lastText = null; // the last text run pushed, in document order
 
   function walk(node, ctx, out) {
     if (node.nodeType === Node.TEXT_NODE) {
       if (!ctx.visible) return;
       const s = clean(node.nodeValue);
-      if (!s) return;
+      if (!s) {
+        // A whitespace-only node still separates its neighbours: <span>of 40</span> <b>1</b>
+        // reads "of 40 1", not "of 401". Walking is in document order, so mark the last run.
+        if (lastText && node.nodeValue.length) lastText.trail = true;
+        return;
+      }
       if (viewportOnly && !textInView(node)) return;
       // Whitespace at the edges decides whether neighbouring runs join with a space:
       // <span>$</span><span>9.99</span> reads "$9.99", not "$ 9.99".
       const raw = node.nodeValue;
-      out.push({ k: 't', s, y: ctx.y, lead: /^\s/.test(raw), trail: /\s$/.test(raw) });
+      lastText = { k: 't', s, y: ctx.y, lead: /^\s/.test(raw), trail: /\s$/.test(raw) };
+      out.push(lastText);
       return;
     }
     if (node.nodeType !== Node.ELEMENT_NODE) return;

@@ -62,7 +62,8 @@ class Element:
         return m.group(1) if m else None
 
 
-_COMPACT_RE = re.compile(r'^\s*\[(\d+)\]\s+(\S+)(?:\s+"((?:[^"\\]|\\.)*)")?(.*)$')
+# An element anywhere in a line (table rows hold several: `… | [17] link "View"`).
+_COMPACT_RE = re.compile(r'(?:^|(?<=\s))\[(\d+)\]\s+([a-z]\S*)(?:\s+"((?:[^"\\]|\\.)*)")?')
 _HTML_RE = re.compile(r'<(\w+)([^>]*?)\sid="(\d+)"([^>]*)>([^<]*)')
 _HTML_ROLE = {"a": "link", "input": "textbox", "select": "combobox", "textarea": "textbox"}
 
@@ -71,10 +72,13 @@ def elements(text: str) -> list[Element]:
     """Interactive elements of an observation text (compact or simplified-HTML format)."""
     out: list[Element] = []
     for line in text.splitlines():
-        m = _COMPACT_RE.match(line)
-        if m:
+        found = list(_COMPACT_RE.finditer(line))
+        for k, m in enumerate(found):
             name = (m.group(3) or "").replace('\\"', '"')
-            out.append(Element(m.group(1), m.group(2), name, line))
+            # The element's own text runs until the next element on the line.
+            end = found[k + 1].start() if k + 1 < len(found) else len(line)
+            out.append(Element(m.group(1), m.group(2), name, line[m.start() : end]))
+        if found:
             continue
         for hm in _HTML_RE.finditer(line):
             tag, attrs = hm.group(1), hm.group(2) + hm.group(4)

@@ -1074,13 +1074,15 @@ def expert_new_product(p: dict) -> Expert:
 def sample_top_order(conn: sqlite3.Connection, rng: random.Random) -> dict[str, Any] | None:
     year, month = rng.choice(MONTHS)
     rows = conn.execute(
-        "SELECT o.grand_total, c.first_name || ' ' || c.last_name AS name FROM orders o "
+        "SELECT o.grand_total, o.status, c.first_name || ' ' || c.last_name AS name FROM orders o "
         "JOIN customers c ON c.id = o.customer_id WHERE strftime('%Y-%m', o.created_at) = ? "
         "ORDER BY o.grand_total DESC LIMIT 2",
         (f"{year}-{month:02d}",),
     ).fetchall()
     if len(rows) < 2 or rows[0]["grand_total"] <= rows[1]["grand_total"]:
-        return None
+        return None  # a tie
+    if rows[0]["status"] == "canceled":
+        return None  # would be ambiguous: does a canceled order count?
     return {
         "month": month_label(year, month),
         "_name": rows[0]["name"],
