@@ -45,7 +45,7 @@ class BrowserConfig:
     """Viewport width in CSS pixels."""
     viewport_height: int = 1080
     """Viewport height in CSS pixels."""
-    action_timeout_ms: int = 5000
+    action_timeout_ms: int = 10000
     """Timeout of one browser action (click, type, navigation) in milliseconds."""
     navigation_timeout_ms: int = 15000
     """Timeout of a page load in milliseconds."""
@@ -136,6 +136,50 @@ class ModelConfig:
 
 
 @dataclass
+class RolloutConfig:
+    """Asynchronous rollout of groups of trajectories (``rollout.collect``)."""
+
+    mode: str = "async"
+    """'async' (episodes run independently, slots refilled at once) or 'lockstep' (baseline)."""
+    group_size: int = 4
+    """Trajectories per task (G in M-GRPO); 1 for expert demonstrations."""
+    max_concurrent_episodes: int = 8
+    """Episodes in flight at once (= browser contexts open at once)."""
+    max_env_retries: int = 2
+    """Times an episode that hit an env error (browser crash, dead site) is run again."""
+    temperature: float = 1.0
+    """Sampling temperature of rollouts (0 = greedy)."""
+    top_p: float = 1.0
+    """Nucleus sampling mass of rollouts."""
+    max_new_tokens: int = 256
+    """Upper bound on one turn's completion length."""
+    max_batch_size: int = 16
+    """Most prompts the HF engine decodes in one batch (requests of many episodes merged)."""
+    batch_wait_ms: float = 5.0
+    """How long the HF engine waits for more requests before decoding a partial batch."""
+
+    def __post_init__(self) -> None:
+        _check(
+            self.mode in ("async", "lockstep"),
+            f"rollout.mode must be 'async' or 'lockstep', got {self.mode!r}",
+        )
+        _check(self.group_size >= 1, "rollout.group_size must be >= 1 (M-GRPO needs >= 2)")
+        _check(
+            self.max_concurrent_episodes >= 1,
+            "rollout.max_concurrent_episodes must be >= 1 (one browser context per episode)",
+        )
+        _check(self.max_env_retries >= 0, "rollout.max_env_retries must be >= 0")
+        _check(self.temperature >= 0, "rollout.temperature must be >= 0 (0 = greedy)")
+        _check(0 < self.top_p <= 1, "rollout.top_p must be in (0, 1]")
+        _check(self.max_new_tokens >= 1, "rollout.max_new_tokens must be >= 1")
+        _check(self.max_batch_size >= 1, "rollout.max_batch_size must be >= 1")
+        _check(
+            self.batch_wait_ms >= 0,
+            "rollout.batch_wait_ms must be >= 0 (0 decodes whatever is queued at once)",
+        )
+
+
+@dataclass
 class Config:
     """The whole configuration of a run."""
 
@@ -148,6 +192,7 @@ class Config:
     observation: ObservationConfig = field(default_factory=ObservationConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
     env: EnvConfig = field(default_factory=EnvConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
 
 
 # --------------------------------------------------------------------------------------

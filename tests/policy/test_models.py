@@ -53,5 +53,5 @@ def test_default_model_generates_offline(monkeypatch) -> None:
     assert a.text.strip()
     # Batched and single generation agree (left padding is handled).
     [c] = engine.generate_sync([ids[5:]], greedy)
-    [d] = engine.generate_sync([ids[5:], ids], greedy)
+    [d, _] = engine.generate_sync([ids[5:], ids], greedy)
     assert c.token_ids == d.token_ids

@@ -84,30 +84,35 @@ async def test_expert_succeeds_and_a_wrong_exit_fails(embedded_sites: EmbeddedSi
         pytest.skip(str(e))
     tasks = _first_test_task_per_template()
     assert len(tasks) == len(TEMPLATES)
-    runs = await check_tasks(tasks, concurrency=3, sites=embedded_sites)
-    failed = [(r.task_id, r.error, r.explanation) for r in runs if r.reward != 1.0]
-    assert not failed
-
     browser = await Browser.launch(BrowserConfig())
+
+    async def wrong(chunk: list[Task]) -> list[tuple[str, float, str]]:
+        env = WebEnv(browser, EnvConfig(max_turns=5), ObservationConfig(), embedded_sites, evaluate)
+        out = []
+        try:
+            for task in chunk:
+                await env.reset(task)
+                r = await env.step('<answer>exit(message="I could not find it")</answer>')
+                out.append((str(task.task_id), r.reward, r.info.get("explanation", "")))
+        finally:
+            await env.close()
+        return out
+
     try:
-
-        async def wrong(chunk: list[Task]) -> list[tuple[str, float, str]]:
-            env = WebEnv(
-                browser, EnvConfig(max_turns=5), ObservationConfig(), embedded_sites, evaluate
-            )
-            out = []
-            try:
-                for task in chunk:
-                    await env.reset(task)
-                    r = await env.step('<answer>exit(message="I could not find it")</answer>')
-                    out.append((str(task.task_id), r.reward, r.info.get("explanation", "")))
-            finally:
-                await env.close()
-            return out
-
-        results = await asyncio.gather(*(wrong(tasks[i::3]) for i in range(3)))
+        # The expert and the wrong policy run side by side (each task on its own instance).
+        runs, *chunks = await asyncio.gather(
+            check_tasks(tasks, concurrency=3, sites=embedded_sites),
+            *(wrong(tasks[i::2]) for i in range(2)),
+        )
     finally:
         await browser.close()
-    scores = [x for chunk in results for x in chunk]
+    # A loaded machine can time out a click (5 s); such a run gets one more try.
+    flaky = [t for t, r in zip(tasks, runs, strict=True) if "timed out" in (r.error or "")]
+    if flaky:
+        again = {r.task_id: r for r in await check_tasks(flaky, sites=embedded_sites)}
+        runs = [again.get(r.task_id, r) for r in runs]
+    failed = [(r.task_id, r.error, r.explanation) for r in runs if r.reward != 1.0]
+    assert not failed
+    scores = [x for chunk in chunks for x in chunk]
     assert len(scores) == len(tasks)
     assert all(reward == 0.0 for _, reward, _ in scores), scores

@@ -32,6 +32,7 @@ from webagent_r1.tasks.experts import (
     click,
     elements,
     find,
+    find_all,
     maybe,
     scroll_down,
     search,
@@ -183,25 +184,12 @@ def _string_eval(ref: str) -> dict[str, Any]:
 # Expert helpers (read the observation only)
 # --------------------------------------------------------------------------------------------
 
-_INLINE_RE = re.compile(r'\[(\d+)\]\s+(\S+)(?:\s+"((?:[^"\\]|\\.)*)")?')
-
-
-def _inline(obs: Observation, role: str, name: str) -> list[Element]:
-    """Elements anywhere in a line (table rows hold several, not at the line start)."""
-    out = []
-    for line in obs.text.splitlines():
-        for m in _INLINE_RE.finditer(line):
-            el_name = (m.group(3) or "").replace('\\"', '"')
-            if m.group(2) == role and name.lower() in el_name.lower():
-                out.append(Element(m.group(1), m.group(2), el_name, line))
-    return out
-
 
 def _line_after(obs: Observation, el: Element) -> str:
     """The text line right after an element's line (a listing's price and rating line)."""
     lines = obs.text.splitlines()
     for i, line in enumerate(lines):
-        if line == el.line:
+        if re.search(rf"(?:^|\s)\[{el.id}\] ", line):
             return lines[i + 1] if i + 1 < len(lines) else ""
     return ""
 
@@ -505,7 +493,7 @@ def expert_order_detail(p: Params) -> Expert:
     if column is not None:
         yield answer(row[column], f"The row of order {number} shows {column}: {row[column]}.")
         return
-    view = [el for el in _inline(obs, "link", "View Order") if el.line == row["_line"]]
+    view = find_all(row["_line"], "link", "View Order")
     if not view:
         raise ExpertError(f"expert: no View Order link in the row of {number}")
     obs = yield click(view[0], f"The {field} is on the order's own page; I open order {number}.")
@@ -584,7 +572,7 @@ def sample_add_to_cart(conn: sqlite3.Connection, rng: random.Random) -> Params |
     p = _pick_product(
         conn,
         rng,
-        "p.stock_qty >= 3 AND EXISTS (SELECT 1 FROM product_options o "
+        "p.stock_qty >= 4 AND EXISTS (SELECT 1 FROM product_options o "
         "WHERE o.product_id = p.id AND o.kind = 'color')",
     )
     if p is None:
@@ -592,7 +580,7 @@ def sample_add_to_cart(conn: sqlite3.Connection, rng: random.Random) -> Params |
     color = rng.choice(_options(conn, p["id"], "color"))
     sizes = _options(conn, p["id"], "size")
     size = rng.choice(sizes) if sizes else ""
-    qty = rng.choice((1, 1, 2, 3))
+    qty = rng.choice((2, 2, 3, 4))
     options = f"color {color}" + (f", size {size}" if size else "")
     return {
         "product": p["name"],
