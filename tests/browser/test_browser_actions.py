@@ -186,3 +186,16 @@ async def test_action_and_observation_timings(session: BrowserSession, site: str
     print("median ms:", medians)
     assert all(ms < 1000 for ms in medians.values()), medians
     assert set(ACTION_KINDS) >= {k.split(" (")[0] for k in timings if "/" not in k}
+
+
+async def test_select_that_submits_its_form_is_awaited(session: BrowserSession, site: str) -> None:
+    assert await session.goto(f"{site}/autosort.html") is None
+    obs = await session.observe(ObservationConfig())
+    sort = element_id(obs.text, "Sort By")
+    assert (
+        await session.execute(Action("Select Dropdown Option", element=sort, argument="Price"))
+        is None
+    )
+    after = await session.observe(ObservationConfig())
+    assert after.url.endswith("sort=price")
+    assert "sorted by price" in after.text

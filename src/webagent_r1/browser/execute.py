@@ -13,6 +13,7 @@ which wraps ``execute_action``.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable
 from typing import Any
@@ -111,6 +112,39 @@ def is_fatal(page: Page, e: PlaywrightError) -> bool:
         or "Target crashed" in str(e)
         or "has been closed" in str(e)
     )
+
+
+SELECT_NAVIGATION_WAIT_S = 0.3
+"""How long a key press or dropdown change may take to start a navigation (form submit)."""
+
+
+async def _then_await_navigation(page: Page, act: Any, nav_ms: int) -> str | None:
+    """Run ``act`` (an awaitable); if it starts a main-frame navigation soon after (a form
+    submitted by a key press or a change handler), wait for the new document's DOM, so the
+    next observation does not read a page that is still loading. Actions that do not
+    navigate cost at most ``SELECT_NAVIGATION_WAIT_S``."""
+    loop = asyncio.get_running_loop()
+    navigating: asyncio.Future[None] = loop.create_future()
+
+    def on_request(request: Any) -> None:
+        main = request.is_navigation_request() and request.frame == page.main_frame
+        if main and not navigating.done():
+            navigating.set_result(None)
+
+    page.on("request", on_request)
+    try:
+        await act
+        try:
+            await asyncio.wait_for(asyncio.shield(navigating), SELECT_NAVIGATION_WAIT_S)
+        except TimeoutError:
+            return None
+    finally:
+        page.remove_listener("request", on_request)
+    try:
+        await page.wait_for_event("domcontentloaded", timeout=nav_ms)
+    except PlaywrightTimeoutError:
+        return f"the page did not finish loading within {nav_ms / 1000:g} s"
+    return None
 
 
 async def settle(page: Page, timeout_ms: int) -> str | None:
@@ -218,8 +252,8 @@ async def _search(page: Page, a: Action, t_ms: int, nav_ms: int, is_allowed: Any
     err = await _type(page, a, t_ms, nav_ms, is_allowed)
     if err:
         return err
-    await page.locator(f'[{ATTR}="{(a.element or "").strip()}"]').first.press("Enter", timeout=t_ms)
-    return None
+    box = page.locator(f'[{ATTR}="{(a.element or "").strip()}"]').first
+    return await _then_await_navigation(page, box.press("Enter", timeout=t_ms), nav_ms)
 
 
 async def _hover(page: Page, a: Action, t_ms: int, nav_ms: int, is_allowed: Any) -> str | None:
@@ -233,8 +267,7 @@ async def _hover(page: Page, a: Action, t_ms: int, nav_ms: int, is_allowed: Any)
 async def _press_enter(
     page: Page, a: Action, t_ms: int, nav_ms: int, is_allowed: Any
 ) -> str | None:
-    await page.keyboard.press("Enter")
-    return None
+    return await _then_await_navigation(page, page.keyboard.press("Enter"), nav_ms)
 
 
 async def _scroll(page: Page, direction: int) -> str | None:
@@ -282,8 +315,9 @@ async def _select(page: Page, a: Action, t_ms: int, nav_ms: int, is_allowed: Any
     if index is None:
         names = ", ".join(f'"{o["label"] or o["value"]}"' for o in desc["options"][:30])
         return f"option {a.argument!r} not found in element {a.element}; options: {names}"
-    await loc.select_option(index=index, timeout=t_ms)
-    return None
+    # A dropdown whose change handler submits its form (e.g. "Sort By") navigates after
+    # select_option has returned.
+    return await _then_await_navigation(page, loc.select_option(index=index, timeout=t_ms), nav_ms)
 
 
 async def _history(page: Page, forward: bool, nav_ms: int) -> str | None:
