@@ -49,6 +49,9 @@ def test_matchers() -> None:
     assert url_matches("http://h:1/search?q=mug&sort=price_asc&p=1", "http://h:1/search?q=mug")
     assert not url_matches("http://h:1/search?q=cup", "http://h:1/search?q=mug")
     assert not url_matches("http://h:1/cart", "http://h:1/search")
+    assert not url_matches("http://h:1/product/123", "http://h:1/product/12")
+    assert url_matches("http://h:1/product/12/", "http://h:1/product/12")
+    assert url_matches("http://h:1/category/a/b", "http://h:1/category/a")
 
 
 async def test_string_match_pass_and_fail() -> None:

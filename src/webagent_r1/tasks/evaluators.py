@@ -9,8 +9,9 @@ trajectory so a failure can be read later.
   ``fuzzy_match`` (an LLM judge when an OpenAI-compatible endpoint is configured, otherwise the
   deterministic normaliser below: equal or containing after normalisation).
 - ``url_match``: the final URL against ``reference_url`` (alternatives split by ``|OR|``):
-  the reference path must be contained in the final path and every reference query parameter
-  must be present with the same value.
+  the final path must equal the reference path or extend it by whole segments (WebArena
+  checks plain substring containment, which lets ``/product/12`` accept ``/product/123``),
+  and every reference query parameter must be present with the same value.
 - ``program_html``: for each ``{url, locator, required_contents}``, open ``url`` (``last`` =
   the final page) in the episode's browser context, evaluate the JS ``locator`` (empty = the
   page's text), and check the contents with exact_match / must_include.
@@ -115,11 +116,12 @@ def _url_parts(url: str) -> tuple[str, dict[str, list[str]]]:
 
 
 def url_matches(final_url: str, reference: str) -> bool:
-    """WebArena's url_match: reference path contained in the final path and reference query
-    parameters all present (values equal)."""
+    """url_match: the final path equals the reference path or extends it by whole segments,
+    and the reference query parameters are all present (values equal)."""
     pred_path, pred_q = _url_parts(final_url)
     ref_path, ref_q = _url_parts(reference)
-    if ref_path not in pred_path:
+    # Containment at path-segment boundaries: /product/12 must not accept /product/123.
+    if not (pred_path == ref_path or (pred_path + "/").startswith(ref_path + "/")):
         return False
     return all(set(v) <= set(pred_q.get(k, [])) for k, v in ref_q.items())
 
