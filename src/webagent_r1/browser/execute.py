@@ -125,25 +125,34 @@ async def _then_await_navigation(page: Page, act: Any, nav_ms: int) -> str | Non
     navigate cost at most ``SELECT_NAVIGATION_WAIT_S``."""
     loop = asyncio.get_running_loop()
     navigating: asyncio.Future[None] = loop.create_future()
+    loaded: asyncio.Future[None] = loop.create_future()
 
     def on_request(request: Any) -> None:
         main = request.is_navigation_request() and request.frame == page.main_frame
         if main and not navigating.done():
             navigating.set_result(None)
 
+    def on_loaded(_: Any) -> None:
+        # Playwright may itself wait for the navigation inside ``act``: the new document's
+        # DOMContentLoaded can fire before ``act`` returns, so it is recorded, not awaited.
+        if navigating.done() and not loaded.done():
+            loaded.set_result(None)
+
     page.on("request", on_request)
+    page.on("domcontentloaded", on_loaded)
     try:
         await act
         try:
             await asyncio.wait_for(asyncio.shield(navigating), SELECT_NAVIGATION_WAIT_S)
         except TimeoutError:
             return None
+        try:
+            await asyncio.wait_for(asyncio.shield(loaded), nav_ms / 1000)
+        except TimeoutError:
+            return f"the page did not finish loading within {nav_ms / 1000:g} s"
     finally:
         page.remove_listener("request", on_request)
-    try:
-        await page.wait_for_event("domcontentloaded", timeout=nav_ms)
-    except PlaywrightTimeoutError:
-        return f"the page did not finish loading within {nav_ms / 1000:g} s"
+        page.remove_listener("domcontentloaded", on_loaded)
     return None
 
 
