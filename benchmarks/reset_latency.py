@@ -23,8 +23,10 @@ from webagent_r1.env import WebEnv
 from webagent_r1.sites.episodes import EmbeddedSites
 from webagent_r1.types import Task
 
-START = {"shopping": ("__SHOPPING__/", "emma.lopez"),
-         "shopping_admin": ("__SHOPPING_ADMIN__/", "admin")}
+START = {
+    "shopping": ("__SHOPPING__/", "emma.lopez"),
+    "shopping_admin": ("__SHOPPING_ADMIN__/", "admin"),
+}
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -33,8 +35,11 @@ def pct(xs: list[float], q: float) -> float:
 
 
 def summary(xs: list[float]) -> dict[str, float]:
-    return {"p50_ms": round(1000 * statistics.median(xs), 1),
-            "p95_ms": round(1000 * pct(xs, 0.95), 1), "max_ms": round(1000 * max(xs), 1)}
+    return {
+        "p50_ms": round(1000 * statistics.median(xs), 1),
+        "p95_ms": round(1000 * pct(xs, 0.95), 1),
+        "max_ms": round(1000 * max(xs), 1),
+    }
 
 
 async def main(n: int, site: str) -> dict:

@@ -48,7 +48,7 @@ def test_trajectory_round_trip() -> None:
         prompt_ids=[1, 2, 3],
         completion_ids=[4, 5],
         completion_logprobs=[-0.1, -0.2],
-        text="<answer>exit(message=\"x\")</answer>",
+        text='<answer>exit(message="x")</answer>',
         action=Action(kind="exit", argument="x"),
         timings={"generate_s": 0.1},
     )

@@ -240,6 +240,89 @@ def quickstart(
     asyncio.run(run_quickstart(config, overrides or [], episodes=episodes))
 
 
+@app.command()
+def demos(
+    config: ConfigOpt = None,
+    overrides: OverridesArg = None,
+    split: Annotated[str, typer.Option("--split", help="train, test or heldout.")] = "train",
+    out: Annotated[str, typer.Option("--out", help="JSONL file to write.")] = "data/demos.jsonl",
+    cot: Annotated[bool, typer.Option("--cot", help="Long step-by-step rationales.")] = False,
+    sample: Annotated[int | None, typer.Option(help="A random sample of N tasks.")] = None,
+    concurrency: Annotated[int, typer.Option(help="Parallel episodes.")] = 4,
+    template: TemplateOpt = None,
+) -> None:
+    """Roll the scripted experts out like the policy and write SFT-ready trajectories."""
+    from collections import Counter
+
+    from rich.table import Table
+
+    from webagent_r1.config import load_config
+    from webagent_r1.demos import collect_demos, pick_demo_tasks
+    from webagent_r1.policy.hf import load_tokenizer
+    from webagent_r1.trajectories import write_trajectories
+
+    cfg = load_config(config, overrides or [])
+    tasks = pick_demo_tasks(split, sample, cfg.seed, template)
+    if not tasks:
+        raise typer.BadParameter("no tasks match the filters")
+    if concurrency < 1:
+        raise typer.BadParameter("--concurrency must be >= 1")
+    tokenizer = load_tokenizer(cfg.model.name)
+    kept, report = asyncio.run(
+        collect_demos(tasks, tokenizer, cfg, cot=cot, concurrency=concurrency)
+    )
+    n = write_trajectories(kept, out)
+    table = Table(title=f"demonstrations ({split}{', cot' if cot else ''})")
+    for col in ("template", "kept", "dropped"):
+        table.add_column(col, justify="left" if col == "template" else "right")
+    for name in sorted(set(report.kept) | set(report.dropped)):
+        table.add_row(name, str(report.kept[name]), str(report.dropped[name]))
+    Console().print(table)
+    for task_id, why in report.failures:
+        console.print(f"[red]dropped[/red] {task_id}: {why}")
+    turns = Counter(len(t.turns) for t in kept)
+    print(
+        f"wrote {n} demonstrations ({sum(k * v for k, v in turns.items())} turns, all reward 1) "
+        f"to {out}; dropped {report.total_dropped}; env errors retried {report.env_errors}; "
+        f"{report.wall_s:.0f} s"
+    )
+
+
+bench_app = typer.Typer(help="Performance benchmarks (see benchmarks/).", no_args_is_help=True)
+app.add_typer(bench_app, name="bench")
+
+
+@bench_app.command("rollout")
+def bench_rollout(
+    engine: Annotated[str, typer.Option(help="hf, fixed or both.")] = "both",
+    tasks: Annotated[int | None, typer.Option(help="Tasks (default per setting).")] = None,
+    group: Annotated[int | None, typer.Option(help="Group size G.")] = None,
+    concurrency: Annotated[int | None, typer.Option(help="Episodes at once.")] = None,
+    max_turns: Annotated[int | None, typer.Option(help="Turn limit.")] = None,
+    max_new_tokens: Annotated[int | None, typer.Option(help="Tokens per turn (hf).")] = None,
+    latency_ms: Annotated[float, typer.Option(help="Fixed engine latency.")] = 50.0,
+    seed: Annotated[int, typer.Option(help="Task sample and sampling seed.")] = 0,
+) -> None:
+    """Async vs lockstep rollout throughput (runs benchmarks/rollout.py)."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "rollout.py"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path} not found: run the benchmark from a source checkout of webagent-r1"
+        )
+    spec = importlib.util.spec_from_file_location("webagent_r1_bench_rollout", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = asyncio.run(
+        module.run(engine, tasks, group, concurrency, max_turns, max_new_tokens, latency_ms, seed)
+    )
+    print(json.dumps(out, indent=1))
+
+
 def main() -> None:
     """Console entry point: run the app, turning user errors into one-line messages."""
     from webagent_r1.errors import user_error_types

@@ -83,8 +83,10 @@ async def run_quickstart(config: str | None, overrides: list[str], episodes: int
                 traj = await run_episode(env, engine, tok, task, cfg.agent, params)
                 for k, turn in enumerate(traj.turns):
                     act = turn.action.raw if turn.action else "(no valid action)"
-                    console.print(f"  turn {k}: {act[:100]}" + (
-                        f"  [red]error: {turn.error[:80]}[/red]" if turn.error else ""))
+                    console.print(
+                        f"  turn {k}: {act[:100]}"
+                        + (f"  [red]error: {turn.error[:80]}[/red]" if turn.error else "")
+                    )
                 expert = await run_expert(env, task)
                 console.print(
                     f"  model reward {traj.reward:.0f} ({traj.status}); "
@@ -101,8 +103,9 @@ async def run_quickstart(config: str | None, overrides: list[str], episodes: int
     for col in ("task", "site", "model", "expert", "turns"):
         table.add_column(col)
     for task, r_model, r_expert, turns in rows:
-        table.add_row(str(task.task_id), task.sites[0], f"{r_model:.0f}", f"{r_expert:.0f}",
-                      str(turns))
+        table.add_row(
+            str(task.task_id), task.sites[0], f"{r_model:.0f}", f"{r_expert:.0f}", str(turns)
+        )
     console.print(table)
     n = len(rows)
     console.print(

@@ -1,17 +1,27 @@
 """In-process Hugging Face engine: a transformers causal LM sampling on CPU or GPU.
 
-Prompts of one call are left-padded into a batch and decoded together with a KV cache. The
-loop is ours rather than ``model.generate`` so that it returns, for every sampled id, the
-log-probability under the distribution it was sampled from (temperature applied), and stops
-each sequence at its own stop string.
+Prompts are left-padded into a batch and decoded together with a KV cache. The loop is ours
+rather than ``model.generate`` so that it returns, for every sampled id, the log-probability
+under the distribution it was sampled from (temperature applied), and stops each sequence at
+its own stop string.
+
+Request-level batching: many episodes call ``generate`` concurrently, each with one prompt.
+The calls are queued and one worker thread gathers them (up to ``max_batch_size`` prompts, or
+whatever arrived within ``batch_wait_ms`` of the first) into a single batched decode, then
+routes each row back to its caller's future. Only requests with equal sampling parameters
+(the seed aside: each row has its own generator) share a batch.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import inspect
+import queue
 import threading
+import time
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -56,70 +66,249 @@ def autocast_ctx(device: torch.device, enabled: bool) -> contextlib.AbstractCont
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
 
 
+@dataclass(eq=False)
+class _Request:
+    """One queued ``generate`` call: its prompts, parameters and the caller's future."""
+
+    prompts: list[list[int]]
+    params: SamplingParams
+    future: concurrent.futures.Future
+
+
+def _batch_key(params: SamplingParams) -> tuple:
+    """Requests with equal keys may share a batch (the seed is per row, so not in the key)."""
+    return (params.temperature, params.top_p, params.max_new_tokens, tuple(params.stop))
+
+
+def row_seeds(params: SamplingParams, n: int) -> list[int | None]:
+    """Seeds of the ``n`` rows of one call: row b uses ``seed + b`` (None when unseeded).
+
+    A row's sample then depends on its own seed only, never on which other requests happened
+    to share its batch, so async and lockstep rollouts with the same seeds sample alike.
+    """
+    if params.seed is None:
+        return [None] * n
+    return [params.seed + b for b in range(n)]
+
+
 class HFEngine:
-    """Engine over an in-process transformers model.
+    """Engine over an in-process transformers model, batching concurrent requests.
+
+    Weights: the engine samples from ``self.model`` as it is at each decode step. A trainer in
+    the same process may share the model object, so that an optimizer step is seen by the next
+    generation without a copy; it must then hold ``engine.lock`` while it changes the weights,
+    or call ``update_weights`` (which loads a state dict under the lock), so that no batch is
+    decoded from half-updated weights.
 
     Args:
-        model: a causal LM (shared with the trainer: updates are visible at once).
+        model: a causal LM (may be shared with the trainer, see above).
         tokenizer: its tokenizer (pad and eos ids, decoding).
         autocast_bf16: sample under bf16 autocast.
         max_batch_size: prompts per forward; larger calls are split.
+        batch_wait_ms: after the first queued request, wait this long for more before
+            decoding a partial batch (a few ms: episodes' requests arrive close together).
     """
 
     def __init__(
-        self, model: Any, tokenizer: Any, autocast_bf16: bool = True, max_batch_size: int = 16
+        self,
+        model: Any,
+        tokenizer: Any,
+        autocast_bf16: bool = True,
+        max_batch_size: int = 16,
+        batch_wait_ms: float = 5.0,
     ) -> None:
+        if max_batch_size < 1:
+            raise ValueError("max_batch_size must be >= 1")
         self.model = model
         self.tokenizer = tokenizer
         self.autocast_bf16 = autocast_bf16
         self.max_batch_size = max_batch_size
+        self.batch_wait_s = batch_wait_ms / 1000.0
         self.device = next(model.parameters()).device
         self.pad_id = tokenizer.pad_token_id
         self.eos_ids = {tokenizer.eos_token_id}
-        # The model is not thread-safe: one generation at a time.
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
+        """Held while the model decodes or its weights change: it is not thread-safe."""
         # transformers 5 renamed the KV-cache argument from past_key_values to cache.
         params = inspect.signature(model.forward).parameters
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
+        self._queue: queue.Queue[_Request | None] = queue.Queue()
+        self._worker: threading.Thread | None = None
+        self._worker_guard = threading.Lock()
+        self.batch_sizes: list[int] = []
+        """Rows of every batched decode the worker ran (for tests and metrics)."""
+        self.generated_tokens = 0
+        """Completion tokens sampled so far."""
 
     @classmethod
     def from_config(cls, cfg: ModelConfig, **kw: Any) -> HFEngine:
+        """Load the model and tokenizer of ``cfg``; ``kw`` goes to the constructor."""
         return cls(load_model(cfg), load_tokenizer(cfg.name), cfg.autocast_bf16, **kw)
 
+    # ---------------------------------------------------------------- public API
+
     async def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
-        """Sample one completion per prompt (runs in a worker thread)."""
-        return await asyncio.to_thread(self.generate_sync, prompts, params)
+        """Sample one completion per prompt.
+
+        The call is queued; the worker thread decodes it together with other callers'
+        requests of equal parameters. Cancelling the caller drops a request not yet started.
+        """
+        if not prompts:
+            return []
+        if any(len(p) == 0 for p in prompts):
+            raise ValueError("every prompt needs at least one token")
+        self._ensure_worker()
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        self._queue.put(_Request([list(p) for p in prompts], params, fut))
+        return await asyncio.wrap_future(fut)
 
     def generate_sync(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
-        """Blocking ``generate``."""
+        """Blocking ``generate`` of one call's prompts (no merging with other callers)."""
+        seeds = row_seeds(params, len(prompts))
         out: list[Completion] = []
-        with self._lock:
+        with self.lock:
             for i in range(0, len(prompts), self.max_batch_size):
-                out.extend(self._generate_batch(prompts[i : i + self.max_batch_size], params))
+                j = i + self.max_batch_size
+                out.extend(self._generate_batch(prompts[i:j], params, seeds[i:j]))
         return out
 
+    def update_weights(self, state_dict: dict[str, torch.Tensor], strict: bool = True) -> None:
+        """Load new weights into the model between two decodes (under ``lock``).
+
+        Args:
+            state_dict: parameter name → tensor (any device; copied into the model's).
+            strict: every key must match (as ``nn.Module.load_state_dict``).
+        """
+        with self.lock, torch.no_grad():
+            self.model.load_state_dict(state_dict, strict=strict)
+
+    def close(self) -> None:
+        """Stop the worker thread (queued requests are still answered first)."""
+        with self._worker_guard:
+            worker, self._worker = self._worker, None
+        if worker is not None:
+            self._queue.put(None)
+            worker.join(timeout=60)
+
+    # ---------------------------------------------------------------- request batching
+
+    def _ensure_worker(self) -> None:
+        with self._worker_guard:
+            if self._worker is None or not self._worker.is_alive():
+                self._worker = threading.Thread(
+                    target=self._serve, name="hf-engine-batcher", daemon=True
+                )
+                self._worker.start()
+
+    def _serve(self) -> None:
+        """Worker loop: gather queued requests into batches, decode, answer the futures."""
+        pending: list[_Request] = []
+        while True:
+            if not pending:
+                item = self._queue.get()
+                if item is None:
+                    return
+                pending.append(item)
+            closing = self._gather(pending)
+            self._run_batch(self._take_batch(pending))
+            if closing:
+                while pending:
+                    self._run_batch(self._take_batch(pending))
+                return
+
+    def _gather(self, pending: list[_Request]) -> bool:
+        """Add queued requests to ``pending`` until a batch is full or the wait expires.
+
+        Returns:
+            True when ``close`` asked the worker to stop.
+        """
+        deadline = time.monotonic() + self.batch_wait_s
+        while sum(len(r.prompts) for r in pending) < self.max_batch_size:
+            timeout = deadline - time.monotonic()
+            try:
+                item = self._queue.get(timeout=timeout) if timeout > 0 else self._queue.get_nowait()
+            except queue.Empty:
+                return False
+            if item is None:
+                return True
+            pending.append(item)
+        return False
+
+    def _take_batch(self, pending: list[_Request]) -> list[_Request]:
+        """Remove and return one batch from ``pending``: the oldest live request, then the
+        others with equal parameters while they fit in ``max_batch_size`` rows."""
+        pending[:] = [r for r in pending if not r.future.cancelled()]
+        if not pending:
+            return []
+        key = _batch_key(pending[0].params)
+        chosen: list[_Request] = []
+        rows = 0
+        for r in pending:
+            fits = not chosen or rows + len(r.prompts) <= self.max_batch_size
+            if fits and _batch_key(r.params) == key:
+                chosen.append(r)
+                rows += len(r.prompts)
+        pending[:] = [r for r in pending if r not in chosen]
+        # A caller cancelled since the filter above is dropped here, atomically.
+        return [r for r in chosen if r.future.set_running_or_notify_cancel()]
+
+    def _run_batch(self, batch: list[_Request]) -> None:
+        if not batch:
+            return
+        prompts = [p for r in batch for p in r.prompts]
+        seeds = [s for r in batch for s in row_seeds(r.params, len(r.prompts))]
+        try:
+            out: list[Completion] = []
+            with self.lock:
+                for i in range(0, len(prompts), self.max_batch_size):
+                    j = i + self.max_batch_size
+                    out.extend(self._generate_batch(prompts[i:j], batch[0].params, seeds[i:j]))
+        except BaseException as e:  # answer every caller, keep serving
+            for r in batch:
+                r.future.set_exception(e)
+            return
+        k = 0
+        for r in batch:
+            r.future.set_result(out[k : k + len(r.prompts)])
+            k += len(r.prompts)
+
+    # ---------------------------------------------------------------- decoding
+
     @torch.no_grad()
-    def _generate_batch(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
+    def _generate_batch(
+        self,
+        prompts: list[list[int]],
+        params: SamplingParams,
+        seeds: list[int | None] | None = None,
+    ) -> list[Completion]:
+        """Decode one left-padded batch (caller holds ``lock``).
+
+        Args:
+            prompts: B prompts of token ids.
+            params: sampling parameters shared by the batch (their ``seed`` is ignored here).
+            seeds: one seed per row (None: the global torch generator); see ``row_seeds``.
+        """
         if not prompts or any(len(p) == 0 for p in prompts):
             raise ValueError("every prompt needs at least one token")
         B = len(prompts)
         L = max(len(p) for p in prompts)
         # 1) left-pad so every sequence's next token sits in the last column
-        ids = torch.full((B, L), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((B, L), dtype=torch.long)
+        ids = torch.full((B, L), self.pad_id, dtype=torch.long)  # (B, L)
+        mask = torch.zeros((B, L), dtype=torch.long)  # (B, L)
         for b, p in enumerate(prompts):
             ids[b, L - len(p) :] = torch.tensor(p)
             mask[b, L - len(p) :] = 1
         ids, mask = ids.to(self.device), mask.to(self.device)
         pos = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, L)
-        gen = None
-        if params.seed is not None:
-            gen = torch.Generator(device=self.device).manual_seed(params.seed)
+        seeds = seeds or [None] * B
+        gens: list[torch.Generator | None] = [
+            None if s is None else torch.Generator(device=self.device).manual_seed(s) for s in seeds
+        ]
 
         tokens: list[list[int]] = [[] for _ in range(B)]
         logps: list[list[float]] = [[] for _ in range(B)]
         finish = ["length"] * B
-        alive = torch.ones(B, dtype=torch.bool, device=self.device)
+        alive = torch.ones(B, dtype=torch.bool, device=self.device)  # (B,)
         past = None
         step_ids, step_pos = ids, pos
         with autocast_ctx(self.device, self.autocast_bf16 and self.device.type == "cpu"):
@@ -135,7 +324,7 @@ class HFEngine:
                 )
                 past = getattr(out, self._cache_kw)
                 logits = out.logits[:, -1, :].float()  # (B, V)
-                nxt, lp = self._sample(logits, params, gen)  # (B,), (B,)
+                nxt, lp = self._sample(logits, params, gens)  # (B,), (B,)
                 # 3) record, then stop sequences on eos or a stop string
                 for b in range(B):
                     if not alive[b]:
@@ -148,10 +337,12 @@ class HFEngine:
                         finish[b] = "stop"
                 if not alive.any():
                     break
-                nxt = torch.where(alive, nxt, torch.full_like(nxt, self.pad_id))
-                step_ids = nxt[:, None]
-                step_pos = step_pos[:, -1:] + 1
-                mask = torch.cat([mask, alive.long()[:, None]], dim=1)
+                nxt = torch.where(alive, nxt, torch.full_like(nxt, self.pad_id))  # (B,)
+                step_ids = nxt[:, None]  # (B, 1)
+                step_pos = step_pos[:, -1:] + 1  # (B, 1)
+                mask = torch.cat([mask, alive.long()[:, None]], dim=1)  # (B, L + t)
+        self.batch_sizes.append(B)
+        self.generated_tokens += sum(len(t) for t in tokens)
         return [
             Completion(
                 token_ids=tokens[b],
@@ -164,23 +355,36 @@ class HFEngine:
 
     @staticmethod
     def _sample(
-        logits: torch.Tensor, params: SamplingParams, gen: torch.Generator | None
+        logits: torch.Tensor,
+        params: SamplingParams,
+        gens: list[torch.Generator | None] | torch.Generator | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Sample ids from ``logits`` (B, V); return ids and their log-probs under the
-        distribution actually sampled from (temperature applied; top-p not renormalised,
-        so the log-prob is that of the policy, which is what importance ratios need)."""
+        """Sample ids from ``logits`` (B, V); return ids (B,) and their log-probs (B,) under
+        the distribution actually sampled from (temperature applied; top-p not renormalised,
+        so the log-prob is that of the policy, which is what importance ratios need).
+
+        ``gens``: one generator per row (rows with None use the global generator), or one
+        generator for the whole batch.
+        """
         if params.temperature == 0:
-            logp = torch.log_softmax(logits, dim=-1)
-            nxt = logits.argmax(-1)
+            logp = torch.log_softmax(logits, dim=-1)  # (B, V)
+            nxt = logits.argmax(-1)  # (B,)
             return nxt, logp.gather(-1, nxt[:, None])[:, 0]
         logp = torch.log_softmax(logits / params.temperature, dim=-1)  # (B, V)
-        probs = logp.exp()
+        probs = logp.exp()  # (B, V)
         if params.top_p < 1.0:
-            sp, si = probs.sort(dim=-1, descending=True)
-            keep = sp.cumsum(-1) - sp < params.top_p
+            sp, si = probs.sort(dim=-1, descending=True)  # (B, V) each
+            keep = sp.cumsum(-1) - sp < params.top_p  # (B, V)
             sp = sp * keep
             probs = torch.zeros_like(probs).scatter(-1, si, sp)
-        nxt = torch.multinomial(probs, 1, generator=gen)[:, 0]
+        if isinstance(gens, list) and any(g is not None for g in gens):
+            # Per-row generators: a row's draw never depends on its batch neighbours.
+            nxt = torch.cat(
+                [torch.multinomial(probs[b], 1, generator=g) for b, g in enumerate(gens)]
+            )  # (B,)
+        else:
+            gen = gens if isinstance(gens, torch.Generator) else None
+            nxt = torch.multinomial(probs, 1, generator=gen)[:, 0]  # (B,)
         return nxt, logp.gather(-1, nxt[:, None])[:, 0]
 
     def _hit_stop(self, toks: list[int], stops: list[str]) -> bool:

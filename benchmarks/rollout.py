@@ -1,0 +1,210 @@
+"""Rollout throughput: async vs lockstep, in one process, on the same tasks and seeds.
+
+    python benchmarks/rollout.py [--engine fixed|hf|both] [--tasks N] [--group G] ...
+    webagent-r1 bench rollout [same options]
+
+Two settings, each run in both modes (``rollout.collect(mode=...)``) over the embedded sites in
+real Chromium, one env pool per setting, the same tasks and sampling seeds for both modes:
+
+(a) ``hf``: the real HF engine with the default model on this machine (CPU): 8 tasks x
+    group 2, at most 4 turns and 48 new tokens a turn. Async mode overlaps one episode's
+    browser work with another's generation; lockstep alternates the two. Target: >= 1.2x.
+(b) ``fixed``: ``FixedLatencyEngine`` (the scripted experts answering after 50 ms per call,
+    whatever the batch size), a stand-in for a GPU inference server, 16 concurrent episodes.
+    Lockstep then pays every browser step one after another; async runs them side by side.
+    Target: >= 3x.
+
+Prints JSON: per setting and mode, trajectories/s, env-steps/s, tokens/s, success rate, wall
+time, and the ratio async / lockstep of trajectories/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import time
+from typing import Any
+
+from webagent_r1.browser import Browser
+from webagent_r1.config import AgentConfig, BrowserConfig, EnvConfig, ModelConfig
+from webagent_r1.envpool import LocalEnvPool
+from webagent_r1.policy.base import SamplingParams
+from webagent_r1.policy.expert import ExpertPolicy, FixedLatencyEngine
+from webagent_r1.rollout import RolloutStats, collect
+from webagent_r1.sites.episodes import EmbeddedSites
+from webagent_r1.tasks.evaluators import evaluate
+from webagent_r1.tasks.suite import build_suite, select
+from webagent_r1.types import Task
+
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "hf": {"tasks": 8, "group": 2, "concurrency": 16, "max_turns": 4, "max_new_tokens": 48},
+    "fixed": {"tasks": 16, "group": 2, "concurrency": 16, "max_turns": 15, "max_new_tokens": 48},
+}
+
+
+def pick_tasks(n: int, seed: int) -> list[Task]:
+    """A seeded sample of ``n`` train tasks, at most one per template while templates last."""
+    tasks = select(build_suite(), split="train")
+    rng = random.Random(seed)
+    rng.shuffle(tasks)
+    out: list[Task] = []
+    seen: set[str] = set()
+    for t in tasks:  # one per template first: a spread of lengths and sites
+        if t.extra.get("template") not in seen:
+            seen.add(str(t.extra.get("template")))
+            out.append(t)
+    out += [t for t in tasks if t not in out]
+    return out[:n]
+
+
+async def _both_modes(
+    name: str,
+    engine: Any,
+    tasks: list[Task],
+    group: int,
+    concurrency: int,
+    pool: LocalEnvPool,
+    tokenizer: Any,
+    params: SamplingParams,
+    progress: bool,
+) -> dict[str, Any]:
+    # Warm-up (not counted): first page loads, first forward passes.
+    await collect(tasks[:1], 1, engine, pool, tokenizer, AgentConfig(), params, 1, progress=False)
+    out: dict[str, Any] = {"tasks": len(tasks), "group": group, "concurrency": concurrency}
+    for mode in ("lockstep", "async"):
+        stats = RolloutStats()
+        await collect(
+            tasks,
+            group,
+            engine,
+            pool,
+            tokenizer,
+            AgentConfig(),
+            params,
+            max_concurrent_episodes=concurrency,
+            progress=progress,
+            mode=mode,
+            stats=stats,
+        )
+        m = stats.metrics()
+        out[mode] = {
+            "trajectories_per_s": round(m["rollout/trajectories_per_s"], 3),
+            "env_steps_per_s": round(m["rollout/env_steps_per_s"], 3),
+            "tokens_per_s": round(m["rollout/tokens_per_s"], 1),
+            "success_rate": round(m["rollout/success_rate"], 3),
+            "episodes": stats.episodes,
+            "env_steps": stats.turns,
+            "env_errors": stats.env_errors,
+            "wall_s": round(stats.wall_s, 2),
+        }
+    out["ratio_async_over_lockstep"] = round(
+        out["async"]["trajectories_per_s"] / max(out["lockstep"]["trajectories_per_s"], 1e-9), 2
+    )
+    if out["async"]["success_rate"] != out["lockstep"]["success_rate"]:
+        out["warning"] = "success rates differ: episodes did different work (timeouts?)"
+    out["setting"] = name
+    return out
+
+
+async def run(
+    engine: str = "both",
+    tasks: int | None = None,
+    group: int | None = None,
+    concurrency: int | None = None,
+    max_turns: int | None = None,
+    max_new_tokens: int | None = None,
+    latency_ms: float = 50.0,
+    seed: int = 0,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Run the benchmark settings (``hf``, ``fixed`` or ``both``); sizes default per setting.
+
+    Returns:
+        ``{setting: {lockstep: {...}, async: {...}, ratio_async_over_lockstep: x}}``.
+    """
+    from webagent_r1.policy.hf import HFEngine, load_tokenizer
+
+    names = ["fixed", "hf"] if engine == "both" else [engine]
+    if any(n not in DEFAULTS for n in names):
+        raise ValueError(f"engine must be hf, fixed or both, got {engine!r}")
+    model_cfg = ModelConfig()
+    tokenizer = load_tokenizer(model_cfg.name)
+
+    def count_tokens(text: str) -> int:
+        return len(tokenizer(text, add_special_tokens=False).input_ids)
+
+    results: dict[str, Any] = {}
+    sites = EmbeddedSites.start()
+    # Generous timeouts: on a loaded machine 16 concurrent contexts can take seconds per
+    # click, and a timed-out click would end an episode early in one mode and not the other.
+    browser = await Browser.launch(
+        BrowserConfig(action_timeout_ms=30_000, navigation_timeout_ms=60_000)
+    )
+    try:
+        for name in names:
+            d = DEFAULTS[name]
+            n_tasks = tasks or d["tasks"]
+            g = group or d["group"]
+            conc = concurrency or d["concurrency"]
+            chosen = pick_tasks(n_tasks, seed)
+            env_cfg = EnvConfig(max_turns=max_turns or d["max_turns"])
+            pool = LocalEnvPool(browser, conc, env_cfg, None, sites, evaluate, count_tokens)
+            params = SamplingParams(
+                temperature=1.0, max_new_tokens=max_new_tokens or d["max_new_tokens"], seed=seed
+            )
+            t0 = time.time()
+            if name == "fixed":
+                eng: Any = FixedLatencyEngine(ExpertPolicy(tokenizer), latency_ms / 1000.0)
+            else:
+                eng = HFEngine.from_config(model_cfg, max_batch_size=conc)
+            try:
+                results[name] = await _both_modes(
+                    name, eng, chosen, g, conc, pool, tokenizer, params, progress
+                )
+            finally:
+                if name == "hf":
+                    eng.close()
+                await pool.close()
+            results[name]["total_s"] = round(time.time() - t0, 1)
+            if name == "fixed":
+                results[name]["latency_ms"] = latency_ms
+    finally:
+        await browser.close()
+        sites.stop()
+    return results
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Command-line entry: parse ``argv``, run, print JSON."""
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--engine", default="both", choices=["hf", "fixed", "both"])
+    ap.add_argument("--tasks", type=int, default=None, help="tasks (default per setting)")
+    ap.add_argument("--group", type=int, default=None, help="group size G")
+    ap.add_argument("--concurrency", type=int, default=None, help="episodes at once")
+    ap.add_argument("--max-turns", type=int, default=None)
+    ap.add_argument("--max-new-tokens", type=int, default=None)
+    ap.add_argument("--latency-ms", type=float, default=50.0, help="fixed engine latency")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-progress", action="store_true")
+    a = ap.parse_args(argv)
+    out = asyncio.run(
+        run(
+            a.engine,
+            a.tasks,
+            a.group,
+            a.concurrency,
+            a.max_turns,
+            a.max_new_tokens,
+            a.latency_ms,
+            a.seed,
+            not a.no_progress,
+        )
+    )
+    print(json.dumps(out, indent=1))
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""Env pools: where the rollout gets a ``WebEnv`` for each episode.
+
+The rollout talks only to the ``EnvPool`` interface (DESIGN.md, "Scale-out"): it acquires an
+env, runs one episode in it, and releases it. ``LocalEnvPool`` holds ``n`` envs over one
+local Chromium; a pool of browser workers on Ray actors can implement the same four methods
+(the env it hands out then proxies ``reset``/``step``/``close_episode`` to its actor).
+
+    pool = LocalEnvPool(browser, 8, env_cfg, obs_cfg, backend, evaluate, count_tokens)
+    async with pool.lease() as env:
+        obs = await env.reset(task)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Protocol, runtime_checkable
+
+from webagent_r1.browser import Browser
+from webagent_r1.config import EnvConfig, ObservationConfig
+from webagent_r1.env import EvaluatorFn, SiteBackend, WebEnv
+
+
+@runtime_checkable
+class EnvPool(Protocol):
+    """A set of environments, each running one episode at a time."""
+
+    @property
+    def size(self) -> int:
+        """How many envs the pool holds (episodes that can run at once)."""
+        ...
+
+    async def acquire(self) -> WebEnv:
+        """An idle env, waiting until one is free."""
+        ...
+
+    async def release(self, env: WebEnv) -> None:
+        """Give ``env`` back; its episode (if any) is ended first."""
+        ...
+
+    def lease(self) -> contextlib.AbstractAsyncContextManager[WebEnv]:
+        """``async with pool.lease() as env``: acquire, then release however the block ends."""
+        ...
+
+    async def close_episodes(self) -> None:
+        """End every open episode of every env (after a cancellation); the pool stays usable."""
+        ...
+
+
+class LocalEnvPool:
+    """``n`` WebEnvs sharing one local Chromium (one browser context per running episode).
+
+    Args:
+        browser: the Chromium process (owned by the caller, who closes it).
+        n: number of envs, i.e. episodes that can run at once.
+        env_cfg: turn limit and extra origins of every env.
+        obs_cfg: observation format and budget.
+        backend: where the sites live (``EmbeddedSites``, ``StaticSites`` …).
+        evaluator: default evaluator for tasks without their own.
+        count_tokens: tokenizer-backed counter for the observation budget.
+    """
+
+    def __init__(
+        self,
+        browser: Browser,
+        n: int,
+        env_cfg: EnvConfig | None = None,
+        obs_cfg: ObservationConfig | None = None,
+        backend: SiteBackend | None = None,
+        evaluator: EvaluatorFn | None = None,
+        count_tokens: Callable[[str], int] | None = None,
+    ) -> None:
+        if n < 1:
+            raise ValueError("an env pool needs at least one env (n >= 1)")
+        self.browser = browser
+        self.envs = [
+            WebEnv(browser, env_cfg, obs_cfg, backend, evaluator, count_tokens) for _ in range(n)
+        ]
+        self._idle: asyncio.Queue[WebEnv] | None = None
+
+    @property
+    def size(self) -> int:
+        """Number of envs."""
+        return len(self.envs)
+
+    def _queue(self) -> asyncio.Queue[WebEnv]:
+        # Created lazily: an asyncio.Queue must be made inside the loop that uses it.
+        if self._idle is None:
+            self._idle = asyncio.Queue()
+            for env in self.envs:
+                self._idle.put_nowait(env)
+        return self._idle
+
+    async def acquire(self) -> WebEnv:
+        """An idle env (waits while all ``n`` are busy)."""
+        return await self._queue().get()
+
+    async def release(self, env: WebEnv) -> None:
+        """End ``env``'s episode, if still open, and make it idle again."""
+        if env not in self.envs:
+            raise ValueError("release() got an env that does not belong to this pool")
+        try:
+            await env.close_episode()
+        finally:
+            self._queue().put_nowait(env)
+
+    @contextlib.asynccontextmanager
+    async def lease(self) -> AsyncIterator[WebEnv]:
+        """``async with pool.lease() as env``: acquire, release on exit (cancellation too)."""
+        env = await self.acquire()
+        try:
+            yield env
+        finally:
+            await self.release(env)
+
+    def open_episodes(self) -> int:
+        """How many envs have an open browser context right now."""
+        return sum(env.session is not None for env in self.envs)
+
+    async def close_episodes(self) -> None:
+        """End every env's open episode (its context and site instance)."""
+        await asyncio.gather(*(env.close_episode() for env in self.envs), return_exceptions=True)
+
+    async def close(self) -> None:
+        """End every episode; the browser itself stays the caller's to close."""
+        await asyncio.gather(*(env.close() for env in self.envs), return_exceptions=True)

@@ -1,0 +1,184 @@
+"""Trajectory files (JSONL, one trajectory a line, exact token ids) and training samples.
+
+``write_trajectories`` / ``read_trajectories`` store ``Trajectory.to_dict()`` one per line;
+reading validates every line and names the line of the first problem. ``turn_samples`` turns
+a trajectory into one training sample per turn (DESIGN.md, "Context compression": each turn
+has its own prompt), concatenating the stored prompt and completion ids exactly as they were
+sampled: generated text is never re-tokenised.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from webagent_r1.types import Trajectory
+
+__all__ = [
+    "IGNORE_INDEX",
+    "STATUSES",
+    "Sample",
+    "TrajectoryFileError",
+    "read_trajectories",
+    "turn_samples",
+    "validate_trajectory",
+    "write_trajectories",
+]
+
+STATUSES = ("done", "max_turns", "env_error")
+"""Valid ``Trajectory.status`` values."""
+IGNORE_INDEX = -100
+"""Label of a position that carries no loss (the prompt), as in PyTorch's cross entropy."""
+
+
+class TrajectoryFileError(ValueError):
+    """A trajectory file (or object) is malformed; the message names the line and the field."""
+
+
+def _is_ids(x: Any) -> bool:
+    return isinstance(x, list) and all(
+        isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in x
+    )
+
+
+def validate_trajectory(traj: Trajectory) -> None:
+    """Check the invariants training relies on.
+
+    Raises:
+        TrajectoryFileError: reward not in {0, 1}, unknown status, ids not non-negative ints,
+            a turn without completion ids, or one log-prob per completion id violated.
+    """
+    if traj.reward not in (0.0, 1.0):
+        raise TrajectoryFileError(f"reward must be 0 or 1, got {traj.reward!r}")
+    if traj.status not in STATUSES:
+        raise TrajectoryFileError(f"status must be one of {STATUSES}, got {traj.status!r}")
+    for k, turn in enumerate(traj.turns):
+        if not _is_ids(turn.prompt_ids) or not turn.prompt_ids:
+            raise TrajectoryFileError(f"turn {k}: prompt_ids must be a non-empty list of ids")
+        if not _is_ids(turn.completion_ids) or not turn.completion_ids:
+            raise TrajectoryFileError(f"turn {k}: completion_ids must be a non-empty list of ids")
+        if len(turn.completion_logprobs) != len(turn.completion_ids):
+            raise TrajectoryFileError(
+                f"turn {k}: {len(turn.completion_logprobs)} logprobs for "
+                f"{len(turn.completion_ids)} completion ids (need one each)"
+            )
+        if not all(isinstance(x, (int, float)) for x in turn.completion_logprobs):
+            raise TrajectoryFileError(f"turn {k}: completion_logprobs must be numbers")
+
+
+def write_trajectories(trajs: Iterable[Trajectory], path: str | Path, append: bool = False) -> int:
+    """Write trajectories as JSONL (parent folders created).
+
+    Args:
+        trajs: the trajectories (each validated first).
+        path: the file.
+        append: add to the file instead of replacing it.
+
+    Returns:
+        How many were written.
+
+    Raises:
+        TrajectoryFileError: a trajectory breaks an invariant (nothing of it is written).
+    """
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    n = 0
+    with p.open("a" if append else "w") as f:
+        for traj in trajs:
+            validate_trajectory(traj)
+            f.write(json.dumps(traj.to_dict(), ensure_ascii=False) + "\n")
+            n += 1
+    return n
+
+
+def read_trajectories(path: str | Path) -> list[Trajectory]:
+    """Read and validate a JSONL trajectory file (blank lines are skipped).
+
+    Raises:
+        FileNotFoundError: no such file.
+        TrajectoryFileError: a malformed line: ``<path>:<line>: <what is wrong>``.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"trajectory file {str(p)!r} not found")
+    out: list[Trajectory] = []
+    with p.open() as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                d = json.loads(line)
+                if not isinstance(d, dict):
+                    raise TrajectoryFileError("a line must hold one JSON object")
+                missing = [k for k in ("task_id", "group_id", "turns") if k not in d]
+                if missing:
+                    raise TrajectoryFileError(f"missing field(s) {missing}")
+                traj = Trajectory.from_dict(d)
+                validate_trajectory(traj)
+            except json.JSONDecodeError as e:
+                raise TrajectoryFileError(f"{p}:{lineno}: not valid JSON: {e.msg}") from None
+            except TrajectoryFileError as e:
+                raise TrajectoryFileError(f"{p}:{lineno}: {e}") from None
+            except (TypeError, KeyError, ValueError, AttributeError) as e:
+                raise TrajectoryFileError(f"{p}:{lineno}: not a trajectory: {e}") from None
+            out.append(traj)
+    return out
+
+
+@dataclass
+class Sample:
+    """One turn as a training sequence: prompt then completion, loss on the completion only.
+
+    All lists have the same length T = len(prompt_ids) + len(completion_ids).
+    """
+
+    input_ids: list[int]
+    """prompt_ids + completion_ids, exactly as stored."""
+    labels: list[int]
+    """``IGNORE_INDEX`` on prompt positions, the completion ids after."""
+    completion_mask: list[int]
+    """1 on completion positions (where the loss is taken), 0 on the prompt."""
+    old_logprobs: list[float]
+    """The sampler's log-prob of each completion id (len = number of completion ids)."""
+    prompt_len: int
+    """Number of prompt positions."""
+    advantage: float = 0.0
+    """The trajectory's advantage (placeholder: set by the trainer, shared by all turns)."""
+    task_id: int | str = ""
+    group_id: int | str = ""
+    turn_index: int = 0
+    num_turns: int = 1
+    """Turns of the trajectory (for M-GRPO's 1/|τ| normalisation)."""
+
+
+def turn_samples(traj: Trajectory, advantage: float = 0.0) -> list[Sample]:
+    """One training sample per turn of ``traj``, from its stored ids only.
+
+    Args:
+        traj: a trajectory (any status; callers drop ``env_error`` ones).
+        advantage: value put in every sample's ``advantage``.
+
+    Returns:
+        The samples, in turn order.
+    """
+    out = []
+    for k, turn in enumerate(traj.turns):
+        p, c = list(turn.prompt_ids), list(turn.completion_ids)
+        out.append(
+            Sample(
+                input_ids=p + c,
+                labels=[IGNORE_INDEX] * len(p) + c,
+                completion_mask=[0] * len(p) + [1] * len(c),
+                old_logprobs=list(turn.completion_logprobs),
+                prompt_len=len(p),
+                advantage=advantage,
+                task_id=traj.task_id,
+                group_id=traj.group_id,
+                turn_index=k,
+                num_turns=len(traj.turns),
+            )
+        )
+    return out
