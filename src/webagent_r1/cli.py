@@ -288,6 +288,90 @@ def demos(
     )
 
 
+ResumeOpt = Annotated[
+    bool, typer.Option("--resume", help="Continue from the newest checkpoint of run_dir.")
+]
+
+
+@app.command()
+def sft(
+    config: ConfigOpt = None, overrides: OverridesArg = None, resume: ResumeOpt = False
+) -> None:
+    """Behaviour cloning on expert demonstrations (bc.data), into <run_dir>/bc."""
+    from webagent_r1.config import load_config
+    from webagent_r1.train.bc import train_bc
+    from webagent_r1.train.checkpoint import latest_checkpoint
+    from webagent_r1.train.recipe import RunExistsError
+
+    cfg = load_config(config, overrides or [])
+    root = os.path.join(cfg.run_dir, "bc", "checkpoints")
+    if not resume and latest_checkpoint(root) is not None:
+        raise RunExistsError(
+            f"{cfg.run_dir} already has bc checkpoints: pass --resume to continue it, "
+            "or set run_dir=<new folder>"
+        )
+    res = train_bc(cfg, resume=resume)
+    held = f"{res.heldout_loss:.4f}" if res.heldout_loss is not None else "n/a"
+    print(
+        f"BC done: {res.steps} steps, held-out loss {held}, {res.wall_s:.0f} s; "
+        f"model: {res.checkpoint / 'model'}"
+    )
+
+
+@app.command()
+def train(
+    config: ConfigOpt = None, overrides: OverridesArg = None, resume: ResumeOpt = False
+) -> None:
+    """Run a recipe: demonstrations, base eval, BC warm-up, M-GRPO (see configs/r1*.yaml)."""
+    import json
+
+    from webagent_r1.config import load_config
+    from webagent_r1.train.recipe import run_recipe
+
+    cfg = load_config(config, overrides or [])
+    summary = run_recipe(cfg, resume=resume)
+    print(json.dumps({"success": summary["success"], "wall_s": summary["wall_s"]}, indent=1))
+    print(f"summary: {os.path.join(cfg.run_dir, 'summary.json')}")
+
+
+@app.command("eval")
+def eval_cmd(
+    config: ConfigOpt = None,
+    overrides: OverridesArg = None,
+    model: Annotated[
+        str | None, typer.Option(help="Model folder or checkpoint model/ (default: config).")
+    ] = None,
+    split: Annotated[str, typer.Option(help="train, test or heldout.")] = "test",
+    site: Annotated[str | None, typer.Option(help="Only tasks of this site.")] = None,
+    sample: Annotated[int | None, typer.Option(help="A fixed subset of N tasks.")] = None,
+    out: Annotated[str | None, typer.Option(help="Write the trajectories here (JSONL).")] = None,
+) -> None:
+    """Evaluate a model greedily on embedded tasks; success overall and per site."""
+    from rich.table import Table
+
+    from webagent_r1.config import load_config
+    from webagent_r1.evaluate import eval_model, eval_subset
+    from webagent_r1.tasks.suite import build_suite, select
+    from webagent_r1.trajectories import write_trajectories
+
+    cfg = load_config(config, overrides or [])
+    tasks = select(build_suite(), split=split, site=site)
+    if not tasks:
+        raise typer.BadParameter("no tasks match the filters")
+    tasks = eval_subset(tasks, sample or 0, cfg.seed)
+    report = asyncio.run(eval_model(cfg, tasks, model))
+    table = Table(title=f"success on {len(tasks)} {split} tasks")
+    for col in ("site", "success", "episodes"):
+        table.add_column(col, justify="left" if col == "site" else "right")
+    for name, (ok, n) in report.by("site").items():
+        table.add_row(name, f"{ok / n:.3f}" if n else "-", str(n))
+    table.add_row("all", f"{report.success_rate:.3f}", str(len(tasks) - report.env_errors))
+    Console().print(table)
+    if out:
+        write_trajectories(report.trajectories, out)
+        print(f"trajectories: {out}")
+
+
 bench_app = typer.Typer(help="Performance benchmarks (see benchmarks/).", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
 

@@ -180,6 +180,145 @@ class RolloutConfig:
 
 
 @dataclass
+class TrainConfig:
+    """What BC and M-GRPO share: batching, memory options, checkpoints, logging."""
+
+    token_budget: int = 4096
+    """Most tokens (padded) in one forward/backward micro-batch; larger batches accumulate."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass (less memory, ~30% slower)."""
+    lora_r: int = 0
+    """LoRA rank; 0 trains every weight (LoRA matters for 3B+ on GPU, FACTS.md)."""
+    lora_alpha: int = 32
+    """LoRA scaling numerator (scale = alpha / r)."""
+    lora_dropout: float = 0.0
+    """Dropout on the LoRA input."""
+    lora_target_modules: list[str] = field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"]
+    )
+    """Module names that get LoRA adapters."""
+    merge_lora_on_save: bool = False
+    """Also save a merged full model next to the adapters in each checkpoint."""
+    checkpoint_every: int = 0
+    """Save a checkpoint every N optimizer steps (0: only at the end)."""
+    keep_checkpoints: int = 2
+    """Checkpoints kept on disk (oldest removed first; the final one is always kept)."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    adam_betas: list[float] = field(default_factory=lambda: [0.9, 0.99])
+    """AdamW (beta1, beta2)."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping by global norm (0: off)."""
+    schedule: str = "constant"
+    """Learning-rate schedule after warm-up: constant, linear or cosine (decay to 10%)."""
+    tensorboard: bool = True
+    """Also write TensorBoard event files (when the tensorboard package is installed)."""
+    wandb_project: str | None = None
+    """Log to this Weights & Biases project too (needs ``wandb`` and a login)."""
+
+    def __post_init__(self) -> None:
+        _check(self.token_budget >= 64, "train.token_budget must be >= 64 tokens")
+        _check(self.lora_r >= 0, "train.lora_r must be >= 0 (0 = full fine-tuning)")
+        _check(self.checkpoint_every >= 0, "train.checkpoint_every must be >= 0 (0 = at the end)")
+        _check(self.keep_checkpoints >= 1, "train.keep_checkpoints must be >= 1")
+        _check(len(self.adam_betas) == 2, "train.adam_betas must be two numbers, e.g. [0.9, 0.99]")
+        _check(self.max_grad_norm >= 0, "train.max_grad_norm must be >= 0 (0 = no clipping)")
+        _check(
+            self.schedule in ("constant", "linear", "cosine"),
+            f"train.schedule must be constant, linear or cosine, got {self.schedule!r}",
+        )
+
+
+@dataclass
+class BCConfig:
+    """Behaviour cloning (SFT) on expert demonstrations (``webagent-r1 sft``)."""
+
+    data: str = "data/demos.jsonl"
+    """Demonstration JSONL (``webagent-r1 demos``); created by recipes when missing."""
+    cot: bool = False
+    """Demonstrations with long chain-of-thought rationales (R1-CoT)."""
+    demo_tasks: int | None = 400
+    """Training tasks to make demonstrations of when ``data`` is missing (None: all)."""
+    steps: int = 80
+    """Optimizer steps (0 skips BC: R1-Zero). Budget BC by steps and data, not epochs."""
+    batch_size: int = 8
+    """Turn samples per optimizer step."""
+    lr: float = 1e-4
+    """Peak learning rate."""
+    warmup_steps: int = 5
+    """Linear warm-up steps."""
+    heldout_fraction: float = 0.05
+    """Share of demonstrations (whole trajectories) kept out for the held-out loss."""
+    eval_every: int = 20
+    """Held-out loss every N steps (0: only at the end)."""
+
+    def __post_init__(self) -> None:
+        _check(self.steps >= 0, "bc.steps must be >= 0 (0 skips behaviour cloning)")
+        _check(self.batch_size >= 1, "bc.batch_size must be >= 1")
+        _check(self.lr > 0, "bc.lr must be > 0")
+        _check(self.warmup_steps >= 0, "bc.warmup_steps must be >= 0")
+        _check(0 <= self.heldout_fraction < 1, "bc.heldout_fraction must be in [0, 1)")
+        _check(self.eval_every >= 0, "bc.eval_every must be >= 0")
+
+
+@dataclass
+class RLConfig:
+    """M-GRPO (``webagent-r1 train``); group size and sampling come from ``rollout``."""
+
+    steps: int = 14
+    """Training steps (each: roll out, then update); 0 skips RL."""
+    tasks_per_step: int = 8
+    """Tasks sampled from the training split per step (B); each gets a group of G."""
+    mu: int = 1
+    """Policy iterations per batch (μ); > 1 reuses the batch and lets the clip act."""
+    lr: float = 2e-5
+    """Peak learning rate (small models on CPU need far more than the paper's 1e-6)."""
+    warmup_steps: int = 0
+    """Linear warm-up steps."""
+    clip_eps: float = 0.2
+    """ε of the ratio clip."""
+    beta: float = 0.0
+    """KL coefficient to the reference (initial) policy; 0: no reference model is loaded."""
+    normalization: str = "mgrpo"
+    """Loss normalisation: mgrpo (per action, turn, trajectory), token_mean or dr_grpo."""
+    advantage_scale: str = "std"
+    """Advantages divided by the group std ('std', GRPO) or only centred ('none', Dr.GRPO)."""
+    drop_equal_groups: bool = True
+    """Skip groups whose rewards are all equal (zero advantage, zero gradient); counted."""
+    old_logprobs: str = "recompute"
+    """π_old: 'recompute' with the trainer's forward before updating, or 'sampler' (as stored)."""
+    eval_every: int = 0
+    """Evaluate on the fixed test subset every N steps (0: only before and after)."""
+    eval_tasks: int = 48
+    """Size of the fixed test subset (0: the whole test split)."""
+    eval_base: bool = True
+    """Recipes: also evaluate the starting model before BC (R1-Zero's first eval is that)."""
+
+    def __post_init__(self) -> None:
+        _check(self.steps >= 0, "rl.steps must be >= 0")
+        _check(self.tasks_per_step >= 1, "rl.tasks_per_step must be >= 1")
+        _check(self.mu >= 1, "rl.mu must be >= 1 (policy iterations per batch)")
+        _check(self.lr > 0, "rl.lr must be > 0")
+        _check(self.warmup_steps >= 0, "rl.warmup_steps must be >= 0")
+        _check(0 < self.clip_eps < 1, "rl.clip_eps must be in (0, 1)")
+        _check(self.beta >= 0, "rl.beta must be >= 0 (0 turns the KL term off)")
+        _check(
+            self.normalization in ("mgrpo", "token_mean", "dr_grpo"),
+            f"rl.normalization must be mgrpo, token_mean or dr_grpo, got {self.normalization!r}",
+        )
+        _check(
+            self.advantage_scale in ("std", "none"),
+            f"rl.advantage_scale must be 'std' or 'none', got {self.advantage_scale!r}",
+        )
+        _check(
+            self.old_logprobs in ("recompute", "sampler"),
+            f"rl.old_logprobs must be 'recompute' or 'sampler', got {self.old_logprobs!r}",
+        )
+        _check(self.eval_every >= 0, "rl.eval_every must be >= 0")
+        _check(self.eval_tasks >= 0, "rl.eval_tasks must be >= 0 (0 = whole test split)")
+
+
+@dataclass
 class Config:
     """The whole configuration of a run."""
 
@@ -193,6 +332,11 @@ class Config:
     agent: AgentConfig = field(default_factory=AgentConfig)
     env: EnvConfig = field(default_factory=EnvConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    bc: BCConfig = field(default_factory=BCConfig)
+    rl: RLConfig = field(default_factory=RLConfig)
+    init_from: str | None = None
+    """Start from this checkpoint or model folder instead of ``model.name`` (e.g. a BC run)."""
 
 
 # --------------------------------------------------------------------------------------

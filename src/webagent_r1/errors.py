@@ -9,6 +9,8 @@ def user_error_types() -> tuple[type[BaseException], ...]:
     from webagent_r1.config import ConfigError
     from webagent_r1.env import EnvError
     from webagent_r1.policy.models import ModelNotFoundError
+    from webagent_r1.train.recipe import RunExistsError
+    from webagent_r1.trajectories import TrajectoryFileError
 
     types: list[type[BaseException]] = [
         ConfigError,
@@ -16,6 +18,8 @@ def user_error_types() -> tuple[type[BaseException], ...]:
         BrowserNotFoundError,
         EnvError,
         FileNotFoundError,
+        TrajectoryFileError,
+        RunExistsError,
     ]
     try:
         from webagent_r1.tasks import TaskError

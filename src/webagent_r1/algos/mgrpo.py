@@ -66,11 +66,14 @@ def weights_mgrpo(traj: torch.Tensor, turn: torch.Tensor, n_traj: int, **_: obje
 
 
 def weights_token_mean(
-    traj: torch.Tensor, turn: torch.Tensor, n_traj: int, **_: object
+    traj: torch.Tensor, turn: torch.Tensor, n_traj: int, n_tokens: int | None = None, **_: object
 ) -> torch.Tensor:
-    """Every token weighs the same: 1 / N (long turns and trajectories weigh more)."""
-    n = traj.numel()
-    return torch.full((n,), 1.0 / max(n, 1))
+    """Every token weighs the same: 1 / N (long turns and trajectories weigh more).
+
+    ``n_tokens``: N over all training processes (default: the tokens given here).
+    """
+    n = n_tokens if n_tokens is not None else traj.numel()
+    return torch.full((traj.numel(),), 1.0 / max(n, 1))
 
 
 def weights_dr_grpo(

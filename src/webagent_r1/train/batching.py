@@ -1,0 +1,156 @@
+"""Turn samples → padded micro-batches → log-probs of the completion tokens only.
+
+Every turn is its own training sample (DESIGN.md, "Context compression"): its stored prompt
+ids then its stored completion ids, never re-tokenised. The forward pass attends over the whole
+sequence (observation tokens included: the policy is trained on exactly the context it sampled
+from) but the LM head runs only on the positions that predict a completion token. Full-vocab
+logits over every position would dominate memory (FACTS.md: 4 × 1024 × 49152 fp32 = 805 MB);
+over completion positions only they are a few percent of that.
+
+Micro-batches are formed by length (longest first) so that padding stays small, and each holds
+at most ``token_budget`` padded tokens; a batch larger than that accumulates gradients over
+several micro-batches. Because every loss here is a weighted sum over completion tokens with
+weights fixed for the whole batch, accumulating micro-batches gives exactly the full-batch
+gradient.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from webagent_r1.trajectories import Sample
+
+__all__ = ["MicroBatch", "collate", "completion_logprobs", "micro_batches", "unwrap_model"]
+
+
+def micro_batches(lengths: Sequence[int], token_budget: int) -> list[list[int]]:
+    """Group sample indices into micro-batches of at most ``token_budget`` padded tokens.
+
+    Samples are taken longest first, so each micro-batch holds similar lengths (little
+    padding). A sample longer than the budget gets a micro-batch of its own.
+
+    Args:
+        lengths: sequence length of each sample.
+        token_budget: most ``rows × longest row`` tokens per micro-batch.
+
+    Returns:
+        Lists of sample indices; every index appears exactly once.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    out: list[list[int]] = []
+    cur: list[int] = []
+    for i in order:
+        # rows are sorted by length, so the first row of ``cur`` is its longest
+        longest = lengths[cur[0]] if cur else lengths[i]
+        if cur and (len(cur) + 1) * longest > token_budget:
+            out.append(cur)
+            cur = []
+        cur.append(i)
+    if cur:
+        out.append(cur)
+    return out
+
+
+@dataclass
+class MicroBatch:
+    """A right-padded batch of turn samples and where its completion tokens are."""
+
+    input_ids: torch.Tensor
+    """(B, T) token ids, right-padded."""
+    attention_mask: torch.Tensor
+    """(B, T) 1 on real tokens."""
+    rows: torch.Tensor
+    """(N,) row of each completion token."""
+    cols: torch.Tensor
+    """(N,) column of the position that *predicts* each completion token (its own - 1)."""
+    targets: torch.Tensor
+    """(N,) the completion token ids."""
+    sample: torch.Tensor
+    """(N,) index (into the full sample list) of each token's sample."""
+    offset: torch.Tensor
+    """(N,) index of each token within its sample's completion."""
+
+
+def collate(samples: Sequence[Sample], indices: Sequence[int], pad_id: int) -> MicroBatch:
+    """Build the micro-batch of ``samples[i] for i in indices``."""
+    rows_ = [samples[i] for i in indices]
+    T = max(len(s.input_ids) for s in rows_)
+    ids = torch.full((len(rows_), T), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows_), T), dtype=torch.long)
+    r, c, tgt, smp, off = [], [], [], [], []
+    for b, (i, s) in enumerate(zip(indices, rows_, strict=True)):
+        n = len(s.input_ids)
+        ids[b, :n] = torch.tensor(s.input_ids, dtype=torch.long)
+        mask[b, :n] = 1
+        n_comp = n - s.prompt_len
+        r.extend([b] * n_comp)
+        c.extend(range(s.prompt_len - 1, n - 1))  # position p predicts token p + 1
+        tgt.extend(s.input_ids[s.prompt_len :])
+        smp.extend([i] * n_comp)
+        off.extend(range(n_comp))
+    return MicroBatch(
+        input_ids=ids,
+        attention_mask=mask,
+        rows=torch.tensor(r, dtype=torch.long),
+        cols=torch.tensor(c, dtype=torch.long),
+        targets=torch.tensor(tgt, dtype=torch.long),
+        sample=torch.tensor(smp, dtype=torch.long),
+        offset=torch.tensor(off, dtype=torch.long),
+    )
+
+
+def unwrap_model(model: Any) -> Any:
+    """The causal LM inside DDP / PEFT wrappers (PEFT's LoRA layers stay injected in it)."""
+    while hasattr(model, "module"):
+        model = model.module
+    if hasattr(model, "get_base_model"):
+        model = model.get_base_model()
+    return model
+
+
+def completion_logprobs(
+    model: Any,
+    mb: MicroBatch,
+    temperature: float = 1.0,
+    autocast_bf16: bool = True,
+) -> torch.Tensor:
+    """log π(completion token | everything before it) for every completion token of ``mb``.
+
+    Args:
+        model: a Hugging Face causal LM (possibly PEFT-wrapped).
+        mb: the micro-batch.
+        temperature: divide the logits by it, as the sampler did (so ratios compare like
+            with like); 0 or 1 leaves them as they are.
+        autocast_bf16: run the forward under bf16 autocast (master weights stay fp32).
+
+    Returns:
+        (N,) fp32 log-probs, differentiable when grad is enabled.
+    """
+    lm = unwrap_model(model)
+    backbone = lm.get_decoder()
+    head = lm.get_output_embeddings()
+    device = head.weight.device
+    ctx = (
+        torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+        if autocast_bf16
+        else contextlib.nullcontext()
+    )
+    with ctx:
+        out = backbone(
+            input_ids=mb.input_ids.to(device),
+            attention_mask=mb.attention_mask.to(device),
+            use_cache=False,
+        )
+        hidden = out.last_hidden_state  # (B, T, H)
+        picked = hidden[mb.rows.to(device), mb.cols.to(device)]  # (N, H): completion positions
+        logits = head(picked)  # (N, V): the LM head only where a loss is taken
+    logits = logits.float()
+    if temperature > 0 and temperature != 1.0:
+        logits = logits / temperature
+    logp = torch.log_softmax(logits, dim=-1)  # (N, V)
+    return logp.gather(1, mb.targets.to(device)[:, None]).squeeze(1)  # (N,)

@@ -1,0 +1,308 @@
+"""Behaviour-cloning warm-up: SFT on expert demonstrations (``webagent-r1 sft``).
+
+Demonstrations come from ``webagent-r1 demos``: trajectories whose prompts were built by the
+same context compression the policy sees and whose completions are the expert's responses
+(rationale in ``<think>``), stored as token ids. Every turn is one sample; the loss is the
+negative log-likelihood of the completion tokens (``algos/sft.py``), the prompt is context.
+
+Training is budgeted in optimizer steps (FACTS.md: steps and data decide BC, not epochs): step
+k takes the next ``bc.batch_size`` samples of a seeded per-epoch shuffle, so the data order
+is a function of the step alone and a resumed run sees exactly the batches it would have.
+A held-out share of whole trajectories gives the held-out loss.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from webagent_r1.algos.sft import bc_loss
+from webagent_r1.config import Config, to_dict
+from webagent_r1.train.batching import collate, completion_logprobs, micro_batches
+from webagent_r1.train.checkpoint import (
+    latest_checkpoint,
+    load_trainer_state,
+    rng_state,
+    save_checkpoint,
+    set_rng,
+)
+from webagent_r1.train.logging import MetricLogger
+from webagent_r1.train.setup import (
+    Dist,
+    build_optimizer,
+    load_policy,
+    lr_factor,
+    trainable_parameters,
+)
+from webagent_r1.trajectories import Sample, read_trajectories, turn_samples
+from webagent_r1.types import Trajectory
+
+__all__ = ["BCResult", "batch_indices", "bc_backward", "heldout_loss", "split_demos", "train_bc"]
+
+
+@dataclass
+class BCResult:
+    """What a BC run produced."""
+
+    checkpoint: Path
+    """The final checkpoint folder (its ``model/`` loads with ``from_pretrained``)."""
+    steps: int
+    heldout_loss: float | None
+    wall_s: float
+
+
+def split_demos(
+    trajs: list[Trajectory], heldout_fraction: float, seed: int
+) -> tuple[list[Trajectory], list[Trajectory]]:
+    """(train, held-out) split by whole trajectory, seeded."""
+    order = list(range(len(trajs)))
+    random.Random(seed).shuffle(order)
+    n_held = int(round(len(trajs) * heldout_fraction))
+    if heldout_fraction > 0 and len(trajs) > 1:
+        n_held = max(1, n_held)
+    held = {i for i in order[:n_held]}
+    return (
+        [t for i, t in enumerate(trajs) if i not in held],
+        [t for i, t in enumerate(trajs) if i in held],
+    )
+
+
+def batch_indices(step: int, batch_size: int, n: int, seed: int) -> list[int]:
+    """Sample indices of optimizer step ``step``: consecutive slices of per-epoch shuffles."""
+    out = []
+    perms: dict[int, list[int]] = {}
+    for g in range(step * batch_size, (step + 1) * batch_size):
+        epoch, pos = divmod(g, n)
+        if epoch not in perms:
+            perm = list(range(n))
+            random.Random(seed * 1_000_003 + epoch).shuffle(perm)
+            perms[epoch] = perm
+        out.append(perms[epoch][pos])
+    return out
+
+
+def bc_backward(
+    model: Any,
+    samples: list[Sample],
+    pad_id: int,
+    token_budget: int,
+    autocast_bf16: bool,
+    total_tokens: int | None = None,
+    grad: bool = True,
+) -> tuple[float, int]:
+    """Accumulate the BC loss gradient of ``samples`` (token-mean over the whole batch).
+
+    Args:
+        model: the policy.
+        samples: this process's samples of the batch.
+        pad_id: padding id.
+        token_budget: padded tokens per micro-batch.
+        autocast_bf16: bf16 autocast forward.
+        total_tokens: completion tokens of the batch over all processes (weights 1/total);
+            default: this process's own.
+        grad: backpropagate (False: only measure the loss).
+
+    Returns:
+        (this process's share of the loss, its completion tokens).
+    """
+    n_tok = sum(len(s.input_ids) - s.prompt_len for s in samples)
+    total = total_tokens or n_tok
+    loss_sum = 0.0
+    for idx in micro_batches([len(s.input_ids) for s in samples], token_budget):
+        mb = collate(samples, idx, pad_id)
+        with torch.set_grad_enabled(grad):
+            logp = completion_logprobs(model, mb, autocast_bf16=autocast_bf16)  # (N,)
+            weights = torch.full_like(logp, 1.0 / max(total, 1))
+            loss = bc_loss(logp, weights)
+        if grad:
+            loss.backward()
+        loss_sum += float(loss.detach())
+    return loss_sum, n_tok
+
+
+def heldout_loss(
+    model: Any, samples: list[Sample], pad_id: int, token_budget: int, autocast_bf16: bool
+) -> float | None:
+    """Token-mean NLL of ``samples`` (None when there are none)."""
+    if not samples:
+        return None
+    was_training = model.training
+    model.eval()
+    try:
+        loss, _ = bc_backward(model, samples, pad_id, token_budget, autocast_bf16, grad=False)
+    finally:
+        model.train(was_training)
+    return loss
+
+
+def _grad_norm_and_clip(params: list[torch.nn.Parameter], max_norm: float) -> float:
+    grads = [p for p in params if p.grad is not None]
+    if not grads:
+        return 0.0
+    if max_norm > 0:
+        return float(torch.nn.utils.clip_grad_norm_(grads, max_norm))
+    return float(torch.norm(torch.stack([p.grad.norm() for p in grads])))
+
+
+def train_bc(
+    cfg: Config,
+    resume: bool = False,
+    stage_dir: str | Path | None = None,
+    progress: bool = True,
+    on_step: Callable[[int, dict[str, float]], None] | None = None,
+) -> BCResult:
+    """Behaviour cloning on ``cfg.bc.data``.
+
+    Args:
+        cfg: the run's config (``bc``, ``train``, ``model``, ``seed``).
+        resume: continue from the newest complete checkpoint of the stage folder.
+        stage_dir: where checkpoints and metrics go (default ``<run_dir>/bc``).
+        progress: show a progress bar (main process).
+        on_step: called after every optimizer step with (step, metrics).
+
+    Returns:
+        The final checkpoint and numbers.
+
+    Raises:
+        FileNotFoundError: the demonstration file is missing.
+        ValueError: it holds no usable demonstration.
+    """
+    t0 = time.time()
+    dist = Dist.init()
+    bcfg, tcfg = cfg.bc, cfg.train
+    stage = Path(stage_dir or Path(cfg.run_dir) / "bc")
+    ckpt_root = stage / "checkpoints"
+    trajs = [t for t in read_trajectories(bcfg.data) if t.status != "env_error" and t.turns]
+    trajs = [t for t in trajs if t.reward == 1.0]
+    if not trajs:
+        raise ValueError(f"{bcfg.data} holds no successful demonstration to clone")
+    train_t, held_t = split_demos(trajs, bcfg.heldout_fraction, cfg.seed)
+    train_s = [s for t in train_t for s in turn_samples(t)]
+    held_s = [s for t in held_t for s in turn_samples(t)]
+
+    start = 0
+    ckpt = latest_checkpoint(ckpt_root) if resume else None
+    torch.manual_seed(cfg.seed)
+    random.seed(cfg.seed)
+    model, tokenizer = load_policy(cfg, str(ckpt / "model") if ckpt else None)
+    params = trainable_parameters(model)
+    opt = build_optimizer(params, bcfg.lr, tcfg)
+    if ckpt is not None:
+        state = load_trainer_state(ckpt)
+        opt.load_state_dict(state["optimizer"])
+        set_rng(state["rng"])
+        start = int(state["step"])
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    logger = MetricLogger(
+        stage, dist.main, tcfg.tensorboard, tcfg.wandb_project if dist.main else None, to_dict(cfg)
+    )
+    if dist.main and start == 0:
+        logger.log(
+            0,
+            {
+                "bc/train_samples": len(train_s),
+                "bc/heldout_samples": len(held_s),
+                "bc/heldout_loss": heldout_loss(
+                    model, held_s, pad_id, tcfg.token_budget, cfg.model.autocast_bf16
+                )
+                or 0.0,
+            },
+        )
+    last_held: float | None = None
+    bar = _bar(progress and dist.main, bcfg.steps, start, "BC")
+    try:
+        for step in range(start, bcfg.steps):
+            s0 = time.time()
+            for g in opt.param_groups:
+                g["lr"] = bcfg.lr * lr_factor(step, bcfg.warmup_steps, bcfg.steps, tcfg.schedule)
+            idx = batch_indices(step, bcfg.batch_size, len(train_s), cfg.seed)
+            mine = [train_s[i] for i in idx[dist.rank :: dist.world]]
+            local_tok = sum(len(s.input_ids) - s.prompt_len for s in mine)
+            [total_tok] = dist.all_reduce_sum([float(local_tok)])
+            opt.zero_grad(set_to_none=True)
+            loss, _ = bc_backward(
+                model, mine, pad_id, tcfg.token_budget, cfg.model.autocast_bf16, int(total_tok)
+            )
+            dist.all_reduce_grads(params)
+            [loss] = dist.all_reduce_sum([loss])
+            gnorm = _grad_norm_and_clip(params, tcfg.max_grad_norm)
+            opt.step()
+            n_tokens = sum(len(s.input_ids) for s in mine)
+            metrics = {
+                "train/loss": loss,
+                "train/grad_norm": gnorm,
+                "train/lr": opt.param_groups[0]["lr"],
+                "train/tokens_per_s": n_tokens * dist.world / max(time.time() - s0, 1e-9),
+                "train/step_s": time.time() - s0,
+            }
+            done = step + 1
+            if bcfg.eval_every and done % bcfg.eval_every == 0 or done == bcfg.steps:
+                last_held = heldout_loss(
+                    model, held_s, pad_id, tcfg.token_budget, cfg.model.autocast_bf16
+                )
+                if last_held is not None:
+                    metrics["bc/heldout_loss"] = last_held
+            logger.log(done, metrics)
+            if on_step is not None:
+                on_step(done, metrics)
+            if bar is not None:
+                bar.update(bar.task_ids[0], advance=1, info=f"loss {loss:.3f}")
+            every = tcfg.checkpoint_every
+            if (every and done % every == 0) or done == bcfg.steps:
+                _save(ckpt_root, done, model, tokenizer, opt, cfg, dist)
+    finally:
+        if bar is not None:
+            bar.stop()
+        logger.close()
+    final = latest_checkpoint(ckpt_root)
+    if final is None:  # bc.steps == 0 or nothing left to do: save the start as final
+        _save(ckpt_root, start, model, tokenizer, opt, cfg, dist)
+        final = latest_checkpoint(ckpt_root)
+    assert final is not None
+    return BCResult(final, bcfg.steps, last_held, time.time() - t0)
+
+
+def _save(root: Path, step: int, model: Any, tok: Any, opt: Any, cfg: Config, dist: Dist) -> None:
+    if dist.main:
+        state = {"step": step, "optimizer": opt.state_dict(), "rng": rng_state()}
+        save_checkpoint(
+            root,
+            step,
+            model,
+            tok,
+            state,
+            keep=cfg.train.keep_checkpoints,
+            merge_lora=cfg.train.merge_lora_on_save,
+        )
+    dist.barrier()
+
+
+def _bar(enabled: bool, total: int, start: int, label: str) -> Any:
+    if not enabled or total <= start:
+        return None
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
+    bar = Progress(
+        TextColumn(f"[bold]{label}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[info]}"),
+        console=Console(stderr=True),
+    )
+    bar.add_task(label, total=total, completed=start, info="")
+    bar.start()
+    return bar

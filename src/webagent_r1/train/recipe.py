@@ -1,0 +1,161 @@
+"""Recipes end to end: demonstrations → base evaluation → BC warm-up → M-GRPO (``train``).
+
+The three variants of the paper are configurations of one driver (see ``configs/``):
+
+- **R1**: BC on the experts' demonstrations (short rationales), then M-GRPO;
+- **R1-Zero**: M-GRPO straight from the base model (``bc.steps: 0``);
+- **R1-CoT**: BC on long chain-of-thought demonstrations (``bc.cot: true``), then M-GRPO.
+
+Each stage writes into ``<run_dir>/<stage>/`` and ``summary.json`` records the success of the
+base model, after BC and after RL on the same fixed test subset, with each stage's wall time.
+``resume=True`` continues where a killed run stopped: finished stages are skipped, a stage in
+progress continues from its newest checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from webagent_r1.config import Config
+from webagent_r1.train.checkpoint import latest_checkpoint
+
+__all__ = ["RunExistsError", "run_recipe"]
+
+
+class RunExistsError(RuntimeError):
+    """The run folder already has checkpoints and ``--resume`` was not given."""
+
+
+def _summary_path(cfg: Config) -> Path:
+    return Path(cfg.run_dir) / "summary.json"
+
+
+def _load_summary(cfg: Config) -> dict[str, Any]:
+    p = _summary_path(cfg)
+    return json.loads(p.read_text()) if p.is_file() else {"stages": {}}
+
+
+def _save_summary(cfg: Config, summary: dict[str, Any]) -> None:
+    p = _summary_path(cfg)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_suffix(".tmp")
+    tmp.write_text(json.dumps(summary, indent=1))
+    tmp.replace(p)
+
+
+def check_fresh(cfg: Config, resume: bool) -> None:
+    """Refuse to start over a run that has checkpoints unless resuming."""
+    if resume:
+        return
+    for stage in ("bc", "rl"):
+        if latest_checkpoint(Path(cfg.run_dir) / stage / "checkpoints") is not None:
+            raise RunExistsError(
+                f"{cfg.run_dir} already has {stage} checkpoints: pass --resume to continue it, "
+                "or set run_dir=<new folder> to start another run"
+            )
+
+
+def ensure_demos(cfg: Config, progress: bool = True) -> Path:
+    """The BC data file, made with the experts when it does not exist yet."""
+    from webagent_r1.demos import collect_demos, pick_demo_tasks
+    from webagent_r1.policy.hf import load_tokenizer
+    from webagent_r1.trajectories import write_trajectories
+
+    path = Path(cfg.bc.data)
+    if path.is_file():
+        return path
+    tasks = pick_demo_tasks("train", cfg.bc.demo_tasks, cfg.seed)
+    tokenizer = load_tokenizer(cfg.init_from or cfg.model.name)
+    kept, report = asyncio.run(
+        collect_demos(
+            tasks,
+            tokenizer,
+            cfg,
+            cot=cfg.bc.cot,
+            concurrency=cfg.rollout.max_concurrent_episodes,
+            progress=progress,
+        )
+    )
+    tmp = path.with_suffix(".partial")
+    write_trajectories(kept, tmp)
+    tmp.replace(path)
+    print(
+        f"demonstrations: kept {report.total_kept}, dropped {report.total_dropped}, "
+        f"{report.wall_s:.0f} s → {path}",
+        flush=True,
+    )
+    return path
+
+
+def run_recipe(cfg: Config, resume: bool = False, progress: bool = True) -> dict[str, Any]:
+    """Run the recipe of ``cfg``; returns (and writes) the summary."""
+    from webagent_r1.evaluate import eval_model, eval_subset
+    from webagent_r1.tasks.suite import build_suite, select
+    from webagent_r1.train.bc import train_bc
+    from webagent_r1.train.rl import train_rl
+
+    check_fresh(cfg, resume)
+    summary = _load_summary(cfg) if resume else {"stages": {}}
+    summary["run_dir"] = cfg.run_dir
+    t_all = time.time()
+    init: str | None = cfg.init_from
+
+    if cfg.bc.steps > 0 and "demos" not in summary["stages"]:
+        t0 = time.time()
+        ensure_demos(cfg, progress)
+        summary["stages"]["demos"] = {"wall_s": time.time() - t0, "file": cfg.bc.data}
+        _save_summary(cfg, summary)
+
+    if cfg.rl.eval_base and cfg.bc.steps > 0 and "base" not in summary["stages"]:
+        t0 = time.time()
+        tasks = eval_subset(select(build_suite(), split="test"), cfg.rl.eval_tasks, cfg.seed)
+        report = asyncio.run(eval_model(cfg, tasks, init, progress))
+        summary["stages"]["base"] = {"wall_s": time.time() - t0, **report.metrics()}
+        _save_summary(cfg, summary)
+        print(f"base model: success {report.success_rate:.3f} on {len(tasks)} tasks", flush=True)
+
+    if cfg.bc.steps > 0:
+        t0 = time.time()
+        res = train_bc(cfg, resume=resume, progress=progress)
+        init = str(res.checkpoint / "model")
+        if "bc" not in summary["stages"]:
+            summary["stages"]["bc"] = {
+                "wall_s": time.time() - t0,
+                "checkpoint": str(res.checkpoint),
+                "heldout_loss": res.heldout_loss,
+            }
+            _save_summary(cfg, summary)
+
+    if cfg.rl.steps > 0:
+        t0 = time.time()
+        res_rl = asyncio.run(train_rl(cfg, resume=resume, init=init, progress=progress))
+        hist = res_rl.eval_history
+        summary["stages"]["rl"] = {
+            "wall_s": time.time() - t0 + summary["stages"].get("rl", {}).get("wall_s", 0.0),
+            "checkpoint": str(res_rl.checkpoint),
+            "start": hist[0] if hist else None,
+            "final": hist[-1] if hist else None,
+            "history": hist,
+        }
+    summary["wall_s"] = summary.get("wall_s", 0.0) + time.time() - t_all
+    summary["success"] = _successes(summary)
+    _save_summary(cfg, summary)
+    return summary
+
+
+def _successes(summary: dict[str, Any]) -> dict[str, float | None]:
+    st = summary["stages"]
+    rl = st.get("rl") or {}
+    base = st.get("base", {}).get("eval/success")
+    after_bc = (rl.get("start") or {}).get("eval/success") if "bc" in st else None
+    if "bc" not in st and rl.get("start"):
+        base = rl["start"].get("eval/success")
+    return {
+        "base": base,
+        "bc": after_bc,
+        "rl": (rl.get("final") or {}).get("eval/success"),
+    }

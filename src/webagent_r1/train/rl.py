@@ -1,0 +1,515 @@
+"""M-GRPO training: roll out groups in real browsers, then update on every turn of every episode.
+
+One training step (WebAgent-R1, Sec. 3.2; DESIGN.md, "M-GRPO"):
+
+1. sample B tasks from the training split (a seeded function of the step, so a resumed run
+   draws the same tasks); with several processes, each rolls out its share;
+2. roll out G trajectories per task with the asynchronous rollout (``rollout.collect``),
+   sampling from the current policy (the engine shares the trainer's model object);
+3. build one sample per turn from the stored ids (never re-tokenised); group-normalised
+   advantages; groups whose rewards are all equal carry no gradient and are skipped (counted);
+   env-error episodes are never trained on as failures;
+4. compute π_old once (``rl.old_logprobs``: recomputed by the trainer's own forward, or the
+   sampler's stored log-probs) and the reference log-probs when β > 0;
+5. μ policy iterations over the batch, each one optimizer step of the clipped surrogate with
+   the chosen normalisation (``algos/mgrpo.py``), gradients accumulated over micro-batches;
+6. the engine samples from the updated weights from the next step on.
+
+Unlike the published code, the update attends over the full prompt each turn was sampled
+from (observations included), and μ > 1 is supported so the ratio clip really acts.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from webagent_r1.algos.mgrpo import NORMALIZERS, group_advantages, mgrpo_loss
+from webagent_r1.config import Config, to_dict
+from webagent_r1.policy.base import SamplingParams
+from webagent_r1.rollout import Group, RolloutStats, collect
+from webagent_r1.train.batching import collate, completion_logprobs, micro_batches, unwrap_model
+from webagent_r1.train.checkpoint import (
+    latest_checkpoint,
+    load_trainer_state,
+    rng_state,
+    save_checkpoint,
+    set_rng,
+)
+from webagent_r1.train.logging import MetricLogger
+from webagent_r1.train.setup import (
+    Dist,
+    build_optimizer,
+    load_policy,
+    lr_factor,
+    trainable_parameters,
+)
+from webagent_r1.trajectories import Sample, turn_samples, write_trajectories
+from webagent_r1.types import Task
+
+__all__ = ["RLBatch", "RLResult", "build_rl_batch", "mgrpo_update", "step_tasks", "train_rl"]
+
+
+@dataclass
+class RLBatch:
+    """The turn samples of one step, with what the loss needs per sample."""
+
+    samples: list[Sample] = field(default_factory=list)
+    traj: list[int] = field(default_factory=list)
+    """Trajectory index (within this batch) of each sample."""
+    n_traj: int = 0
+    """Trajectories contributing samples (G summed over used groups)."""
+    groups_used: int = 0
+    groups_equal: int = 0
+    """Groups skipped because every reward was equal (zero advantage)."""
+    groups_small: int = 0
+    """Groups with fewer than 2 usable trajectories (env errors, untrainable text)."""
+
+
+def build_rl_batch(
+    groups: list[Group], advantage_scale: str = "std", drop_equal_groups: bool = True
+) -> RLBatch:
+    """Advantages per group and one sample per turn (``Sample.advantage`` set).
+
+    Trajectories with status ``env_error`` or not trainable (an engine that returned text
+    only) are left out; a group needs two usable members to define an advantage.
+    """
+    batch = RLBatch()
+    for g in groups:
+        usable = [t for t in g.usable if t.info.get("trainable", True) and t.turns]
+        if len(usable) < 2:
+            batch.groups_small += 1
+            continue
+        rewards = torch.tensor([t.reward for t in usable])
+        if drop_equal_groups and bool((rewards == rewards[0]).all()):
+            batch.groups_equal += 1
+            continue
+        adv = group_advantages(rewards, advantage_scale)  # (G,)
+        batch.groups_used += 1
+        for i, traj in enumerate(usable):
+            for s in turn_samples(traj, float(adv[i])):
+                batch.samples.append(s)
+                batch.traj.append(batch.n_traj + i)
+        batch.n_traj += len(usable)
+    return batch
+
+
+def _token_tensors(batch: RLBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
+    """Flat per-token (trajectory, turn, advantage) and each sample's first token index."""
+    traj, turn, adv, starts = [], [], [], []
+    for s, ti in zip(batch.samples, batch.traj, strict=True):
+        n = len(s.input_ids) - s.prompt_len
+        starts.append(len(traj))
+        traj.extend([ti] * n)
+        turn.extend([s.turn_index] * n)
+        adv.extend([s.advantage] * n)
+    return (
+        torch.tensor(traj, dtype=torch.long),
+        torch.tensor(turn, dtype=torch.long),
+        torch.tensor(adv, dtype=torch.float),
+        starts,
+    )
+
+
+@torch.no_grad()
+def _all_logprobs(
+    model: Any, samples: list[Sample], pad_id: int, budget: int, temp: float, bf16: bool
+) -> torch.Tensor:
+    """(N,) log-probs of every completion token of ``samples`` in flat order, no grad."""
+    n = sum(len(s.input_ids) - s.prompt_len for s in samples)
+    out = torch.zeros(n)
+    starts = []
+    k = 0
+    for s in samples:
+        starts.append(k)
+        k += len(s.input_ids) - s.prompt_len
+    st = torch.tensor(starts, dtype=torch.long)
+    for idx in micro_batches([len(s.input_ids) for s in samples], budget):
+        mb = collate(samples, idx, pad_id)
+        lp = completion_logprobs(model, mb, temp, bf16).float().cpu()
+        out[st[mb.sample] + mb.offset] = lp
+    return out
+
+
+def mgrpo_update(
+    model: Any,
+    optimizer: Any,
+    batch: RLBatch,
+    cfg: Config,
+    pad_id: int,
+    dist: Dist | None = None,
+    ref_model: Any = None,
+    lock: Any = None,
+) -> dict[str, float]:
+    """μ policy iterations of M-GRPO on ``batch`` (this process's share).
+
+    Args:
+        model: the policy (trainable).
+        optimizer: its optimizer (learning rate already set for this step).
+        batch: from ``build_rl_batch``.
+        cfg: ``rl`` (μ, ε, β, normalisation, π_old source), ``train`` (budget, clipping),
+            ``rollout`` (temperature, max_new_tokens for Dr.GRPO), ``model`` (autocast).
+        pad_id: padding id.
+        dist: process group (None: one process).
+        ref_model: the frozen reference policy (needed when β > 0).
+        lock: held while the weights change (the engine's lock when it shares the model).
+
+    Returns:
+        ``train/…`` metrics (means over the μ iterations).
+    """
+    dist = dist or Dist()
+    rl, tcfg = cfg.rl, cfg.train
+    temp = cfg.rollout.temperature if cfg.rollout.temperature > 0 else 1.0
+    bf16 = cfg.model.autocast_bf16
+    budget = tcfg.token_budget
+    params = trainable_parameters(model)
+    local_traj, local_tok = float(batch.n_traj), 0.0
+    traj_t, turn_t, adv_t, starts = _token_tensors(batch)
+    local_tok = float(traj_t.numel())
+    g_traj, g_tok = dist.all_reduce_sum([local_traj, local_tok])
+    metrics: dict[str, float] = {}
+    if g_tok == 0:
+        return {"train/skipped": 1.0}
+    weights = NORMALIZERS[rl.normalization](
+        traj_t,
+        turn_t,
+        n_traj=max(int(g_traj), 1),
+        n_tokens=int(g_tok),
+        max_tokens=cfg.rollout.max_new_tokens,
+    )  # (N,)
+    samples = batch.samples
+    # π_old: the trainer's own forward (so ratio = 1 exactly at the first iteration) or the
+    # sampler's log-probs as stored (cheaper; ratios then include sampler numerics).
+    if rl.old_logprobs == "sampler":
+        old = torch.tensor([lp for s in samples for lp in s.old_logprobs], dtype=torch.float)
+    else:
+        old = (
+            _all_logprobs(model, samples, pad_id, budget, temp, bf16) if samples else torch.zeros(0)
+        )
+    ref = None
+    if rl.beta > 0:
+        if ref_model is None:
+            raise ValueError("rl.beta > 0 needs a reference model")
+        ref = _all_logprobs(ref_model, samples, pad_id, budget, temp, bf16) if samples else None
+    st = torch.tensor(starts, dtype=torch.long)
+    sums = {"loss": 0.0, "clip_frac": 0.0, "kl": 0.0, "ratio": 0.0, "grad_norm": 0.0}
+    for _ in range(rl.mu):
+        optimizer.zero_grad(set_to_none=True)
+        loss_sum, clip_n, kl_n, ratio_n = 0.0, 0.0, 0.0, 0.0
+        for idx in micro_batches([len(s.input_ids) for s in samples], budget):
+            mb = collate(samples, idx, pad_id)
+            flat = st[mb.sample] + mb.offset  # (n,) positions in the batch's token order
+            logp = completion_logprobs(model, mb, temp, bf16).cpu()  # (n,)
+            loss, stats = mgrpo_loss(
+                logp,
+                old[flat],
+                adv_t[flat],
+                weights[flat],
+                clip_eps=rl.clip_eps,
+                beta=rl.beta,
+                ref_logp=ref[flat] if ref is not None else None,
+            )
+            loss.backward()
+            n = float(flat.numel())
+            loss_sum += float(loss.detach())
+            clip_n += stats.clip_frac * n
+            kl_n += stats.kl * n
+            ratio_n += stats.ratio_mean * n
+        dist.all_reduce_grads(params)
+        loss_sum, clip_n, kl_n, ratio_n = dist.all_reduce_sum([loss_sum, clip_n, kl_n, ratio_n])
+        grads = [p for p in params if p.grad is not None]
+        if tcfg.max_grad_norm > 0 and grads:
+            gn = float(torch.nn.utils.clip_grad_norm_(grads, tcfg.max_grad_norm))
+        else:
+            gn = float(torch.norm(torch.stack([p.grad.norm() for p in grads]))) if grads else 0.0
+        if lock is not None:
+            with lock:
+                optimizer.step()
+        else:
+            optimizer.step()
+        sums["loss"] += loss_sum
+        sums["clip_frac"] += clip_n / g_tok
+        sums["kl"] += kl_n / g_tok
+        sums["ratio"] += ratio_n / g_tok
+        sums["grad_norm"] += gn
+    for k, v in sums.items():
+        metrics[f"train/{'ratio_mean' if k == 'ratio' else k}"] = v / rl.mu
+    metrics["train/tokens"] = g_tok
+    return metrics
+
+
+def step_tasks(train_tasks: list[Task], step: int, n: int, seed: int) -> list[Task]:
+    """The B tasks of training step ``step`` (a function of the step: resumes draw alike)."""
+    rng = random.Random(seed * 1_000_003 + step)
+    return rng.sample(train_tasks, min(n, len(train_tasks)))
+
+
+@dataclass
+class RLResult:
+    """What an M-GRPO run produced."""
+
+    checkpoint: Path
+    steps: int
+    eval_history: list[dict[str, float]]
+    """``eval/…`` metrics of every evaluation, with ``step``."""
+    wall_s: float
+
+
+async def train_rl(
+    cfg: Config,
+    resume: bool = False,
+    stage_dir: str | Path | None = None,
+    init: str | None = None,
+    progress: bool = True,
+) -> RLResult:
+    """M-GRPO on the embedded training split, evaluating on a fixed test subset.
+
+    Args:
+        cfg: the run's config.
+        resume: continue from the newest complete checkpoint of the stage folder.
+        stage_dir: checkpoints, metrics and rollouts (default ``<run_dir>/rl``).
+        init: model folder to start from (e.g. the BC checkpoint's ``model/``); default
+            ``cfg.init_from`` or ``cfg.model.name``. It is also the KL reference.
+        progress: progress bars.
+
+    Returns:
+        Final checkpoint, evaluation history and wall time.
+    """
+    from webagent_r1.browser import Browser
+    from webagent_r1.envpool import LocalEnvPool
+    from webagent_r1.evaluate import eval_subset, evaluate_policy
+    from webagent_r1.policy.hf import HFEngine
+    from webagent_r1.sites.episodes import EmbeddedSites
+    from webagent_r1.tasks.evaluators import evaluate
+    from webagent_r1.tasks.suite import build_suite, select
+
+    t0 = time.time()
+    dist = Dist.init()
+    rl, tcfg = cfg.rl, cfg.train
+    stage = Path(stage_dir or Path(cfg.run_dir) / "rl")
+    ckpt_root = stage / "checkpoints"
+    start_from = init or cfg.init_from
+    ckpt = latest_checkpoint(ckpt_root) if resume else None
+    torch.manual_seed(cfg.seed)
+    random.seed(cfg.seed)
+    model, tokenizer = load_policy(cfg, str(ckpt / "model") if ckpt else start_from)
+    params = trainable_parameters(model)
+    opt = build_optimizer(params, rl.lr, tcfg)
+    start, history = 0, []
+    if ckpt is not None:
+        state = load_trainer_state(ckpt)
+        opt.load_state_dict(state["optimizer"])
+        set_rng(state["rng"])
+        start, history = int(state["step"]), list(state.get("eval_history", []))
+    ref_model = None
+    if rl.beta > 0:
+        ref_model, _ = load_policy(cfg, start_from)
+        ref_model.eval().requires_grad_(False)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    engine = HFEngine(
+        unwrap_model(model),
+        tokenizer,
+        cfg.model.autocast_bf16,
+        max_batch_size=cfg.rollout.max_batch_size,
+        batch_wait_ms=cfg.rollout.batch_wait_ms,
+    )
+    logger = MetricLogger(
+        stage, dist.main, tcfg.tensorboard, tcfg.wandb_project if dist.main else None, to_dict(cfg)
+    )
+    suite = build_suite()
+    train_tasks = select(suite, split="train")
+    eval_tasks = eval_subset(select(suite, split="test"), rl.eval_tasks, cfg.seed)
+
+    def count_tokens(text: str) -> int:
+        return len(tokenizer(text, add_special_tokens=False).input_ids)
+
+    sites = EmbeddedSites.start()
+    browser = await Browser.launch(cfg.browser)
+    pool = LocalEnvPool(
+        browser,
+        cfg.rollout.max_concurrent_episodes,
+        cfg.env,
+        cfg.observation,
+        sites,
+        evaluate,
+        count_tokens,
+    )
+
+    async def run_eval(step: int) -> None:
+        model.eval()
+        mine = eval_tasks[dist.rank :: dist.world]
+        report = await evaluate_policy(
+            engine,
+            tokenizer,
+            mine,
+            pool,
+            cfg.agent,
+            SamplingParams(temperature=0.0, max_new_tokens=cfg.rollout.max_new_tokens),
+            cfg.rollout.max_env_retries,
+            progress and dist.main,
+        )
+        model.train()
+        m = report.metrics()
+        if dist.world > 1:  # combine the shares: success counts per site
+            m = _merge_eval(report, dist)
+        logger.log(step, m)
+        history.append({"step": step, **m})
+        if dist.main:
+            write_trajectories(report.trajectories, stage / "eval" / f"step-{step:06d}.jsonl")
+
+    try:
+        if start == 0:
+            await run_eval(0)
+        for step in range(start, rl.steps):
+            s0 = time.time()
+            for g in opt.param_groups:
+                g["lr"] = rl.lr * lr_factor(step, rl.warmup_steps, rl.steps, tcfg.schedule)
+            tasks = step_tasks(train_tasks, step, rl.tasks_per_step, cfg.seed)
+            mine = tasks[dist.rank :: dist.world]
+            sp = SamplingParams(
+                temperature=cfg.rollout.temperature,
+                top_p=cfg.rollout.top_p,
+                max_new_tokens=cfg.rollout.max_new_tokens,
+                seed=(cfg.seed * 7919 + step * 104729 + dist.rank) % 2**31,
+            )
+            stats = RolloutStats()
+            model.eval()
+            groups = await collect(
+                mine,
+                cfg.rollout.group_size,
+                engine,
+                pool,
+                tokenizer,
+                cfg.agent,
+                sp,
+                max_concurrent_episodes=cfg.rollout.max_concurrent_episodes,
+                max_env_retries=cfg.rollout.max_env_retries,
+                progress=progress and dist.main,
+                mode=cfg.rollout.mode,
+                stats=stats,
+            )
+            model.train()
+            gen_s = time.time() - s0
+            trajs = [t for g in groups for t in g.trajectories]
+            write_trajectories(trajs, stage / "rollouts" / f"step-{step:06d}-rank{dist.rank}.jsonl")
+            batch = build_rl_batch(groups, rl.advantage_scale, rl.drop_equal_groups)
+            u0 = time.time()
+            metrics = mgrpo_update(model, opt, batch, cfg, pad_id, dist, ref_model, engine.lock)
+            done = step + 1
+            counts = dist.all_reduce_sum(
+                [
+                    stats.episodes - stats.dropped,
+                    stats.successes,
+                    stats.turns,
+                    batch.groups_used,
+                    batch.groups_equal,
+                    batch.groups_small,
+                    stats.env_errors,
+                ]
+            )
+            valid, succ, turns, used, equal, small, errs = counts
+            metrics.update(
+                {
+                    "rollout/success": succ / valid if valid else 0.0,
+                    "rollout/turns": turns / valid if valid else 0.0,
+                    "rollout/env_errors": errs,
+                    "rollout/tokens_per_s": stats.tokens / max(gen_s, 1e-9),
+                    "rollout/wall_s": gen_s,
+                    "train/groups_used": used,
+                    "train/groups_skipped_equal": equal,
+                    "train/groups_skipped_small": small,
+                    "train/lr": opt.param_groups[0]["lr"],
+                    "train/update_s": time.time() - u0,
+                    "train/step_s": time.time() - s0,
+                }
+            )
+            logger.log(done, metrics)
+            if progress and dist.main:
+                print(
+                    f"step {done}/{rl.steps}: rollout success {metrics['rollout/success']:.2f}, "
+                    f"groups used {int(used)}/{int(used + equal + small)}, "
+                    f"loss {metrics.get('train/loss', 0.0):+.4f}, "
+                    f"clip {metrics.get('train/clip_frac', 0.0):.3f}, "
+                    f"{metrics['train/step_s']:.0f} s",
+                    flush=True,
+                )
+            if rl.eval_every and done % rl.eval_every == 0 and done != rl.steps:
+                await run_eval(done)
+            every = tcfg.checkpoint_every
+            if (every and done % every == 0) or done == rl.steps:
+                if done == rl.steps:
+                    await run_eval(done)
+                _save(ckpt_root, done, model, tokenizer, opt, cfg, dist, history)
+    finally:
+        await pool.close()
+        await browser.close()
+        sites.stop()
+        engine.close()
+        logger.close()
+    final = latest_checkpoint(ckpt_root)
+    if final is None:
+        _save(ckpt_root, start, model, tokenizer, opt, cfg, dist, history)
+        final = latest_checkpoint(ckpt_root)
+    assert final is not None
+    if dist.main:
+        (stage / "eval_history.json").write_text(json.dumps(history, indent=1))
+    return RLResult(final, rl.steps, history, time.time() - t0)
+
+
+def _merge_eval(report: Any, dist: Dist) -> dict[str, float]:
+    sites = sorted(report.by("site"))
+    all_sites = dist.broadcast_object(sites)
+    by = report.by("site")
+    vals = []
+    for s in all_sites:
+        ok, n = by.get(s, (0, 0))
+        vals += [ok, n]
+    scored = [tr for tr in report.trajectories if tr.status != "env_error"]
+    tot = dist.all_reduce_sum(
+        [sum(tr.reward for tr in scored), len(scored), sum(len(tr.turns) for tr in scored)] + vals
+    )
+    ok, n, turns = tot[:3]
+    m = {
+        "eval/success": ok / n if n else 0.0,
+        "eval/episodes": n,
+        "eval/turns": turns / n if n else 0.0,
+    }
+    for i, s in enumerate(all_sites):
+        so, sn = tot[3 + 2 * i], tot[4 + 2 * i]
+        m[f"eval/success/{s}"] = so / sn if sn else 0.0
+    return m
+
+
+def _save(
+    root: Path,
+    step: int,
+    model: Any,
+    tok: Any,
+    opt: Any,
+    cfg: Config,
+    dist: Dist,
+    history: list[dict[str, float]],
+) -> None:
+    if dist.main:
+        state = {
+            "step": step,
+            "optimizer": opt.state_dict(),
+            "rng": rng_state(),
+            "eval_history": history,
+        }
+        save_checkpoint(
+            root,
+            step,
+            model,
+            tok,
+            state,
+            keep=cfg.train.keep_checkpoints,
+            merge_lora=cfg.train.merge_lora_on_save,
+        )
+    dist.barrier()

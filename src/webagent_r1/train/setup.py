@@ -1,0 +1,181 @@
+"""What both trainers set up: the distributed context, the policy model, optimizer, schedule.
+
+The trainers run as one process or under ``accelerate launch`` with several: ``Dist`` wraps
+the process group (gloo on CPU, nccl on GPU). Gradients are all-reduced once per optimizer
+step (summed: every loss is a weighted sum whose weights are normalised over all processes'
+tokens), which works the same for full fine-tuning and LoRA and never needs DDP's forward
+wrapper, so the sampler can share the very model object the optimizer updates.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from webagent_r1.config import Config, ModelConfig, TrainConfig
+from webagent_r1.policy.hf import load_tokenizer, pick_device
+
+__all__ = ["Dist", "build_optimizer", "load_policy", "lr_factor", "trainable_parameters"]
+
+
+@dataclass
+class Dist:
+    """This process's place among the training processes."""
+
+    rank: int = 0
+    world: int = 1
+
+    @property
+    def main(self) -> bool:
+        """The process that logs, evaluates and writes checkpoints."""
+        return self.rank == 0
+
+    @classmethod
+    def init(cls) -> Dist:
+        """Join the process group that ``accelerate launch`` / ``torchrun`` describe, if any."""
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        if world <= 1:
+            return cls()
+        import torch.distributed as dist
+
+        if not dist.is_initialized():
+            backend = "nccl" if torch.cuda.is_available() else "gloo"
+            dist.init_process_group(backend=backend)
+        return cls(rank=dist.get_rank(), world=dist.get_world_size())
+
+    def all_reduce_sum(self, values: list[float]) -> list[float]:
+        """Element-wise sum of ``values`` over all processes."""
+        if self.world == 1:
+            return list(values)
+        import torch.distributed as dist
+
+        t = torch.tensor(values, dtype=torch.float64)
+        dist.all_reduce(t)
+        return t.tolist()
+
+    def all_reduce_grads(self, params: list[torch.nn.Parameter]) -> None:
+        """Sum gradients over processes (one flat buffer: one collective per step)."""
+        if self.world == 1:
+            return
+        import torch.distributed as dist
+
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        dist.all_reduce(flat)
+        i = 0
+        for p, g in zip(params, grads, strict=True):
+            n = g.numel()
+            p.grad = flat[i : i + n].view_as(p).clone()
+            i += n
+
+    def barrier(self) -> None:
+        if self.world > 1:
+            import torch.distributed as dist
+
+            dist.barrier()
+
+    def broadcast_object(self, obj: Any) -> Any:
+        """``obj`` of the main process, on every process."""
+        if self.world == 1:
+            return obj
+        import torch.distributed as dist
+
+        box = [obj]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+
+def load_policy(cfg: Config, path: str | None = None) -> tuple[Any, Any]:
+    """The trainable policy and its tokenizer.
+
+    Args:
+        cfg: ``model`` (name, dtype, device) and ``train`` (LoRA, gradient checkpointing).
+        path: a model folder (e.g. a checkpoint's ``model/``) to load instead of
+            ``cfg.init_from`` / ``cfg.model.name``. A LoRA checkpoint folder (with
+            ``adapter_config.json``) is loaded onto its base model.
+
+    Returns:
+        (model in train mode with fp32 master weights unless ``model.dtype`` says otherwise,
+        tokenizer).
+    """
+    from transformers import AutoModelForCausalLM
+
+    from webagent_r1.policy.models import resolve_model
+
+    source = path or cfg.init_from or cfg.model.name
+    src = resolve_model(source) if not os.path.isdir(source) else source
+    mcfg: ModelConfig = cfg.model
+    dtype = getattr(torch, mcfg.dtype)
+    device = pick_device(mcfg.device)
+    adapter = os.path.isfile(os.path.join(src, "adapter_config.json"))
+    if adapter:
+        import json
+
+        with open(os.path.join(src, "adapter_config.json")) as f:
+            base_name = json.load(f)["base_model_name_or_path"]
+        model = AutoModelForCausalLM.from_pretrained(resolve_model(base_name), dtype=dtype)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(src, dtype=dtype)
+    tok_src = src if os.path.isfile(os.path.join(src, "tokenizer_config.json")) else source
+    tokenizer = load_tokenizer(tok_src if not adapter else src)
+    model.to(device)
+    tcfg: TrainConfig = cfg.train
+    if tcfg.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+        model.config.use_cache = False
+    if adapter:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, src, is_trainable=True)
+    elif tcfg.lora_r > 0:
+        model = _with_lora(model, tcfg)
+    model.train()
+    return model, tokenizer
+
+
+def _with_lora(model: Any, tcfg: TrainConfig) -> Any:
+    try:
+        from peft import LoraConfig, get_peft_model
+    except ImportError:  # pragma: no cover - peft is a core dependency
+        raise RuntimeError("train.lora_r > 0 needs the peft package: pip install peft") from None
+    lcfg = LoraConfig(
+        r=tcfg.lora_r,
+        lora_alpha=tcfg.lora_alpha,
+        lora_dropout=tcfg.lora_dropout,
+        target_modules=list(tcfg.lora_target_modules),
+        task_type="CAUSAL_LM",
+    )
+    return get_peft_model(model, lcfg)
+
+
+def trainable_parameters(model: Any) -> list[torch.nn.Parameter]:
+    """Parameters the optimizer updates (all, or the LoRA adapters only)."""
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+def build_optimizer(params: list[torch.nn.Parameter], lr: float, tcfg: TrainConfig) -> Any:
+    """AdamW over ``params`` (``foreach`` off: deterministic and lean on CPU)."""
+    b1, b2 = tcfg.adam_betas
+    return torch.optim.AdamW(
+        params, lr=lr, betas=(b1, b2), weight_decay=tcfg.weight_decay, foreach=False
+    )
+
+
+def lr_factor(step: int, warmup: int, total: int, schedule: str) -> float:
+    """Multiplier of the peak learning rate at optimizer step ``step`` (0-based).
+
+    1) linear warm-up over ``warmup`` steps; 2) then constant, linear decay to 0.1, or cosine
+    decay to 0.1 over the remaining steps.
+    """
+    if warmup > 0 and step < warmup:
+        return (step + 1) / warmup
+    if schedule == "constant" or total <= warmup:
+        return 1.0
+    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    if schedule == "linear":
+        return 1.0 - 0.9 * progress
+    return 0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * progress))

@@ -1,0 +1,177 @@
+"""Trainer building blocks on a tiny random Llama: batching, log-probs, BC and M-GRPO steps."""
+
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.train.tiny import make_tiny_model, make_trajectories, make_turn
+from webagent_r1.algos.sft import token_weights
+from webagent_r1.config import load_config
+from webagent_r1.rollout import Group
+from webagent_r1.train.batching import collate, completion_logprobs, micro_batches
+from webagent_r1.train.bc import batch_indices, split_demos
+from webagent_r1.train.rl import build_rl_batch, mgrpo_update
+from webagent_r1.train.setup import build_optimizer, load_policy, lr_factor
+from webagent_r1.trajectories import turn_samples
+from webagent_r1.types import Task, Trajectory
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+
+
+def _cfg(tiny_dir: Path, *extra: str):
+    return load_config(None, [f"model.name={tiny_dir}", "model.device=cpu", *extra])
+
+
+def test_micro_batches_cover_every_sample_within_budget() -> None:
+    lengths = [50, 10, 30, 30, 200, 5, 40]
+    mbs = micro_batches(lengths, token_budget=100)
+    assert sorted(i for mb in mbs for i in mb) == list(range(len(lengths)))
+    for mb in mbs:
+        longest = max(lengths[i] for i in mb)
+        assert len(mb) == 1 or len(mb) * longest <= 100
+    assert [4] in mbs  # longer than the budget: alone
+
+
+def test_lm_head_on_completion_positions_matches_full_logits(tiny_dir: Path) -> None:
+    model, _ = load_policy(_cfg(tiny_dir))
+    trajs = make_trajectories(3, seed=1)
+    samples = [s for t in trajs for s in turn_samples(t)]
+    mb = collate(samples, list(range(len(samples))), pad_id=1)
+    with torch.no_grad():
+        ours = completion_logprobs(model, mb, temperature=0.7, autocast_bf16=False)
+        for k in range(len(samples)):
+            s = samples[k]
+            logits = model(torch.tensor([s.input_ids])).logits[0].float() / 0.7  # (T, V)
+            full = torch.log_softmax(logits, -1)
+            want = [
+                full[p - 1, s.input_ids[p]].item() for p in range(s.prompt_len, len(s.input_ids))
+            ]
+            got = ours[mb.sample == k]
+            assert torch.allclose(got, torch.tensor(want), atol=1e-5)
+
+
+def test_lr_schedule() -> None:
+    assert lr_factor(0, 4, 20, "constant") == pytest.approx(0.25)
+    assert lr_factor(3, 4, 20, "constant") == pytest.approx(1.0)
+    assert lr_factor(19, 4, 20, "constant") == pytest.approx(1.0)
+    assert lr_factor(4, 4, 20, "linear") == pytest.approx(1.0)
+    assert lr_factor(20, 4, 20, "linear") == pytest.approx(0.1)
+    assert lr_factor(12, 4, 20, "cosine") == pytest.approx(
+        0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi / 2))
+    )
+
+
+def test_bc_token_weights_by_hand() -> None:
+    sample = torch.tensor([0, 0, 0, 1])
+    assert token_weights(sample, "token").tolist() == pytest.approx([0.25] * 4)
+    # two samples: 3 tokens and 1 token → 1/(2·3) each, then 1/(2·1)
+    assert token_weights(sample, "sample").tolist() == pytest.approx([1 / 6, 1 / 6, 1 / 6, 0.5])
+
+
+def test_bc_data_order_is_a_function_of_the_step() -> None:
+    a = [batch_indices(s, 4, 10, seed=3) for s in range(6)]
+    b = [batch_indices(s, 4, 10, seed=3) for s in range(6)]
+    assert a == b
+    flat = [i for step in a[:5] for i in step]  # 20 draws = 2 epochs of 10
+    assert sorted(flat[:10]) == list(range(10)) and sorted(flat[10:20]) == list(range(10))
+    train, held = split_demos(make_trajectories(20), 0.1, seed=0)
+    assert len(held) == 2 and len(train) == 18
+    assert not {t.task_id for t in train} & {t.task_id for t in held}
+
+
+def _group(rewards: list[float], seed: int = 0, status: str = "done") -> Group:
+    import random
+
+    rng = random.Random(seed)
+    trajs = []
+    for i, r in enumerate(rewards):
+        turns = [make_turn(rng, 8, 4) for _ in range(1 + i % 2)]
+        trajs.append(Trajectory(task_id="t", group_id=0, turns=turns, reward=r, status=status))
+    return Group(Task(task_id="t", sites=[], intent="x", start_url=""), trajs)
+
+
+def test_build_rl_batch_skips_equal_groups_and_env_errors() -> None:
+    mixed = _group([1.0, 0.0, 0.0, 1.0])
+    equal = _group([0.0, 0.0, 0.0])
+    crashed = _group([1.0, 0.0])
+    for t in crashed.trajectories:
+        t.status = "env_error"
+    batch = build_rl_batch([mixed, equal, crashed])
+    assert (batch.groups_used, batch.groups_equal, batch.groups_small) == (1, 1, 1)
+    assert batch.n_traj == 4
+    assert len(batch.samples) == sum(len(t.turns) for t in mixed.trajectories)
+    adv = {s.advantage for s in batch.samples}
+    assert len(adv) == 2 and min(adv) < 0 < max(adv)
+    kept_all = build_rl_batch([equal], drop_equal_groups=False)
+    assert kept_all.groups_used == 1 and all(s.advantage == 0 for s in kept_all.samples)
+
+
+def _seq_logp(model, traj: Trajectory) -> float:
+    samples = turn_samples(traj)
+    mb = collate(samples, list(range(len(samples))), pad_id=1)
+    with torch.no_grad():
+        return float(completion_logprobs(model, mb, autocast_bf16=False).sum())
+
+
+@pytest.mark.parametrize("normalization", ["mgrpo", "token_mean", "dr_grpo"])
+def test_one_mgrpo_step_moves_rewarded_up_and_unrewarded_down(
+    tiny_dir: Path, normalization: str
+) -> None:
+    cfg = _cfg(
+        tiny_dir, f"rl.normalization={normalization}", "model.autocast_bf16=false", "rl.lr=0.05"
+    )
+    torch.manual_seed(0)
+    model, _ = load_policy(cfg)
+    opt = build_optimizer(list(model.parameters()), cfg.rl.lr, cfg.train)
+    group = _group([1.0, 0.0], seed=4)
+    good, bad = group.trajectories
+    before = (_seq_logp(model, good), _seq_logp(model, bad))
+    metrics = mgrpo_update(model, opt, build_rl_batch([group]), cfg, pad_id=1)
+    after = (_seq_logp(model, good), _seq_logp(model, bad))
+    assert after[0] > before[0], "the rewarded trajectory's actions must become likelier"
+    assert after[1] < before[1], "the unrewarded trajectory's actions must become less likely"
+    assert metrics["train/ratio_mean"] == pytest.approx(1.0, abs=1e-4)  # π_old recomputed
+    assert metrics["train/clip_frac"] == 0.0  # first iteration: nothing to clip
+
+
+def test_mu_above_one_makes_the_clip_act(tiny_dir: Path) -> None:
+    cfg = _cfg(tiny_dir, "rl.mu=4", "rl.lr=0.05", "model.autocast_bf16=false", "rl.clip_eps=0.05")
+    torch.manual_seed(0)
+    model, _ = load_policy(cfg)
+    opt = build_optimizer(list(model.parameters()), cfg.rl.lr, cfg.train)
+    metrics = mgrpo_update(model, opt, build_rl_batch([_group([1.0, 0.0], seed=5)]), cfg, 1)
+    assert metrics["train/clip_frac"] > 0, "with 4 iterations the ratio leaves [1-ε, 1+ε]"
+    assert metrics["train/ratio_mean"] != pytest.approx(1.0, abs=1e-6)
+
+
+def test_kl_needs_a_reference_and_is_zero_against_itself(tiny_dir: Path) -> None:
+    cfg = _cfg(tiny_dir, "rl.beta=0.1", "model.autocast_bf16=false", "rl.lr=1e-9")
+    model, _ = load_policy(cfg)
+    opt = build_optimizer(list(model.parameters()), cfg.rl.lr, cfg.train)
+    batch = build_rl_batch([_group([1.0, 0.0])])
+    with pytest.raises(ValueError, match="reference"):
+        mgrpo_update(model, opt, batch, cfg, 1)
+    ref = copy.deepcopy(model).eval()
+    metrics = mgrpo_update(model, opt, batch, cfg, 1, ref_model=ref)
+    assert metrics["train/kl"] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_lora_trains_only_adapters(tiny_dir: Path) -> None:
+    cfg = _cfg(tiny_dir, "train.lora_r=4", "model.autocast_bf16=false", "rl.lr=0.05")
+    model, _ = load_policy(cfg)
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert trainable and all("lora" in n for n in trainable)
+    frozen = {n: p.detach().clone() for n, p in model.named_parameters() if not p.requires_grad}
+    opt = build_optimizer([p for p in model.parameters() if p.requires_grad], 0.05, cfg.train)
+    mgrpo_update(model, opt, build_rl_batch([_group([1.0, 0.0])]), cfg, 1)
+    for n, p in model.named_parameters():
+        if n in frozen:
+            assert torch.equal(p, frozen[n])
