@@ -129,6 +129,13 @@ def _tokens(text: str) -> tuple[str, ...]:
     return tuple(_stem(t) for t in re.findall(r"[a-z0-9]+", text.lower()))
 
 
+@functools.lru_cache(maxsize=16384)
+def _post_tokens(title: str, body: str) -> tuple[frozenset[str], str, frozenset[str]]:
+    """A post's title words, its title as one string of words, and all its words."""
+    t = _tokens(title)
+    return frozenset(t), " ".join(t), frozenset(t) | frozenset(_tokens(body))
+
+
 def search_ids(db: sqlite3.Connection, query: str) -> list[int]:
     """Ids of posts whose title or body holds every word of ``query``, best match first.
 
@@ -141,11 +148,10 @@ def search_ids(db: sqlite3.Connection, query: str) -> list[int]:
     phrase = " ".join(words)
     scored: list[tuple[int, str, int]] = []
     for row in db.execute("SELECT id, title, body, created_at FROM submissions"):
-        title = _tokens(row["title"])
-        tokens = set(title) | set(_tokens(row["body"]))
+        title, joined, tokens = _post_tokens(row["title"], row["body"])
         if all(w in tokens for w in words):
             in_title = sum(1 for w in words if w in title)
-            score = in_title + (len(words) if phrase in " ".join(title) else 0)
+            score = in_title + (len(words) if phrase in joined else 0)
             scored.append((-score, row["created_at"], row["id"]))
     # Best score first; within a score, newest first (two stable sorts).
     scored.sort(key=lambda x: (x[1], x[2]), reverse=True)
