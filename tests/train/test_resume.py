@@ -66,8 +66,21 @@ def test_sigkill_then_resume_matches_uninterrupted_run(setup: tuple[Path, Path, 
     subprocess.run(_cmd(model, data, straight), check=True, env=_env(), capture_output=True)
 
     killed = root / "killed"
+    # The same run, paced by a test-only callback (0.3 s after each step) so the kill lands
+    # between checkpoint 4 and the end whatever the machine's speed.
+    overrides = _cmd(model, data, killed)[4:]
+    driver = (
+        "import sys, time\n"
+        "from webagent_r1.config import load_config\n"
+        "from webagent_r1.train.bc import train_bc\n"
+        "cfg = load_config(None, sys.argv[1:])\n"
+        "train_bc(cfg, progress=False, on_step=lambda step, m: time.sleep(0.3))\n"
+    )
     proc = subprocess.Popen(
-        _cmd(model, data, killed), env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        [sys.executable, "-c", driver, *overrides],
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     marker = killed / "bc" / "checkpoints" / "step-000004" / "meta.json"
     deadline = time.time() + 300
