@@ -5,6 +5,7 @@ Fast HTTP tests against the running site, plus a few in real Chromium (marked ``
 
 from __future__ import annotations
 
+import asyncio
 import re
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -13,10 +14,15 @@ from pathlib import Path
 import httpx
 import pytest
 
+from webagent_r1.config import EnvConfig
+from webagent_r1.env import WebEnv
 from webagent_r1.sites import INSTANCE_COOKIE, SITES, RunningSites, start_sites
+from webagent_r1.sites.episodes import EmbeddedSites
 from webagent_r1.sites.reddit.db import DEFAULT_USER, USER_PASSWORD, hot_rank
 from webagent_r1.sites.reddit.views import comment_tree, search_ids
 from webagent_r1.sites.seed_utils import check_password, data_checksum
+from webagent_r1.tasks.experts import find
+from webagent_r1.types import Task
 
 Client = Callable[..., httpx.Client]
 
@@ -264,3 +270,84 @@ def test_pages_are_compact(forum: RunningSites, client: Client) -> None:
             sizes[name] = len(_text(r.text))
     print("\nvisible text chars:", sizes)
     assert all(300 < n < 4500 for n in sizes.values()), sizes
+
+
+# -- in real Chromium -------------------------------------------------------------------------
+
+
+def _act(kind: str, el: str | None = None, arg: str | None = None) -> str:
+    parts = [f'action="{kind}"']
+    if arg is not None:
+        parts.append(f'argument="{arg}"')
+    if el is not None:
+        parts.append(f'element="{el}"')
+    return f"<answer>do({', '.join(parts)})</answer>"
+
+
+def _task(url: str, user: str | None = DEFAULT_USER) -> Task:
+    return Task(task_id="t", intent="test", start_url=url, sites=["reddit"], user=user)
+
+
+@pytest.fixture
+async def envs(browser, forum: RunningSites):  # noqa: ANN001, ANN201
+    backend = EmbeddedSites(forum)  # the forum alone: quicker to start than every site
+    made = [WebEnv(browser, EnvConfig(max_turns=30), backend=backend) for _ in range(2)]
+    yield made
+    for e in made:
+        await e.close()
+
+
+def _post_points(text: str) -> int:
+    m = re.search(r'button "(?:Retract )?[Uu]pvote"\n(-?\d+) points?', text)
+    assert m, text[:800]
+    return int(m.group(1))
+
+
+@pytest.mark.browser
+async def test_parallel_episodes_do_not_see_each_others_votes(envs) -> None:  # noqa: ANN001
+    a, b = envs
+    url = "__REDDIT__/f/books/55"
+    obs_a, obs_b = await asyncio.gather(a.reset(_task(url)), b.reset(_task(url)))
+    assert a.instance_id != b.instance_id
+    start = _post_points(obs_a.text)
+    assert _post_points(obs_b.text) == start
+    up = find(obs_a, "button", "Upvote", exact=True)
+    r_a, r_b = await asyncio.gather(
+        a.step(_act("Click", up.id)), b.step(_act("Click", find(obs_b, "link", "f/books").id))
+    )
+    assert r_a.observation.error is None and r_b.observation.error is None
+    assert "upvote was recorded" in r_a.observation.text
+    assert _post_points(r_a.observation.text) == start + 1
+    r_b = await b.step("<answer>go_backward()</answer>")
+    assert _post_points(r_b.observation.text) == start
+
+
+@pytest.mark.browser
+async def test_login_form_accepts_right_and_refuses_wrong_password(envs) -> None:  # noqa: ANN001
+    env = envs[0]
+    obs = await env.reset(_task("__REDDIT__/login", user=None))
+    await env.step(_act("Type", find(obs, "textbox", "Username").id, DEFAULT_USER))
+    await env.step(_act("Type", find(obs, "textbox", "Password").id, "wrong-password"))
+    r = await env.step(_act("Click", find(obs, "button", "Log in").id))
+    assert "sign-in was incorrect" in r.observation.text
+    obs = r.observation
+    await env.step(_act("Type", find(obs, "textbox", "Username").id, DEFAULT_USER))
+    await env.step(_act("Type", find(obs, "textbox", "Password").id, USER_PASSWORD))
+    r = await env.step(_act("Click", find(obs, "button", "Log in").id))
+    assert f'link "{DEFAULT_USER}"' in r.observation.text and "Log out" in r.observation.text
+
+
+@pytest.mark.browser
+async def test_posted_text_is_shown_not_run(envs) -> None:  # noqa: ANN001
+    env = envs[0]
+    obs = await env.reset(_task("__REDDIT__/submit/music"))
+    evil = "<script>window.__pwned=1</script><b>bold</b>"
+    await env.step(_act("Type", find(obs, "textbox", "Title", exact=True).id, evil))
+    await env.step(_act("Type", find(obs, "textbox", "Body", exact=True).id, evil))
+    r = await env.step(_act("Click", find(obs, "button", "Create submission").id))
+    assert r.observation.error is None, r.observation.error
+    page = env.session.page
+    assert "post was submitted" in await page.evaluate("() => document.body.innerText")
+    assert await page.evaluate("() => document.querySelector('h1').innerText") == evil
+    assert await page.evaluate("() => window.__pwned === undefined")
+    assert await page.evaluate("() => document.querySelectorAll('main b').length") == 0
