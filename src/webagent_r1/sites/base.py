@@ -19,6 +19,7 @@ through :class:`webagent_r1.sites.server.RunningSites`.
 from __future__ import annotations
 
 import hmac
+import html as _html
 import json
 import os
 import random
@@ -52,6 +53,11 @@ CONTROL_HEADER = "X-WebAgent-Control"
 """Header carrying the control token on ``/__webagent/`` endpoints."""
 DEFAULT_INSTANCE = "default"
 """Instance used by requests without a (known) instance cookie."""
+SITES_COOKIE = "wa_sites"
+"""Cookie naming a cross-site task's sites (``map,shopping``): every page of those sites
+then start with links to the others, since the agent moves between sites only by links."""
+SITE_LINKS_KEY = "site_links"
+"""Key in ``SiteApp.cache`` of the running sites' ``{name: (title, base URL)}``."""
 COMMON_TEMPLATES = Path(__file__).parent / "templates"
 
 _INSTANCE_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -566,7 +572,24 @@ class Ctx:
             ctx.update(self.site.context(self))
         ctx.update(context)
         html = self.app.templates.get_template(template).render(ctx)
+        links = self.site_links()
+        if links:  # first on the page, so a long (truncated) page still shows them
+            html = html.replace("<body>", "<body>\n" + links, 1)
         return HTMLResponse(html, status_code=status)
+
+    def site_links(self) -> str:
+        """Links to the other sites of a cross-site task (named by :data:`SITES_COOKIE`), as
+        HTML; empty for single-site tasks and for browsing without the cookie."""
+        wanted = self.request.cookies.get(SITES_COOKIE, "").split(",")
+        running: dict[str, tuple[str, str]] = self.app.cache.get(SITE_LINKS_KEY) or {}
+        others = [n for n in dict.fromkeys(wanted) if n in running and n != self.site.name]
+        if not others or self.site.name not in wanted:
+            return ""
+        items = " · ".join(
+            f'<a href="{_html.escape(running[n][1])}/">{_html.escape(running[n][0])}</a>'
+            for n in others
+        )
+        return f'<nav aria-label="Other sites" class="wa-sites"><p>Other sites: {items}</p></nav>'
 
     def redirect(self, url: str, message: str | None = None, kind: str = "success") -> Response:
         """A 303 redirect, optionally carrying a message shown on the next page."""

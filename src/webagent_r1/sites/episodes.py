@@ -3,7 +3,9 @@
 ``EmbeddedSites`` implements ``env.SiteBackend``: ``begin`` creates a fresh instance (a copy
 of the pristine database), sets the instance cookie on the episode's browser context and, for
 tasks that name a user, the site's login-session cookie, so the episode starts logged in
-without typing a password; ``end`` deletes the instance.
+without typing a password; ``end`` deletes the instance. A cross-site task may name one
+account per site (``task.extra["logins"]``), and its pages link to its other sites (the
+agent's only way there).
 """
 
 from __future__ import annotations
@@ -14,6 +16,18 @@ from urllib.parse import urlsplit
 
 from webagent_r1.sites.server import RunningSites, start_sites
 from webagent_r1.types import Task
+
+
+def logins(task: Task) -> dict[str, str]:
+    """Site -> account the episode starts logged in as.
+
+    ``task.extra["logins"]`` (cross-site tasks, whose sites have different accounts) names
+    one account per site; otherwise ``task.user`` is logged in on every site of the task.
+    """
+    per_site = task.extra.get("logins")
+    if per_site:
+        return {str(k): str(v) for k, v in per_site.items()}
+    return {site: task.user for site in task.sites} if task.user else {}
 
 
 class EmbeddedSites:
@@ -63,9 +77,10 @@ class EmbeddedSites:
     async def begin(self, task: Task, session) -> str | None:
         instance_id = await asyncio.to_thread(self.running.create_instance)
         cookies = self.running.instance_cookies(instance_id)
-        if task.user:
-            for site in task.sites:
-                cookies.append(self.running.login_cookie(site, instance_id, task.user))
+        for site, user in logins(task).items():
+            cookies.append(self.running.login_cookie(site, instance_id, user))
+        if len(task.sites) > 1:  # cross-site: every page links to the task's other sites
+            cookies += self.running.sites_cookies(task.sites)
         await session.context.add_cookies(cookies)
         return instance_id
 

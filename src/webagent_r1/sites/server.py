@@ -36,6 +36,8 @@ import uvicorn
 from webagent_r1.sites.base import (
     CONTROL_HEADER,
     INSTANCE_COOKIE,
+    SITE_LINKS_KEY,
+    SITES_COOKIE,
     InstanceStore,
     Site,
     build_app,
@@ -164,6 +166,16 @@ class RunningSites:
             seen.setdefault(host, {"name": INSTANCE_COOKIE, "value": instance_id, "url": url})
         return list(seen.values())
 
+    def sites_cookies(self, site_names: list[str]) -> list[dict[str, Any]]:
+        """Playwright cookies that make every page show links to these sites (a cross-site
+        task's other sites; see :data:`webagent_r1.sites.base.SITES_COOKIE`)."""
+        seen: dict[str, dict[str, Any]] = {}
+        for url in self.urls.values():
+            host = urllib.parse.urlsplit(url).hostname or ""
+            value = ",".join(site_names)
+            seen.setdefault(host, {"name": SITES_COOKIE, "value": value, "url": url})
+        return list(seen.values())
+
     def login_cookie(self, site: str, instance_id: str, username: str) -> dict[str, Any]:
         """Log ``username`` in on ``site`` in ``instance_id``; return the Playwright cookie.
 
@@ -258,8 +270,10 @@ def start_sites(
 
     # 3) one uvicorn server per site on one event loop in a daemon thread
     servers: dict[str, uvicorn.Server] = {}
+    links = {n: (s.title, urls[n]) for n, s in sites.items()}  # for cross-site tasks' links
     for name, site in sites.items():
         app = build_app(site, stores[site.backend.name], token)
+        app.state.site_app.cache[SITE_LINKS_KEY] = links
         config = uvicorn.Config(
             app, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=30
         )

@@ -23,7 +23,9 @@ from webagent_r1.tasks.experts import ExpertFactory
 from webagent_r1.types import Task
 
 Kind = Literal["info", "nav", "change"]
-Sampler = Callable[[sqlite3.Connection, random.Random], dict[str, Any] | None]
+Sampler = Callable[[Any, random.Random], dict[str, Any] | None]
+"""``sample(conn, rng)``: ``conn`` is the pristine database of ``backend_site`` (default: the
+first site), or for templates with ``backend_sites`` a dict site name -> connection."""
 EvalBuilder = Callable[[dict[str, Any]], dict[str, Any]]
 
 
@@ -42,7 +44,9 @@ class Template:
             are hidden from the intent and the expert: answers, ids for checks); None = retry.
         evaluation: builds the WebArena ``eval`` spec from the full parameters.
         expert: the scripted solver; it receives the public parameters only.
-        user: account to log in as (None: anonymous).
+        user: account to log in as on every site of the task (None: anonymous).
+        logins: site -> account, for cross-site tasks whose sites have different accounts
+            (replaces ``user``; sites left out stay anonymous).
         heldout: only in the test split.
         difficulty: rough expert step count, for reports ("1-2", "3-5", "6-9", "10+").
     """
@@ -61,6 +65,10 @@ class Template:
     difficulty: str = "3-5"
     backend_site: str | None = None
     """Site whose database ``sample`` reads (default: ``sites[0]``)."""
+    backend_sites: list[str] | None = None
+    """Cross-site templates: the sites whose databases ``sample`` reads; it then gets a dict
+    site name -> connection instead of one connection."""
+    logins: dict[str, str] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -88,9 +96,7 @@ def _stable_seed(*parts: Any) -> int:
     return int(hashlib.sha256(repr(parts).encode()).hexdigest()[:12], 16)
 
 
-def instantiate(
-    t: Template, conn: sqlite3.Connection, spec: SuiteSpec
-) -> list[tuple[str, dict[str, Any]]]:
+def instantiate(t: Template, conn: Any, spec: SuiteSpec) -> list[tuple[str, dict[str, Any]]]:
     """Draw distinct instances of ``t`` and assign them to splits: ``[(split, params)]``."""
     want = spec.n_heldout if t.heldout else spec.n_train + spec.n_test
     rng = random.Random(_stable_seed(spec.seed, t.name))
@@ -119,13 +125,18 @@ def make_task(t: Template, k: int, split: str, params: dict[str, Any]) -> Task:
         intent_template_id=t.id,
         instantiation_dict=pub,
         start_url=t.start_url,
-        require_login=t.user is not None,
+        require_login=t.user is not None or bool(t.logins),
         require_reset=t.kind == "change",
         eval=t.evaluation(params),
         user=t.user,
         split=split,
         heldout_template=t.heldout,
-        extra={"kind": t.kind, "template": t.name, "difficulty": t.difficulty},
+        extra={
+            "kind": t.kind,
+            "template": t.name,
+            "difficulty": t.difficulty,
+            **({"logins": dict(t.logins)} if t.logins else {}),
+        },
     )
 
 
@@ -183,12 +194,14 @@ def build_suite(spec: SuiteSpec | None = None, sites: list[str] | None = None) -
         for t in all_templates():
             if sites is not None and not set(t.sites) <= set(sites):
                 continue
-            site = t.backend_site or t.sites[0]
-            if site not in conns:
-                path = SITES[site].backend.ensure_pristine()
-                conns[site] = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-                conns[site].row_factory = sqlite3.Row
-            for k, (split, params) in enumerate(instantiate(t, conns[site], spec)):
+            needed = t.backend_sites or [t.backend_site or t.sites[0]]
+            for site in needed:
+                if site not in conns:
+                    path = SITES[site].backend.ensure_pristine()
+                    conns[site] = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+                    conns[site].row_factory = sqlite3.Row
+            conn = {s: conns[s] for s in needed} if t.backend_sites else conns[needed[0]]
+            for k, (split, params) in enumerate(instantiate(t, conn, spec)):
                 tasks.append(make_task(t, k, split, params))
     finally:
         for c in conns.values():
