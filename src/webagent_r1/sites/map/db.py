@@ -207,7 +207,7 @@ def _place_name(rng: random.Random, slug: str, neighbourhood: str) -> str:
     if slug == "pharmacy":
         return rng.choice((f"{surname} Pharmacy", f"{surname} Drugs", f"{fancy} Pharmacy"))
     if slug == "supermarket":
-        return rng.choice((f"{surname}'s Market", f"{fancy} Grocer", f"{surname} Foods"))
+        return rng.choice((f"{surname} Market", f"{fancy} Grocer", f"{surname} Foods"))
     if slug == "bank":
         return f"{surname} {rng.choice(BANK_WORDS)}"
     if slug == "museum":
