@@ -1,0 +1,138 @@
+"""The map task templates: well-formed, fully instantiable, solvable in real Chromium, and not
+trivially solvable (a wrong exit scores 0 on every template)."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Iterator
+
+import pytest
+
+from webagent_r1.sites import SITES
+from webagent_r1.sites.episodes import EmbeddedSites
+from webagent_r1.tasks.evaluators import url_matches
+from webagent_r1.tasks.suite import SuiteSpec, build_suite, instantiate, public_params, select
+from webagent_r1.tasks.templates.map import TEMPLATES, display_meters, display_minutes
+from webagent_r1.types import Task
+
+
+@pytest.fixture(scope="module")
+def pristine() -> Iterator[sqlite3.Connection]:
+    path = SITES["map"].backend.ensure_pristine()
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    conn.row_factory = sqlite3.Row
+    yield conn
+    conn.close()
+
+
+IN_BROWSER = (
+    "map.street_address",  # string_match, the search box
+    "map.place_page",  # url_match + program_html
+    "map.category_in_neighbourhood",  # url_match, category and neighbourhood links
+    "map.closest_of_category",  # the "What's nearby" form
+    "map.walking_time",  # the directions form with a travel mode
+    "map.open_at_time",  # held out
+)
+"""Templates run in Chromium by the tests (every eval type and page kind); ``webagent-r1
+tasks check --site map`` runs the experts of all of them."""
+
+
+def _first_test_task_per_template() -> list[Task]:
+    seen: dict[str, Task] = {}
+    for t in select(build_suite(sites=["map"]), split="test"):
+        if t.extra["template"] in IN_BROWSER:
+            seen.setdefault(t.extra["template"], t)
+    return list(seen.values())
+
+
+def test_templates_are_well_formed() -> None:
+    ids = [t.id for t in TEMPLATES]
+    assert len(TEMPLATES) >= 12
+    assert len(set(ids)) == len(ids) and all(500 <= i <= 549 for i in ids)
+    assert all(t.name.startswith("map.") and t.sites == ["map"] for t in TEMPLATES)
+    assert all(t.user is None for t in TEMPLATES)  # the map needs no login
+    assert sum(t.heldout for t in TEMPLATES) == 4
+    # no state to change on the map: questions and pages to reach
+    assert {t.kind for t in TEMPLATES} == {"info", "nav"}
+    assert {t.kind for t in TEMPLATES if t.heldout} == {"info", "nav"}
+    assert {t.difficulty for t in TEMPLATES} == {"1-2", "3-5", "6-9", "10+"}
+
+
+def test_display_parsers() -> None:
+    assert display_minutes("25 min") == 25 and display_minutes("1 h 05 min") == 65
+    assert display_meters("850 m") == 850 and display_meters("2.3 km") == 2300
+    with pytest.raises(ValueError):
+        display_minutes("soon")
+
+
+def test_every_template_yields_its_full_count(pristine: sqlite3.Connection) -> None:
+    spec = SuiteSpec()
+    eval_types = set()
+    for t in TEMPLATES:
+        got = instantiate(t, pristine, spec)
+        want = spec.n_heldout if t.heldout else spec.n_train + spec.n_test
+        assert len(got) == want, t.name
+        for _, params in got:
+            intent = t.intent.format(**public_params(params))
+            assert "{" not in intent, intent
+            ev = t.evaluation(params)
+            eval_types |= set(ev["eval_types"])
+            if "url_match" in ev:
+                assert ev["reference_url"].startswith("__MAP__/")
+    assert eval_types == {"string_match", "url_match", "program_html"}
+
+
+def test_directions_reference_urls_match_the_sites_redirect() -> None:
+    """The reference URL is the canonical route URL the directions form redirects to."""
+    base = "http://127.0.0.1:3000"
+    task = next(t for t in build_suite(sites=["map"]) if t.extra["template"] == "map.directions")
+    ref = task.eval["reference_url"].replace("__MAP__", base)
+    engine, route = ref.split("?", 1)[1].split("&")
+    final = f"{base}/directions?{engine}&route={route.split('=', 1)[1].replace(',', '%2C')}"
+    assert url_matches(final.replace(";", "%3B"), ref)
+    other = "fossgis_osrm_car" if "foot" in engine else "fossgis_osrm_foot"
+    assert not url_matches(final.replace(engine.split("=")[1], other), ref)
+
+
+@pytest.mark.browser
+async def test_expert_succeeds_and_a_wrong_exit_fails(embedded_sites: EmbeddedSites) -> None:
+    """One test instance per template of ``IN_BROWSER``: the expert gets reward 1, exiting at
+    once gets 0."""
+    from webagent_r1.browser import Browser
+    from webagent_r1.config import BrowserConfig, EnvConfig, ObservationConfig
+    from webagent_r1.env import WebEnv
+    from webagent_r1.tasks.check import check_tasks
+    from webagent_r1.tasks.evaluators import evaluate
+
+    tasks = _first_test_task_per_template()
+    assert len(tasks) == len(IN_BROWSER)
+    browser = await Browser.launch(BrowserConfig())
+
+    async def wrong(chunk: list[Task]) -> list[tuple[str, float, str]]:
+        env = WebEnv(browser, EnvConfig(max_turns=5), ObservationConfig(), embedded_sites, evaluate)
+        out = []
+        try:
+            for task in chunk:
+                await env.reset(task)
+                r = await env.step('<answer>exit(message="I could not find it")</answer>')
+                out.append((str(task.task_id), r.reward, r.info.get("explanation", "")))
+        finally:
+            await env.close()
+        return out
+
+    try:
+        runs, scores = await asyncio.gather(
+            check_tasks(tasks, concurrency=2, sites=embedded_sites), wrong(tasks)
+        )
+    finally:
+        await browser.close()
+    # A loaded machine can time out a click; such a run gets one more try.
+    flaky = [t for t, r in zip(tasks, runs, strict=True) if "timed out" in (r.error or "")]
+    if flaky:
+        again = {r.task_id: r for r in await check_tasks(flaky, sites=embedded_sites)}
+        runs = [again.get(r.task_id, r) for r in runs]
+    failed = [(r.task_id, r.error, r.explanation) for r in runs if r.reward != 1.0]
+    assert not failed
+    assert len(scores) == len(tasks)
+    assert all(reward == 0.0 for _, reward, _ in scores), scores
