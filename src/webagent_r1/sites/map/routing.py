@@ -14,7 +14,7 @@ import math
 import sqlite3
 from dataclasses import dataclass, field
 
-from webagent_r1.sites.map.geo import bearing_deg, compass, fmt_distance, haversine_m, turn
+from webagent_r1.sites.map.geo import bearing_deg, compass, fmt_distance, turn
 
 MODES = ("car", "bicycle", "foot")
 ENGINES = {
@@ -258,8 +258,3 @@ def steps(legs: list[Leg]) -> list[tuple[str, str]]:
         prev_bearing = _bearing(run[-1].start, run[-1].end)
     out.append(("Arrive at the destination", ""))
     return out
-
-
-def straight_line_m(a: tuple[float, float], b: tuple[float, float]) -> float:
-    """Straight-line (great-circle) distance in meters between two (lat, lon) points."""
-    return haversine_m(a[0], a[1], b[0], b[1])

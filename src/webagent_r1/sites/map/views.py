@@ -207,6 +207,34 @@ def _point_param(p: tuple[float, float]) -> str:
     return f"{p[0]:.5f},{p[1]:.5f}"
 
 
+def parse_route(arg: str) -> list[tuple[float, float]] | None:
+    """``"40.43,-80.01;40.44,-79.99"`` -> the two points, or None when malformed."""
+    parts = arg.split(";")
+    points = [parse_latlon(x) for x in parts]
+    if len(parts) != 2 or any(p is None for p in points):
+        return None
+    return [p for p in points if p is not None]
+
+
+def _route_result(ctx: Ctx, points: list[tuple[float, float]], engine: str) -> dict | str:
+    """The route between two points for the page, or a message saying why there is none."""
+    ends = [q.place_at(ctx.db, fmt_latlon(*p)) for p in points]
+    labels = [e["name"] if e else fmt_latlon(*p) for e, p in zip(ends, points, strict=True)]
+    graph = graph_of(ctx)
+    anchors = [anchor_of(graph, e, p) for e, p in zip(ends, points, strict=True)]
+    r = route(graph, anchors[0], anchors[1], ENGINES[engine])
+    if r is None:
+        return "No route was found between these points."
+    return {
+        "mode": ENGINE_LABELS[engine],
+        "from": labels[0],
+        "to": labels[1],
+        "distance": fmt_distance(r.distance_m),
+        "time": fmt_duration(r.seconds),
+        "steps": r.steps,
+    }
+
+
 async def directions_page(ctx: Ctx) -> Response:
     engine = _engine(ctx)
     form = {"from": ctx.arg("from"), "to": ctx.arg("to"), "engine": engine}
@@ -215,43 +243,22 @@ async def directions_page(ctx: Ctx) -> Response:
     # 1) a route given by coordinates: compute and show it
     route_arg = ctx.arg("route")
     if route_arg and not (form["from"] or form["to"]):
-        parts = route_arg.split(";")
-        points = [parse_latlon(x) for x in parts] if len(parts) == 2 else []
-        if len(points) != 2 or None in points:
-            return ctx.render(
-                "directions.html",
-                form=form,
-                **{**common, "problems": ["The route parameter must be 'lat,lon;lat,lon'."]},
-            )
-        ends = [q.place_at(ctx.db, fmt_latlon(*p)) for p in points]  # type: ignore[misc]
-        labels = [e["name"] if e else fmt_latlon(*p) for e, p in zip(ends, points, strict=True)]  # type: ignore[misc]
-        form.update({"from": labels[0], "to": labels[1]})
-        graph = graph_of(ctx)
-        anchors = [anchor_of(graph, e, p) for e, p in zip(ends, points, strict=True)]  # type: ignore[arg-type]
-        r = route(graph, anchors[0], anchors[1], ENGINES[engine])
-        if r is None:
-            return ctx.render(
-                "directions.html",
-                form=form,
-                **{**common, "problems": ["No route was found between these points."]},
-            )
-        result = {
-            "mode": ENGINE_LABELS[engine],
-            "from": labels[0],
-            "to": labels[1],
-            "distance": fmt_distance(r.distance_m),
-            "time": fmt_duration(r.seconds),
-            "steps": r.steps,
-            "from_place": ends[0],
-            "to_place": ends[1],
-        }
+        points = parse_route(route_arg)
+        if points is None:
+            problem = "The route parameter must be 'lat,lon;lat,lon'."
+            return ctx.render("directions.html", form=form, **{**common, "problems": [problem]})
+        result = _route_result(ctx, points, engine)
+        if isinstance(result, str):
+            return ctx.render("directions.html", form=form, **{**common, "problems": [result]})
+        form.update({"from": result["from"], "to": result["to"]})
         return ctx.render("directions.html", form=form, **{**common, "result": result})
 
     # 2) typed places: resolve both, then redirect to the canonical route URL
     if form["from"] and form["to"]:
         ends_r = [q.resolve(ctx.db, form["from"]), q.resolve(ctx.db, form["to"])]
-        if all(e.ok for e in ends_r):
-            route_param = ";".join(_point_param(e.point) for e in ends_r)  # type: ignore[arg-type]
+        points = [e.point for e in ends_r if e.point is not None]
+        if len(points) == 2:
+            route_param = ";".join(_point_param(p) for p in points)
             return ctx.redirect(
                 "/directions?" + urllib.parse.urlencode({"engine": engine, "route": route_param})
             )
