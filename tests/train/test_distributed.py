@@ -1,0 +1,66 @@
+"""BC under ``accelerate launch`` with 2 CPU processes (gloo) equals the 1-process run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+
+from tests.train.tiny import make_tiny_model, make_trajectories
+from webagent_r1.trajectories import write_trajectories
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _overrides(tmp: Path, run: str) -> list[str]:
+    return [
+        f"model.name={tmp / 'model'}",
+        "model.device=cpu",
+        "model.autocast_bf16=false",
+        f"bc.data={tmp / 'demos.jsonl'}",
+        f"run_dir={tmp / run}",
+        "bc.steps=4",
+        "bc.batch_size=6",
+        "bc.lr=3e-3",
+        "bc.heldout_fraction=0",
+        "train.tensorboard=false",
+    ]
+
+
+def _final(tmp: Path, run: str) -> dict[str, torch.Tensor]:
+    return load_file(
+        tmp / run / "bc" / "checkpoints" / "step-000004" / "model" / "model.safetensors"
+    )
+
+
+def test_two_processes_match_one(tmp_path: Path) -> None:
+    make_tiny_model(tmp_path / "model")
+    write_trajectories(make_trajectories(24, seed=5), tmp_path / "demos.jsonl")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    one = [sys.executable, "-m", "webagent_r1.cli", "sft", *_overrides(tmp_path, "one")]
+    subprocess.run(one, check=True, env=env, capture_output=True)
+    accelerate = Path(sys.executable).parent / "accelerate"
+    two = [
+        str(accelerate),
+        "launch",
+        "--config_file",
+        str(ROOT / "configs" / "accelerate" / "two-processes.yaml"),
+        "--main_process_port",
+        "29533",
+        "-m",
+        "webagent_r1.cli",
+        "sft",
+        *_overrides(tmp_path, "two"),
+    ]
+    out = subprocess.run(two, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.count("BC done") == 2, "both processes must run the training loop"
+    a, b = _final(tmp_path, "one"), _final(tmp_path, "two")
+    start = load_file(tmp_path / "model" / "model.safetensors")
+    for k in a:
+        assert torch.allclose(a[k], b[k], atol=1e-5), f"{k}: 2 processes differ from 1"
+    assert any(not torch.equal(start[k], a[k]) for k in a)
