@@ -157,7 +157,9 @@ def _string_eval(ref: str) -> dict[str, Any]:
 
 
 def _new_text(rng: random.Random) -> str:
-    return f"{rng.choice(COMMENT_OPENERS)} {rng.choice(REPLIES)}"
+    """A new comment: a whole-sentence opener ("Great post.") and a reply sentence."""
+    openers = [o for o in COMMENT_OPENERS if o.endswith((".", "!"))]
+    return f"{rng.choice(openers)} {rng.choice(REPLIES)}"
 
 
 # --------------------------------------------------------------------------------------------
