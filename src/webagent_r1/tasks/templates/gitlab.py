@@ -256,10 +256,13 @@ def _open_project(obs: Observation, project: str) -> Sub:
 
 def _open_menu(obs: Observation, item: str, why: str) -> Sub:
     """Click an entry of the project menu ("Issues (12)" is found by "Issues")."""
-    for el in find_all(obs, "link"):
-        if el.name == item or el.name.startswith(item + " ("):
-            obs = yield click(el, why)
-            return obs
+    links = find_all(obs, "link")
+    # The project menu's entries carry counts ("Issues (12)"); the header's "Issues" link
+    # lists the issues assigned to me instead.
+    counted = [el for el in links if el.name.startswith(item + " (")]
+    for el in counted or [el for el in links if el.name == item]:
+        obs = yield click(el, why)
+        return obs
     raise ExpertError(f"expert: no project menu entry {item!r} on {obs.url}")
 
 
