@@ -16,13 +16,14 @@ from webagent_r1.sites.base import (
     Site,
     SiteUser,
 )
+from webagent_r1.sites.gitlab import GITLAB
 from webagent_r1.sites.map import MAP
 from webagent_r1.sites.reddit import REDDIT
 from webagent_r1.sites.server import RunningSites, SitesClient, serve_forever, start_sites
 from webagent_r1.sites.shopping import SHOPPING
 from webagent_r1.sites.shopping_admin import SHOPPING_ADMIN
 
-SITES: dict[str, Site] = {s.name: s for s in (SHOPPING, SHOPPING_ADMIN, REDDIT, MAP)}
+SITES: dict[str, Site] = {s.name: s for s in (SHOPPING, SHOPPING_ADMIN, REDDIT, MAP, GITLAB)}
 """Registry of the embedded sites by name."""
 
 
