@@ -120,7 +120,9 @@ class ModelConfig:
     dtype: str = "float32"
     """Master weight dtype: 'float32' (CPU default), 'bfloat16' or 'float16' (GPU)."""
     autocast_bf16: bool = True
-    """bf16 autocast over fp32 weights (about 2x faster on CPUs with AVX512-BF16)."""
+    """bf16 autocast over fp32 weights where the hardware has native bf16 (about 2x faster
+    with AVX512-BF16/AMX or on a GPU); ignored on CPUs without it, where emulated bf16 is
+    about 5x slower than fp32."""
     device: str = "auto"
     """'auto' (cuda if available, else cpu), 'cpu' or 'cuda'."""
 

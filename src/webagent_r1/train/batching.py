@@ -16,13 +16,13 @@ gradient.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from webagent_r1.policy.hf import autocast_ctx
 from webagent_r1.trajectories import Sample
 
 __all__ = ["MicroBatch", "collate", "completion_logprobs", "micro_batches", "unwrap_model"]
@@ -126,7 +126,8 @@ def completion_logprobs(
         mb: the micro-batch.
         temperature: divide the logits by it, as the sampler did (so ratios compare like
             with like); 0 or 1 leaves them as they are.
-        autocast_bf16: run the forward under bf16 autocast (master weights stay fp32).
+        autocast_bf16: run the forward under bf16 autocast where the hardware has native
+            bf16 (master weights stay fp32; see ``policy.hf.autocast_ctx``).
 
     Returns:
         (N,) fp32 log-probs, differentiable when grad is enabled.
@@ -135,12 +136,7 @@ def completion_logprobs(
     backbone = lm.get_decoder()
     head = lm.get_output_embeddings()
     device = head.weight.device
-    ctx = (
-        torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-        if autocast_bf16
-        else contextlib.nullcontext()
-    )
-    with ctx:
+    with autocast_ctx(device, autocast_bf16):
         out = backbone(
             input_ids=mb.input_ids.to(device),
             attention_mask=mb.attention_mask.to(device),
