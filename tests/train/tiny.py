@@ -40,6 +40,11 @@ def make_tiny_model(folder: Path, seed: int = 0) -> Path:
     tok = PreTrainedTokenizerFast(
         tokenizer_object=inner, unk_token="w0", pad_token="w1", eos_token="w2", bos_token="w0"
     )
+    # A minimal chat template, so rollouts can build prompts (text maps to w0 = unknown).
+    tok.chat_template = (
+        "{% for m in messages %}w3 {{ m['content'] }} w4 {% endfor %}"
+        "{% if add_generation_prompt %}w5 {% endif %}"
+    )
     tok.save_pretrained(folder)
     return folder
 

@@ -1,0 +1,55 @@
+"""One M-GRPO step end to end: embedded sites, real Chromium, rollout, update, checkpoint, eval."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.train.tiny import make_tiny_model
+from webagent_r1.config import load_config
+from webagent_r1.train.checkpoint import latest_checkpoint
+from webagent_r1.train.logging import read_metrics
+from webagent_r1.train.rl import train_rl
+from webagent_r1.trajectories import read_trajectories
+
+pytestmark = pytest.mark.browser
+
+
+async def test_one_rl_step_with_real_browsers(tmp_path: Path) -> None:
+    model = make_tiny_model(tmp_path / "model")
+    cfg = load_config(
+        None,
+        [
+            f"model.name={model}",
+            "model.device=cpu",
+            f"run_dir={tmp_path / 'run'}",
+            "env.max_turns=2",
+            "rollout.group_size=2",
+            "rollout.max_concurrent_episodes=2",
+            "rollout.max_new_tokens=6",
+            "rl.steps=1",
+            "rl.tasks_per_step=1",
+            "rl.eval_tasks=1",
+            "rl.drop_equal_groups=false",  # the random model fails: still run the update
+            "train.tensorboard=false",
+        ],
+    )
+    res = await train_rl(cfg, progress=False)
+    stage = tmp_path / "run" / "rl"
+    assert latest_checkpoint(stage / "checkpoints") == res.checkpoint
+    assert (res.checkpoint / "model" / "config.json").is_file()
+    rollouts = read_trajectories(stage / "rollouts" / "step-000000-rank0.jsonl")
+    assert len(rollouts) == 2 and all(t.turns for t in rollouts)
+    for t in rollouts:
+        assert t.status in ("done", "max_turns")
+        assert all(turn.prompt_ids and turn.completion_ids for turn in t.turns)
+    rows = read_metrics(stage / "metrics.jsonl")
+    steps = [r for r in rows if "train/loss" in r]
+    assert len(steps) == 1 and steps[0]["train/groups_used"] == 1
+    assert steps[0]["rollout/success"] == 0.0
+    evals = [r for r in rows if "eval/success" in r]
+    assert [r["step"] for r in evals] == [0, 1]  # before and after
+    history = json.loads((stage / "eval_history.json").read_text())
+    assert len(history) == 2
