@@ -88,6 +88,8 @@ def ensure_demos(cfg: Config, progress: bool = True) -> Path:
         f"{report.wall_s:.0f} s → {path}",
         flush=True,
     )
+    for task_id, why in report.failures:
+        print(f"  dropped {task_id}: {why}", flush=True)
     return path
 
 
