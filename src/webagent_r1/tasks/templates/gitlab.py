@@ -497,6 +497,9 @@ def expert_member_role(p: Params) -> Expert:
     obs = yield from _open_project(obs, p["project"])
     obs = yield from _open_menu(obs, "Members", "Roles are listed on the Members page.")
     link, obs = yield from _seek(obs, "link", p["name"], "I look for the member.", exact=True)
+    # The signed-in user's name also appears in the header: take the members table's row.
+    rows = [el for el in find_all(obs, "link", p["name"], exact=True) if el.line.count(" | ") >= 2]
+    link = rows[0] if rows else link
     role = link.line.split(" | ")[2].strip() if link.line.count(" | ") >= 2 else ""
     if role not in ROLES.values():
         raise ExpertError(f"expert: no role in {link.line!r}")
