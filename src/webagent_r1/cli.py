@@ -407,6 +407,43 @@ def bench_rollout(
     print(json.dumps(out, indent=1))
 
 
+@bench_app.command("trainer")
+def bench_trainer(
+    prompts: Annotated[int, typer.Option(help="B, prompts (groups).")] = 2,
+    group: Annotated[int, typer.Option(help="G, completions per prompt.")] = 4,
+    prompt_len: Annotated[int, typer.Option(help="P, tokens per prompt.")] = 512,
+    completion_len: Annotated[int, typer.Option(help="C, tokens per completion.")] = 64,
+    reps: Annotated[int, typer.Option(help="Timed updates per side.")] = 3,
+    seed: Annotated[int, typer.Option(help="Seed of the token ids.")] = 0,
+    trl: Annotated[bool, typer.Option(help="Include TRL's GRPOTrainer (bench extra).")] = True,
+    recompute: Annotated[bool, typer.Option(help="Also time rl.old_logprobs=recompute.")] = True,
+    overrides: OverridesArg = None,
+) -> None:
+    """One M-GRPO update vs TRL's GRPOTrainer: tokens/s, peak memory (benchmarks/trainer.py)."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    if trl and importlib.util.find_spec("trl") is None:
+        console.print(
+            "[red]error:[/red] TRL is not installed: pip install -e '.\\[bench]' (or pass --no-trl)"
+        )
+        raise typer.Exit(2)
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "trainer.py"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path} not found: run the benchmark from a source checkout of webagent-r1"
+        )
+    spec = importlib.util.spec_from_file_location("webagent_r1_bench_trainer", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = module.run(
+        prompts, group, prompt_len, completion_len, reps, seed, trl, recompute, overrides
+    )
+    print(json.dumps(out, indent=1))
+
+
 def main() -> None:
     """Console entry point: run the app, turning user errors into one-line messages."""
     from webagent_r1.errors import user_error_types
