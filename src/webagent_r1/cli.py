@@ -372,6 +372,21 @@ def eval_cmd(
         print(f"trajectories: {out}")
 
 
+@app.command()
+def view(
+    run_dir: Annotated[str, typer.Argument(help="Run folder (trajectory **/*.jsonl files).")],
+    out: Annotated[
+        str | None, typer.Option("--out", help="HTML file (default: RUN_DIR/viewer.html).")
+    ] = None,
+) -> None:
+    """Write a self-contained HTML page to browse a run's episodes (opens from disk)."""
+    from webagent_r1.viewer import build_viewer
+
+    path = build_viewer(run_dir, out, on_note=lambda m: console.print(f"note: {m}", markup=False))
+    print(path)
+    print(path.resolve().as_uri())
+
+
 bench_app = typer.Typer(help="Performance benchmarks (see benchmarks/).", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
 

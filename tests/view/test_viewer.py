@@ -1,0 +1,147 @@
+"""Unit tests of the static trajectory viewer (no browser: the page's HTML and its data)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.view.conftest import INJECTION, TASKS
+from webagent_r1.viewer import NoTrajectoriesError, build_viewer, extract_thinking, load_run
+
+
+def _page_data(html: str) -> dict:
+    m = re.search(r'<script type="application/json" id="data">(.*?)</script>', html, re.S)
+    assert m is not None
+    return json.loads(m.group(1))
+
+
+@pytest.mark.parametrize(
+    ("text", "thinking"),
+    [
+        ("<think> a plan </think><answer>x</answer>", "a plan"),
+        ("the template opened it</think><answer>x</answer>", "the template opened it"),
+        ("<THINK>cut off while thinking", "cut off while thinking"),
+        ("<think>cut off<answer>exit()</answer>", "cut off"),
+        ("<answer>do()</answer>", ""),
+        ("", ""),
+    ],
+)
+def test_extract_thinking(text: str, thinking: str) -> None:
+    assert extract_thinking(text) == thinking
+
+
+def test_build_viewer_writes_one_self_contained_page(run_dir: Path) -> None:
+    path = build_viewer(run_dir, tasks=TASKS)
+    assert path == run_dir / "viewer.html" and path.is_file()
+    html = path.read_text()
+    # Self-contained: no external resource, CSS and JS inline.
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
+    assert "<style>" in html and "<script>" in html
+    # Model output is never markup: the injection is escaped inside the JSON data.
+    assert INJECTION not in html and "<img src=x" not in html
+    assert "\\u003cscript\\u003ealert(1)\\u003c/script\\u003e" in html
+
+    data = _page_data(html)
+    eps = {e["task_id"]: e for e in data["episodes"]}
+    assert len(data["episodes"]) == 4
+    ok = eps["shopping.price/000"]
+    assert ok["site"] == "shopping" and ok["template"] == "shopping.price"
+    assert ok["intent"] == "What is the price of the red mug?"
+    assert ok["file"] == "rl/eval/step-000010.jsonl" and ok["line"] == 1
+    assert (ok["reward"], ok["success"], ok["status"], ok["n_turns"]) == (1.0, True, "done", 2)
+    assert (ok["answer"], ok["explanation"], ok["wall_s"]) == ("$12", "answer matches '$12'", 3.25)
+    t0 = ok["turns"][0]
+    assert t0["thinking"] == "The mug page is linked from the home page."
+    assert t0["action"] == 'do(action="Click", element="3")'
+    assert t0["obs"]["title"] == "Red mug" and t0["obs"]["text_head"].startswith("[3] link")
+    assert t0["screenshot"].startswith("data:image/png;base64,iVBOR")
+    # No token ids in the page.
+    assert "prompt_ids" not in html and "completion_logprobs" not in html
+
+    bad = eps["forum.upvote/001"]
+    assert bad["success"] is False and bad["site"] == "forum" and bad["status"] == "max_turns"
+    assert bad["turns"][0]["error"] == "unknown action 'Fly'"
+    assert bad["turns"][0]["action"] == ""  # shown as "(no valid action)"
+    assert bad["turns"][0]["thinking"] == f"I will try {INJECTION} here."
+    assert bad["turns"][1]["screenshot"] is None  # the file is missing
+    assert bad["explanation"] == "the post was not upvoted"
+
+    assert eps["forum.reply/002"]["file"] == "rl/rollouts/step-000001-rank0.jsonl"
+    # A response without tags is kept whole, since there is no thinking to show.
+    assert eps["forum.reply/002"]["turns"][0]["text"] == "no tags at all, just words"
+    unknown = eps["gone.task/404"]
+    assert (unknown["intent"], unknown["site"], unknown["template"]) == ("", "", "")
+
+    # The malformed line is counted, metrics.jsonl is skipped, both are noted.
+    assert data["bad_lines"] == 1 and data["skipped_files"] == 1
+    notes = " ".join(data["notes"])
+    assert "rl/metrics.jsonl: skipped, not a trajectory file" in notes
+    assert "rl/rollouts/step-000001-rank0.jsonl: line 3" in notes
+
+
+def test_out_path_and_notes_callback(run_dir: Path, tmp_path: Path) -> None:
+    notes: list[str] = []
+    out = build_viewer(run_dir, tmp_path / "pages" / "v.html", tasks=TASKS, on_note=notes.append)
+    assert out == tmp_path / "pages" / "v.html" and out.is_file()
+    assert len(notes) == 2
+
+
+def test_default_lookup_uses_the_embedded_suite(run_dir: Path, monkeypatch) -> None:
+    import webagent_r1.tasks.suite as suite
+
+    monkeypatch.setattr(suite, "build_suite", lambda: TASKS[:1])
+    run = load_run(run_dir)
+    by_id = {e["task_id"]: e for e in run.episodes}
+    assert by_id["shopping.price/000"]["site"] == "shopping"
+    assert by_id["forum.upvote/001"]["site"] == ""
+
+
+def test_folder_without_trajectories_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1}\n')
+    with pytest.raises(NoTrajectoriesError, match="no trajectories under"):
+        build_viewer(tmp_path, tasks=TASKS)
+    with pytest.raises(FileNotFoundError, match="not found"):
+        build_viewer(tmp_path / "nope", tasks=TASKS)
+
+
+def test_placeholder_names_in_data_are_left_alone(tmp_path: Path) -> None:
+    from webagent_r1.trajectories import write_trajectories
+    from webagent_r1.types import Trajectory
+
+    write_trajectories(
+        [Trajectory(task_id="__JS__ __DATA__", group_id="g", info={"answer": "__CSS__"})],
+        tmp_path / "t.jsonl",
+    )
+    data = _page_data(build_viewer(tmp_path, tasks=[]).read_text())
+    assert data["episodes"][0]["task_id"] == "__JS__ __DATA__"
+    assert data["episodes"][0]["answer"] == "__CSS__"
+
+
+def test_cli_view(run_dir: Path, tmp_path: Path, monkeypatch) -> None:
+    import webagent_r1.tasks.suite as suite
+    from webagent_r1.cli import app
+
+    monkeypatch.setattr(suite, "build_suite", lambda: TASKS)
+    out = tmp_path / "v.html"
+    res = CliRunner().invoke(app, ["view", str(run_dir), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert str(out) in res.stdout and out.resolve().as_uri() in res.stdout
+    assert out.is_file()
+
+
+def test_cli_view_empty_folder_is_one_line_error(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    res = subprocess.run(
+        [sys.executable, "-m", "webagent_r1.cli", "view", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 2
+    assert "no trajectories under" in res.stderr and "Traceback" not in res.stderr
