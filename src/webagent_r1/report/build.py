@@ -1,0 +1,521 @@
+"""``report.md`` and ``plots/*.png`` of a run or evaluation folder, rebuilt from its logs.
+
+The success table follows the paper's layout (Reddit | GitLab | CMS | Map | OSS | Cross-site
+| Avg.; "Avg." is the success rate over all scored episodes, not the mean of the columns).
+Its rows come from ``summary.json`` of a recipe:
+
+- ``Base model``: ``stages.base`` (R1, R1-CoT), or ``stages.rl.start`` when the run has no BC
+  stage (R1-Zero: the RL stage starts from the base model);
+- ``+ BC``: ``stages.rl.start``, the RL stage's evaluation at step 0, which evaluates the BC
+  model;
+- ``+ M-GRPO``: ``stages.rl.final``;
+
+from the eval rows of ``rl/metrics.jsonl`` while ``summary.json`` has no RL stage yet (a run
+in progress), and one row per turn budget of every ``eval.json`` found.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from webagent_r1.report import plots
+from webagent_r1.report.load import (
+    SITE_LABELS,
+    SITE_ORDER,
+    EpisodeStats,
+    EvalFile,
+    ReportError,
+    RunData,
+    load_run,
+    read_episode_stats,
+)
+
+__all__ = [
+    "PLOT_NAMES",
+    "ReportError",
+    "ReportFiles",
+    "SuccessRow",
+    "build_report",
+    "build_report_files",
+    "success_rows",
+]
+
+PLOT_NAMES = ("learning_curve.png", "sites.png", "tts.png", "turns_hist.png")
+"""The plots a report may have; stale ones of an earlier build are removed."""
+_MISSING = "–"
+
+
+@dataclass
+class SuccessRow:
+    """One row of the success table (fractions in [0, 1])."""
+
+    label: str
+    overall: float | None
+    by_site: dict[str, float]
+    source: str
+    """Where the numbers come from, e.g. ``summary.json: stages.rl.final (step 40)``."""
+    episodes: int | None = None
+
+
+@dataclass
+class ReportFiles:
+    """What ``build_report_files`` wrote and what it left out."""
+
+    report: Path
+    plots: list[Path] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    """One sentence per plot or section that was skipped, and why."""
+
+
+def _num(x: Any) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+
+
+def _metrics_row(label: str, m: dict[str, Any], source: str) -> SuccessRow:
+    """A table row from ``eval/…`` metrics (``eval/success``, ``eval/success/<site>``)."""
+    by_site = {
+        k.removeprefix("eval/success/"): x
+        for k, v in m.items()
+        if k.startswith("eval/success/") and (x := _num(v)) is not None
+    }
+    eps = _num(m.get("eval/episodes"))
+    return SuccessRow(
+        label,
+        _num(m.get("eval/success")),
+        by_site,
+        source,
+        int(eps) if eps is not None else None,
+    )
+
+
+def _step(m: dict[str, Any]) -> str:
+    return f" (step {int(m['step'])})" if _num(m.get("step")) is not None else ""
+
+
+def _eval_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows with ``eval/success``, one per step (the last one logged wins, as after a resume)."""
+    by_step = {int(r["step"]): r for r in rows if _num(r.get("eval/success")) is not None}
+    return [by_step[s] for s in sorted(by_step)]
+
+
+def success_rows(data: RunData) -> list[SuccessRow]:
+    """The rows of the success table, in order: base, BC, RL, then each eval.json result."""
+    out: list[SuccessRow] = []
+    stages: dict[str, Any] = (data.summary or {}).get("stages", {})
+    rl = stages.get("rl") if isinstance(stages.get("rl"), dict) else {}
+    start, final = rl.get("start"), rl.get("final")
+    start = start if isinstance(start, dict) else None
+    final = final if isinstance(final, dict) else None
+    base = stages.get("base")
+    at_start = f"summary.json: stages.rl.start{_step(start or {})}"
+    if isinstance(base, dict) and _num(base.get("eval/success")) is not None:
+        out.append(_metrics_row("Base model", base, "summary.json: stages.base"))
+    elif "bc" not in stages and start:  # R1-Zero: RL starts from the base model
+        out.append(_metrics_row("Base model", start, at_start))
+    if "bc" in stages and start:  # the RL stage's step-0 evaluation is of the BC model
+        out.append(_metrics_row("+ BC", start, at_start))
+    if final and (not start or final.get("step") != start.get("step")):
+        out.append(_metrics_row("+ M-GRPO", final, f"summary.json: stages.rl.final{_step(final)}"))
+
+    if not rl:  # no RL stage in summary.json yet: the eval rows RL has logged so far
+        evals = _eval_rows(data.rl_metrics) or _eval_rows(data.rl_eval_history)
+        if evals:
+            src = "rl/metrics.jsonl" if _eval_rows(data.rl_metrics) else "rl/eval_history.json"
+            first, last = evals[0], evals[-1]
+            after_bc = "bc" in stages or bool(data.bc_metrics)
+            label = "+ BC" if after_bc else "Base model"
+            if int(first["step"]) == 0 and label not in {r.label for r in out}:
+                out.append(_metrics_row(label, first, f"{src}{_step(first)}"))
+            if int(last["step"]) > 0:
+                label = f"+ M-GRPO (step {int(last['step'])})"
+                out.append(_metrics_row(label, last, f"{src}{_step(last)}"))
+
+    many = len(data.eval_files) > 1
+    for ef in data.eval_files:
+        where = f" [{data.rel(ef.path)}]" if many else ""
+        for r in ef.results:
+            out.append(
+                SuccessRow(
+                    f"eval (max_turns={r.max_turns}){where}",
+                    r.success,
+                    {s: g["success"] for s, g in r.by_site.items()},
+                    data.rel(ef.path),
+                    r.episodes,
+                )
+            )
+    return out
+
+
+def _site_columns(rows: list[SuccessRow]) -> list[str]:
+    """The paper's six sites, then any other site the rows have, by name."""
+    extra = sorted({s for r in rows for s in r.by_site} - set(SITE_ORDER))
+    return [*SITE_ORDER, *extra]
+
+
+def _pct(x: float | None) -> str:
+    return _MISSING if x is None else f"{100 * x:.1f}"
+
+
+def _ci_str(ci: tuple[float, float] | None) -> str:
+    return _MISSING if ci is None else f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
+
+
+def _duration(s: float | None) -> str:
+    if s is None:
+        return _MISSING
+    if s < 60:
+        return f"{s:.1f} s"
+    m, sec = divmod(int(round(s)), 60)
+    if m < 60:
+        return f"{m}m {sec:02d}s"
+    h, m = divmod(m, 60)
+    return f"{h}h {m:02d}m"
+
+
+def _md_table(header: list[str], body: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in body]
+    return lines
+
+
+def _series(rows: list[dict[str, Any]], key: str) -> list[tuple[float, float]]:
+    """``(step, value)`` of ``key``, one per step (the last logged wins), by step."""
+    by_step: dict[float, float] = {}
+    for r in rows:
+        v = _num(r.get(key))
+        if v is not None:
+            by_step[float(r["step"])] = v
+    return sorted(by_step.items())
+
+
+def _rollout_success_from_files(data: RunData) -> list[tuple[float, float]]:
+    """Training success per RL step from the rollout files (when metrics.jsonl lacks it).
+
+    A file named ``step-S`` holds the rollouts of the update logged at step ``S + 1``.
+    """
+    per_step: dict[int, list[int]] = {}
+    for step, _rank, path in data.rollout_files:
+        st = read_episode_stats(path, "")
+        acc = per_step.setdefault(step, [0, 0])
+        acc[0] += sum(st.success)
+        acc[1] += len(st.success)
+    return [(float(s + 1), ok / n) for s, (ok, n) in sorted(per_step.items()) if n]
+
+
+def _found_lines(data: RunData) -> list[str]:
+    lines = []
+    if data.summary is not None:
+        stages = ", ".join(data.summary.get("stages", {})) or "none"
+        lines.append(f"- `summary.json`: recipe summary, stages: {stages}")
+    else:
+        lines.append("- `summary.json`: missing (not a recipe run, or the run has not started)")
+    for stage in ("bc", "rl"):
+        rows = getattr(data, f"{stage}_metrics")
+        if rows:
+            steps = [int(r["step"]) for r in rows]
+            lines.append(
+                f"- `{stage}/metrics.jsonl`: {len(rows)} rows, steps {min(steps)}–{max(steps)}"
+            )
+        else:
+            lines.append(f"- `{stage}/metrics.jsonl`: missing")
+    if data.rl_eval_files:
+        steps = [s for s, _ in data.rl_eval_files]
+        lines.append(
+            f"- `rl/eval/`: {len(steps)} evaluation trajectory file(s), "
+            f"steps {', '.join(map(str, steps))}"
+        )
+    else:
+        lines.append("- `rl/eval/`: missing")
+    if data.rollout_files:
+        steps = sorted({s for s, _, _ in data.rollout_files})
+        lines.append(
+            f"- `rl/rollouts/`: {len(data.rollout_files)} rollout file(s), "
+            f"RL steps {steps[0] + 1}–{steps[-1] + 1}"
+        )
+    else:
+        lines.append("- `rl/rollouts/`: missing")
+    if data.eval_files:
+        for ef in data.eval_files:
+            budgets = ", ".join(str(r.max_turns) for r in ef.results)
+            lines.append(
+                f"- `{data.rel(ef.path)}`: evaluation of `{ef.model}` on {ef.split or '?'}, "
+                f"max_turns {budgets}"
+            )
+    else:
+        lines.append("- `eval.json`: none in the folder or its direct subfolders")
+    return lines
+
+
+def _eval_section(data: RunData, ef: EvalFile) -> list[str]:
+    rel = data.rel(ef.path)
+    lines = [f"## Evaluation `{rel}`", ""]
+    meta = [f"model `{ef.model}`" if ef.model else "", f"split `{ef.split}`" if ef.split else ""]
+    if ef.samples is not None:
+        meta.append(f"{ef.samples} sample(s) per task")
+    if ef.seed is not None:
+        meta.append(f"seed {ef.seed}")
+    if any(meta):
+        lines += [", ".join(m for m in meta if m) + ".", ""]
+    has_pass = any(r.pass_at_k is not None for r in ef.results)
+    header = ["max_turns", "Success (%)", "CI (%)"] + (["pass@k (%)"] if has_pass else [])
+    header.append("Episodes")
+    body = []
+    for r in ef.results:
+        row = [str(r.max_turns), _pct(r.success), _ci_str(r.ci)]
+        if has_pass:
+            row.append(_pct(r.pass_at_k))
+        row.append(str(r.episodes) if r.episodes is not None else _MISSING)
+        body.append(row)
+    lines += _md_table(header, body) + [""]
+    for what in ("by_site", "by_kind"):
+        names = sorted({n for r in ef.results for n in getattr(r, what)})
+        if what == "by_site":  # the paper's order, then the others by name
+            names = [s for s in SITE_ORDER if s in names] + sorted(set(names) - set(SITE_ORDER))
+        if not names:
+            continue
+        lines += [
+            f"Success {'per site' if what == 'by_site' else 'per task kind'} (%), "
+            "with the confidence interval and the number of episodes:",
+            "",
+        ]
+        head = ["max_turns"] + [SITE_LABELS.get(n, n) if what == "by_site" else n for n in names]
+        body = []
+        for r in ef.results:
+            groups = getattr(r, what)
+            cells = [str(r.max_turns)]
+            for n in names:
+                g = groups.get(n)
+                if g is None:
+                    cells.append(_MISSING)
+                    continue
+                n_str = f" (n={g['n']})" if g["n"] is not None else ""
+                ci = f" {_ci_str(g['ci'])}" if g["ci"] else ""
+                cells.append(f"{_pct(g['success'])}{ci}{n_str}")
+            body.append(cells)
+        lines += _md_table(head, body) + [""]
+    return lines
+
+
+def _stage_lines(summary: dict[str, Any]) -> list[str]:
+    stages = summary.get("stages", {})
+    body = []
+    for name, st in stages.items():
+        if not isinstance(st, dict):
+            continue
+        details = []
+        if name == "demos" and st.get("file"):
+            details.append(f"file `{st['file']}`")
+        if _num(st.get("eval/episodes")) is not None:
+            details.append(f"{int(st['eval/episodes'])} eval episodes")
+        if _num(st.get("heldout_loss")) is not None:
+            details.append(f"held-out loss {st['heldout_loss']:.4f}")
+        final = st.get("final")
+        if name == "rl" and _num(st.get("steps")) is not None:
+            details.append(f"{int(st['steps'])} steps")
+        elif name == "rl" and isinstance(final, dict) and _num(final.get("step")) is not None:
+            details.append(f"{int(final['step'])} steps")
+        if st.get("checkpoint"):
+            details.append(f"checkpoint `{st['checkpoint']}`")
+        body.append([name, _duration(_num(st.get("wall_s"))), "; ".join(details)])
+    if not body:
+        return []
+    if _num(summary.get("wall_s")) is not None:  # written when the recipe returns
+        body.append(["**total**", _duration(_num(summary.get("wall_s"))), ""])
+    return ["## Stage wall times", "", *_md_table(["Stage", "Wall time", "Details"], body), ""]
+
+
+def _turn_sources(data: RunData, skipped: list[str]) -> list[EpisodeStats]:
+    """The final RL evaluation and, per eval.json, its largest turn budget."""
+    out = []
+    if data.rl_eval_files:
+        step, path = data.rl_eval_files[-1]
+        out.append(read_episode_stats(path, f"RL eval, step {step}"))
+    for ef in data.eval_files:
+        with_file = [r for r in ef.results if r.trajectories is not None]
+        if not with_file:
+            continue
+        r = with_file[-1]
+        assert r.trajectories is not None
+        if not r.trajectories.is_file():
+            skipped.append(
+                f"`{data.rel(r.trajectories)}` (named by `{data.rel(ef.path)}`) is missing"
+            )
+            continue
+        label = f"eval (max_turns={r.max_turns})"
+        if len(data.eval_files) > 1:
+            label += f" [{data.rel(ef.path.parent)}]"
+        out.append(read_episode_stats(r.trajectories, label))
+    for st in out:
+        if st.bad_lines:
+            data.problems.append(
+                f"{data.rel(st.path)}: skipped {st.bad_lines} line(s) that were not trajectories"
+            )
+    return [st for st in out if st.turns]
+
+
+def _make_plots(
+    data: RunData, rows: list[SuccessRow], columns: list[str], plot_dir: Path, skipped: list[str]
+) -> list[tuple[str, Path]]:
+    """Draw every plot the data allow; returns ``(title, path)`` of each written."""
+    made: list[tuple[str, Path]] = []
+
+    # 1) learning curve: metrics.jsonl first, then the rollout files / eval history / summary
+    train = _series(data.rl_metrics, "rollout/success") or _rollout_success_from_files(data)
+    evals = _series(data.rl_metrics, "eval/success") or _series(
+        data.rl_eval_history, "eval/success"
+    )
+    if not evals and data.summary:
+        hist = (data.summary.get("stages", {}).get("rl") or {}).get("history") or []
+        evals = _series([h for h in hist if isinstance(h, dict) and "step" in h], "eval/success")
+    bc_loss = _series(data.bc_metrics, "train/loss")
+    bc_held = _series(data.bc_metrics, "bc/heldout_loss")
+    if train or evals or bc_loss or bc_held:
+        p = plots.plot_learning_curve(
+            plot_dir / "learning_curve.png", train, evals, bc_loss, bc_held
+        )
+        made.append(("Learning curve", p))
+    else:
+        skipped.append(
+            "`learning_curve.png`: no RL or BC metrics (`rl/metrics.jsonl`, `bc/metrics.jsonl`)"
+        )
+
+    # 2) success per site: only columns some row has a value for
+    if rows:
+        cols = [c for c in columns if any(c in r.by_site for r in rows)]
+        labels = [SITE_LABELS.get(c, c) for c in cols] + ["Avg."]
+        series = [(r.label, [r.by_site.get(c) for c in cols] + [r.overall]) for r in rows]
+        made.append(("Success per site", plots.plot_sites(plot_dir / "sites.png", labels, series)))
+    else:
+        skipped.append("`sites.png`: no evaluation results (summary.json, eval.json)")
+
+    # 3) test-time scaling: eval.json files with at least two turn budgets
+    sweeps = [ef for ef in data.eval_files if len(ef.results) >= 2]
+    if sweeps:
+        many = len(sweeps) > 1
+        curves = []
+        passk = []
+        for ef in sweeps:
+            name = data.rel(ef.path.parent) if many else "success"
+            res = ef.results
+            curves.append(
+                (name, [r.max_turns for r in res], [r.success for r in res], [r.ci for r in res])
+            )
+            pk = [r for r in res if r.pass_at_k is not None]
+            if pk:
+                pass_label = f"pass@{ef.samples}" if ef.samples else "pass@k"
+                passk.append(
+                    (
+                        f"{name} {pass_label}" if many else pass_label,
+                        [r.max_turns for r in pk],
+                        [float(r.pass_at_k or 0.0) for r in pk],
+                    )
+                )
+        made.append(("Test-time scaling", plots.plot_tts(plot_dir / "tts.png", curves, passk)))
+    else:
+        skipped.append("`tts.png`: needs an `eval.json` with at least 2 turn budgets")
+
+    # 4) turns per episode of the evaluation trajectories
+    sources = _turn_sources(data, skipped)
+    if sources:
+        p = plots.plot_turns_hist(plot_dir / "turns_hist.png", sources)
+        made.append(("Turns per episode", p))
+    else:
+        skipped.append(
+            "`turns_hist.png`: no evaluation trajectories (`rl/eval/step-*.jsonl` or the "
+            "trajectory files of `eval.json`)"
+        )
+    return made
+
+
+def build_report_files(run_dir: str | Path) -> ReportFiles:
+    """Write ``<run_dir>/report.md`` and ``<run_dir>/plots/*.png`` from the folder's logs.
+
+    Args:
+        run_dir: a run folder of ``webagent-r1 train`` or a folder of ``webagent-r1 eval
+            --out-dir``; any subset of their files will do.
+
+    Returns:
+        The report, the plots written and what was skipped.
+
+    Raises:
+        FileNotFoundError: ``run_dir`` does not exist or is not a folder.
+        ReportError: the folder holds none of the known inputs.
+    """
+    data = load_run(run_dir)
+    if not data.usable:
+        msg = (
+            f"{str(data.root)!r} has nothing to report: expected summary.json, bc/ or "
+            "rl/metrics.jsonl, rl/eval/step-*.jsonl, rl/rollouts/ or an eval.json"
+        )
+        if data.problems:
+            msg += " (" + "; ".join(data.problems) + ")"
+        raise ReportError(msg)
+    root = data.root
+    plot_dir = root / "plots"
+    rows = success_rows(data)
+    columns = _site_columns(rows)
+    skipped: list[str] = []
+    made = _make_plots(data, rows, columns, plot_dir, skipped)
+    for name in PLOT_NAMES:  # a plot of an earlier build that this one could not make
+        stale = plot_dir / name
+        if stale.is_file() and stale not in {p for _, p in made}:
+            stale.unlink()
+
+    md = [f"# Report: {root.resolve().name}", ""]
+    md += [
+        f"Rebuilt by `webagent-r1 report {root}` from the logs in the folder. Success rates are "
+        "percentages of the scored episodes (episodes lost to environment errors are left out).",
+        "",
+        "## Found",
+        "",
+        *_found_lines(data),
+        "",
+    ]
+    md += ["## Success per site", ""]
+    if rows:
+        header = ["Model", *[SITE_LABELS.get(c, c) for c in columns], "Avg."]
+        body = [
+            [r.label, *[_pct(r.by_site.get(c)) for c in columns], _pct(r.overall)] for r in rows
+        ]
+        md += _md_table(header, body) + [""]
+        md += [
+            "Success rate (%) per site; Avg. is the rate over all episodes; "
+            f"{_MISSING} means no episodes of that site. Sources:",
+            "",
+        ]
+        for r in rows:
+            eps = f", {r.episodes} episodes" if r.episodes is not None else ""
+            md.append(f"- {r.label}: {r.source}{eps}")
+        md.append("")
+    else:
+        md += ["No evaluation results found (no summary.json stages, no eval.json).", ""]
+    for ef in data.eval_files:
+        md += _eval_section(data, ef)
+    if data.summary:
+        md += _stage_lines(data.summary)
+    md += ["## Plots", ""]
+    for title, p in made:
+        rel = os.path.relpath(p, root).replace(os.sep, "/")
+        md += [f"### {title}", "", f"![{title}]({rel})", ""]
+    if skipped:
+        md += ["Skipped:", "", *[f"- {s}" for s in skipped], ""]
+    if data.problems:
+        md += ["## Problems", "", *[f"- {p}" for p in data.problems], ""]
+    report = root / "report.md"
+    report.write_text("\n".join(md))
+    return ReportFiles(report=report, plots=[p for _, p in made], skipped=skipped)
+
+
+def build_report(run_dir: str | Path) -> Path:
+    """Write ``<run_dir>/report.md`` and its PNG plots; returns the path of ``report.md``.
+
+    See ``build_report_files`` (which also returns the plots and what was skipped).
+
+    Raises:
+        FileNotFoundError: ``run_dir`` does not exist or is not a folder.
+        ReportError: (a ``ValueError``) the folder holds none of the known inputs.
+    """
+    return build_report_files(run_dir).report

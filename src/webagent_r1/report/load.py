@@ -1,0 +1,335 @@
+"""Reading a run folder for the report: every input is optional, every problem is named.
+
+A run folder of ``webagent-r1 train`` (see ``train/recipe.py``) holds::
+
+    summary.json                      stages demos/base/bc/rl, success per stage, wall times
+    bc/metrics.jsonl                  one row per log call: step, train/loss, bc/heldout_loss …
+    rl/metrics.jsonl                  step, rollout/success, rollout/turns, eval/success[/site] …
+    rl/eval_history.json              the eval rows again, with step (written after RL)
+    rl/eval/step-XXXXXX.jsonl         evaluation trajectories (Trajectory.to_dict() per line)
+    rl/rollouts/step-XXXXXX-rankR.jsonl   training rollouts of step XXXXXX (0-based)
+
+and a folder of ``webagent-r1 eval --out-dir DIR`` holds ``eval.json`` (one result per turn
+budget) next to the trajectory files it names. ``eval.json`` is looked for in the folder and
+its direct subfolders (``<run>/eval/eval.json``, ``<run>/tts/eval.json`` …).
+
+Readers never raise on a malformed file: they record the problem in ``RunData.problems`` and
+skip it, so that a report can be made of a run still being written (a half-written last line)
+or of a partly copied folder.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "SITE_LABELS",
+    "SITE_ORDER",
+    "EpisodeStats",
+    "EvalFile",
+    "EvalResult",
+    "ReportError",
+    "RunData",
+    "load_run",
+    "read_episode_stats",
+    "read_jsonl_rows",
+]
+
+SITE_ORDER: tuple[str, ...] = (
+    "reddit",
+    "gitlab",
+    "shopping_admin",
+    "map",
+    "shopping",
+    "cross-site",
+)
+"""Sites in the column order of the paper's tables."""
+SITE_LABELS: dict[str, str] = {
+    "reddit": "Reddit",
+    "gitlab": "GitLab",
+    "shopping_admin": "CMS",
+    "map": "Map",
+    "shopping": "OSS",
+    "cross-site": "Cross-site",
+}
+"""Column header of each site, as in the paper (unknown sites keep their own name)."""
+
+_EVAL_FILE = re.compile(r"^step-(\d+)\.jsonl$")
+_ROLLOUT_FILE = re.compile(r"^step-(\d+)-rank(\d+)\.jsonl$")
+
+
+class ReportError(ValueError):
+    """The folder has nothing a report can be made of (the message says what was looked for)."""
+
+
+@dataclass
+class EvalResult:
+    """One turn budget of an ``eval.json`` (fractions in [0, 1])."""
+
+    max_turns: int
+    success: float
+    ci: tuple[float, float] | None = None
+    pass_at_k: float | None = None
+    episodes: int | None = None
+    by_site: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """``site -> {"success", "ci": [lo, hi], "n"}``."""
+    by_kind: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """``kind -> {"success", "ci": [lo, hi], "n"}``."""
+    trajectories: Path | None = None
+    """The trajectory file of this budget, resolved against the folder of ``eval.json``."""
+
+
+@dataclass
+class EvalFile:
+    """An ``eval.json`` written by ``webagent-r1 eval --out-dir DIR``."""
+
+    path: Path
+    model: str = ""
+    split: str = ""
+    samples: int | None = None
+    seed: int | None = None
+    results: list[EvalResult] = field(default_factory=list)
+    """Sorted by ``max_turns``."""
+
+
+@dataclass
+class EpisodeStats:
+    """Turns and outcome of the scored episodes of one trajectory file (env errors left out)."""
+
+    label: str
+    path: Path
+    turns: list[int] = field(default_factory=list)
+    success: list[bool] = field(default_factory=list)
+    bad_lines: int = 0
+    """Lines that were not a trajectory (e.g. a half-written last line)."""
+
+
+@dataclass
+class RunData:
+    """Everything found in a run or evaluation folder; missing parts are empty or None."""
+
+    root: Path
+    summary: dict[str, Any] | None = None
+    bc_metrics: list[dict[str, Any]] = field(default_factory=list)
+    rl_metrics: list[dict[str, Any]] = field(default_factory=list)
+    rl_eval_history: list[dict[str, Any]] = field(default_factory=list)
+    """``rl/eval_history.json`` (the eval rows of RL with ``step``)."""
+    rl_eval_files: list[tuple[int, Path]] = field(default_factory=list)
+    """``(step, path)`` of ``rl/eval/step-XXXXXX.jsonl``, by step."""
+    rollout_files: list[tuple[int, int, Path]] = field(default_factory=list)
+    """``(step, rank, path)`` of ``rl/rollouts/step-XXXXXX-rankR.jsonl``, by step and rank."""
+    eval_files: list[EvalFile] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    """Inputs that exist but could not be (fully) read, one sentence each."""
+
+    @property
+    def usable(self) -> bool:
+        """Whether anything a report can show was found."""
+        return bool(
+            self.summary
+            or self.bc_metrics
+            or self.rl_metrics
+            or self.rl_eval_history
+            or self.rl_eval_files
+            or self.rollout_files
+            or any(ef.results for ef in self.eval_files)
+        )
+
+    def rel(self, path: Path) -> str:
+        """``path`` relative to the folder (as written in the report)."""
+        try:
+            return path.relative_to(self.root).as_posix()
+        except ValueError:
+            return str(path)
+
+
+def read_jsonl_rows(
+    path: Path, problems: list[str] | None = None, name: str | None = None
+) -> list[dict[str, Any]]:
+    """The JSON objects of a JSONL file, skipping (and counting into ``problems``) bad lines.
+
+    Same rows as ``train.logging.read_metrics``, but a line that is not a JSON object (the
+    last line of a file being written, say) is skipped instead of raising.
+    """
+    rows: list[dict[str, Any]] = []
+    bad = 0
+    with path.open() as f:
+        for line in f:
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                bad += 1
+                continue
+            if isinstance(row, dict):
+                rows.append(row)
+            else:
+                bad += 1
+    if bad and problems is not None:
+        problems.append(f"{name or path}: skipped {bad} line(s) that were not JSON objects")
+    return rows
+
+
+def read_episode_stats(path: Path, label: str) -> EpisodeStats:
+    """Turns per episode and success of a trajectory JSONL file.
+
+    Only ``turns``, ``reward`` and ``status`` of each line are looked at: the files hold every
+    prompt's token ids, and building and validating ``Trajectory`` objects (as
+    ``trajectories.read_trajectories`` does) would cost far more than the report needs.
+    Episodes with ``status == "env_error"`` are left out, as in ``EvalReport``'s rates.
+    """
+    st = EpisodeStats(label=label, path=path)
+    with path.open() as f:
+        for line in f:
+            if not line.strip():
+                continue
+            try:
+                d = json.loads(line)
+                turns = len(d["turns"])
+                reward = float(d.get("reward", 0.0))
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+                st.bad_lines += 1
+                continue
+            if d.get("status") == "env_error":
+                continue
+            st.turns.append(turns)
+            st.success.append(reward == 1.0)
+    return st
+
+
+def _read_json(path: Path, problems: list[str], rel: str) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        problems.append(f"{rel}: unreadable ({e}); skipped")
+        return None
+
+
+def _ci(x: Any) -> tuple[float, float] | None:
+    if isinstance(x, (list, tuple)) and len(x) == 2 and all(_is_num(v) for v in x):
+        return float(x[0]), float(x[1])
+    return None
+
+
+def _is_num(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and x == x
+
+
+def _groups(d: Any) -> dict[str, dict[str, Any]]:
+    """``by_site`` / ``by_kind`` of an eval result, keeping the well-formed entries."""
+    out: dict[str, dict[str, Any]] = {}
+    if not isinstance(d, dict):
+        return out
+    for name, g in d.items():
+        if isinstance(g, dict) and _is_num(g.get("success")):
+            out[str(name)] = {
+                "success": float(g["success"]),
+                "ci": _ci(g.get("ci")),
+                "n": int(g["n"]) if _is_num(g.get("n")) else None,
+            }
+    return out
+
+
+def parse_eval_file(path: Path, d: Any, problems: list[str], rel: str) -> EvalFile | None:
+    """An ``EvalFile`` from the parsed ``eval.json`` ``d`` (None when it has no results)."""
+    if not isinstance(d, dict) or not isinstance(d.get("results"), list):
+        problems.append(f"{rel}: no 'results' list; skipped")
+        return None
+    ef = EvalFile(
+        path=path,
+        model=str(d.get("model", "")),
+        split=str(d.get("split", "")),
+        samples=d["samples"] if _is_num(d.get("samples")) else None,
+        seed=d["seed"] if _is_num(d.get("seed")) else None,
+    )
+    for i, r in enumerate(d["results"]):
+        if not (isinstance(r, dict) and _is_num(r.get("max_turns")) and _is_num(r.get("success"))):
+            problems.append(f"{rel}: results[{i}] lacks max_turns or success; skipped")
+            continue
+        traj = r.get("trajectories")
+        ef.results.append(
+            EvalResult(
+                max_turns=int(r["max_turns"]),
+                success=float(r["success"]),
+                ci=_ci(r.get("ci")),
+                pass_at_k=float(r["pass_at_k"]) if _is_num(r.get("pass_at_k")) else None,
+                episodes=int(r["episodes"]) if _is_num(r.get("episodes")) else None,
+                by_site=_groups(r.get("by_site")),
+                by_kind=_groups(r.get("by_kind")),
+                trajectories=path.parent / traj if isinstance(traj, str) and traj else None,
+            )
+        )
+    ef.results.sort(key=lambda r: r.max_turns)
+    if not ef.results:
+        problems.append(f"{rel}: no usable results; skipped")
+        return None
+    return ef
+
+
+def _find_eval_json(root: Path) -> list[Path]:
+    found = [root / "eval.json"] if (root / "eval.json").is_file() else []
+    for sub in sorted(p for p in root.iterdir() if p.is_dir()):
+        if (sub / "eval.json").is_file():
+            found.append(sub / "eval.json")
+    return found
+
+
+def load_run(run_dir: str | Path) -> RunData:
+    """Read every known input of ``run_dir`` that exists.
+
+    Raises:
+        FileNotFoundError: ``run_dir`` does not exist or is not a folder.
+    """
+    root = Path(run_dir)
+    if not root.exists():
+        raise FileNotFoundError(f"run folder {str(root)!r} not found")
+    if not root.is_dir():
+        raise FileNotFoundError(f"{str(root)!r} is not a folder: pass a run or evaluation folder")
+    data = RunData(root=root)
+    probs = data.problems
+
+    p = root / "summary.json"
+    if p.is_file():
+        s = _read_json(p, probs, "summary.json")
+        if isinstance(s, dict) and isinstance(s.get("stages"), dict):
+            data.summary = s
+        elif s is not None:
+            probs.append("summary.json: no 'stages' object; skipped")
+
+    for stage in ("bc", "rl"):
+        p = root / stage / "metrics.jsonl"
+        if p.is_file():
+            rows = read_jsonl_rows(p, probs, f"{stage}/metrics.jsonl")
+            rows = [r for r in rows if _is_num(r.get("step"))]
+            setattr(data, f"{stage}_metrics", rows)
+
+    p = root / "rl" / "eval_history.json"
+    if p.is_file():
+        h = _read_json(p, probs, "rl/eval_history.json")
+        if isinstance(h, list):
+            data.rl_eval_history = [r for r in h if isinstance(r, dict) and "step" in r]
+
+    folder = root / "rl" / "eval"
+    if folder.is_dir():
+        for f in folder.iterdir():
+            if m := _EVAL_FILE.match(f.name):
+                data.rl_eval_files.append((int(m[1]), f))
+        data.rl_eval_files.sort()
+    folder = root / "rl" / "rollouts"
+    if folder.is_dir():
+        for f in folder.iterdir():
+            if m := _ROLLOUT_FILE.match(f.name):
+                data.rollout_files.append((int(m[1]), int(m[2]), f))
+        data.rollout_files.sort()
+
+    for p in _find_eval_json(root):
+        rel = data.rel(p)
+        d = _read_json(p, probs, rel)
+        if d is not None and (ef := parse_eval_file(p, d, probs, rel)) is not None:
+            data.eval_files.append(ef)
+    return data
