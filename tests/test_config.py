@@ -72,3 +72,15 @@ def test_recipes_in_configs_load() -> None:
         first = r.read_text().splitlines()[0]
         assert first.startswith("#"), f"{r.name} must start with a comment showing its command"
         load_config(r)
+
+
+def test_tasks_filters_and_time_budget() -> None:
+    cfg = load_config(
+        None, ["tasks.difficulty=1-2,3-5", "tasks.sites=map", "rl.time_budget_min=50"]
+    )
+    assert cfg.tasks.difficulty == ["1-2", "3-5"] and cfg.tasks.sites == ["map"]
+    assert cfg.rl.time_budget_min == 50
+    with pytest.raises(ConfigError, match="tasks.difficulty"):
+        load_config(None, ["tasks.difficulty=easy"])
+    with pytest.raises(ConfigError, match="time_budget_min"):
+        load_config(None, ["rl.time_budget_min=-1"])

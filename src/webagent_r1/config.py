@@ -295,6 +295,9 @@ class RLConfig:
     """Size of the fixed test subset (0: the whole test split)."""
     eval_base: bool = True
     """Recipes: also evaluate the starting model before BC (R1-Zero's first eval is that)."""
+    time_budget_min: float = 0.0
+    """Stop M-GRPO early (then save and run the final evaluation) when another step would
+    overrun this many minutes of the stage's wall time; 0: no budget, run all ``steps``."""
 
     def __post_init__(self) -> None:
         _check(self.steps >= 0, "rl.steps must be >= 0")
@@ -318,6 +321,30 @@ class RLConfig:
         )
         _check(self.eval_every >= 0, "rl.eval_every must be >= 0")
         _check(self.eval_tasks >= 0, "rl.eval_tasks must be >= 0 (0 = whole test split)")
+        _check(self.time_budget_min >= 0, "rl.time_budget_min must be >= 0 (0 = no budget)")
+
+
+DIFFICULTIES = ("1-2", "3-5", "6-9", "10+")
+
+
+@dataclass
+class TasksConfig:
+    """Which embedded tasks a run uses: demonstrations, M-GRPO and evaluation alike.
+
+    Empty lists keep everything. A CPU recipe may keep the short tasks only; the test split
+    it reports on is then the same filter applied to the test tasks (say so with the numbers).
+    """
+
+    sites: list[str] = field(default_factory=list)
+    """Keep tasks whose sites are all in this list (e.g. ``[shopping, reddit]``)."""
+    templates: list[str] = field(default_factory=list)
+    """Keep tasks of these template names (``tasks list`` shows them)."""
+    difficulty: list[str] = field(default_factory=list)
+    """Keep templates of these expert step counts: ``1-2``, ``3-5``, ``6-9``, ``10+``."""
+
+    def __post_init__(self) -> None:
+        bad = [d for d in self.difficulty if d not in DIFFICULTIES]
+        _check(not bad, f"tasks.difficulty must be among {', '.join(DIFFICULTIES)}; got {bad}")
 
 
 @dataclass
@@ -337,6 +364,7 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     bc: BCConfig = field(default_factory=BCConfig)
     rl: RLConfig = field(default_factory=RLConfig)
+    tasks: TasksConfig = field(default_factory=TasksConfig)
     init_from: str | None = None
     """Start from this checkpoint or model folder instead of ``model.name`` (e.g. a BC run)."""
 

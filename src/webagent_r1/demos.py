@@ -12,7 +12,6 @@ Everything else is dropped and reported with its reason (``webagent-r1 demos`` p
 
 from __future__ import annotations
 
-import random
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -55,14 +54,32 @@ class DemoReport:
 
 
 def pick_demo_tasks(
-    split: str = "train", sample: int | None = None, seed: int = 0, template: str | None = None
+    split: str = "train",
+    sample: int | None = None,
+    seed: int = 0,
+    template: str | None = None,
+    cfg: Config | None = None,
 ) -> list[Task]:
-    """Tasks of the embedded suite for demonstrations (a seeded random sample of N)."""
-    from webagent_r1.tasks.suite import build_suite, select
+    """Tasks of the embedded suite for demonstrations.
 
-    tasks = select(build_suite(), split=split, template=template)
+    A sample of N is seeded and spread over templates (round-robin, a random instance of each
+    template in turn), so N >= the number of templates covers every template.
+
+    Args:
+        split: train | test | heldout.
+        sample: how many (None: all).
+        seed: sampling seed.
+        template: only this template.
+        cfg: a config whose ``tasks`` filters apply (sites, templates, difficulty).
+    """
+    from webagent_r1.evaluate import eval_subset
+    from webagent_r1.tasks.suite import build_suite, select, tasks_for
+
+    tasks = tasks_for(cfg, split) if cfg is not None else select(build_suite(), split=split)
+    if template is not None:
+        tasks = select(tasks, template=template)
     if sample is not None and sample < len(tasks):
-        tasks = random.Random(seed).sample(tasks, sample)
+        tasks = eval_subset(tasks, sample, seed)
     return tasks
 
 

@@ -72,3 +72,24 @@ def test_suite_is_deterministic_and_splits_are_disjoint() -> None:
         per_site.setdefault(t.sites[0], set()).add(t.intent_template_id)
     for site in ("shopping", "shopping_admin"):
         assert len(per_site[site]) >= 12, f"{site} needs at least 12 templates"
+
+
+def test_run_tasks_filters_and_names_bad_filters() -> None:
+    from webagent_r1.tasks.suite import all_templates, build_suite, run_tasks, select
+
+    difficulty = {t.name: t.difficulty for t in all_templates()}
+    short = run_tasks("train", [], [], ["1-2"])
+    assert short and {difficulty[t.extra["template"]] for t in short} == {"1-2"}
+    assert len(short) < len(select(build_suite(), split="train"))
+    shop = run_tasks("test", ["shopping"], [], [])
+    assert shop and all(t.sites == ["shopping"] for t in shop)  # cross-site tasks left out
+    one = run_tasks("test", [], [short[0].extra["template"]], [])
+    assert {t.extra["template"] for t in one} == {short[0].extra["template"]}
+    with pytest.raises(ValueError, match="did you mean"):
+        run_tasks("train", [], [short[0].extra["template"] + "x"], [])
+    with pytest.raises(ValueError, match="unknown site"):
+        run_tasks("train", ["shoping"], [], [])
+    name = short[0].extra["template"]
+    other = "map" if short[0].sites[0] != "map" else "reddit"
+    with pytest.raises(ValueError, match="keeps no"):
+        run_tasks("train", [other], [name], [])

@@ -53,3 +53,29 @@ async def test_one_rl_step_with_real_browsers(tmp_path: Path) -> None:
     assert [r["step"] for r in evals] == [0, 1]  # before and after
     history = json.loads((stage / "eval_history.json").read_text())
     assert len(history) == 2
+
+
+async def test_time_budget_stops_early_with_a_final_eval(tmp_path: Path) -> None:
+    model = make_tiny_model(tmp_path / "model")
+    cfg = load_config(
+        None,
+        [
+            f"model.name={model}",
+            "model.device=cpu",
+            f"run_dir={tmp_path / 'run'}",
+            "env.max_turns=1",
+            "rollout.group_size=2",
+            "rollout.max_concurrent_episodes=2",
+            "rollout.max_new_tokens=4",
+            "rl.steps=5",
+            "rl.tasks_per_step=1",
+            "rl.eval_tasks=1",
+            "rl.time_budget_min=0.0001",  # any step overruns it: stop after the first
+            "train.tensorboard=false",
+            "tasks.difficulty=1-2",
+        ],
+    )
+    res = await train_rl(cfg, progress=False)
+    assert res.steps == 1
+    assert res.checkpoint.name == "step-000001"
+    assert [h["step"] for h in res.eval_history] == [0, 1]  # the final eval still ran

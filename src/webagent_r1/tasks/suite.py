@@ -229,3 +229,50 @@ def select(
     if template is not None:
         out = [t for t in out if t.extra.get("template") == template]
     return out
+
+
+def run_tasks(
+    split: str, sites: list[str], templates: list[str], difficulty: list[str]
+) -> list[Task]:
+    """The tasks of ``split`` that a run's ``tasks`` config keeps (empty lists keep all).
+
+    Args:
+        split: train | test | heldout.
+        sites: keep tasks whose sites are all in this list.
+        templates: keep tasks of these template names.
+        difficulty: keep templates of these expert step counts (``1-2`` … ``10+``).
+
+    Raises:
+        ValueError: an unknown site or template name, or a filter that keeps no task.
+    """
+    import difflib
+
+    from webagent_r1.sites import SITES
+
+    known = {t.name: t for t in all_templates()}
+    for name in templates:
+        if name not in known:
+            near = difflib.get_close_matches(name, list(known), n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else "; see `webagent-r1 tasks list`"
+            raise ValueError(f"tasks.templates: unknown template {name!r}{hint}")
+    for site in sites:
+        if site not in SITES:
+            raise ValueError(f"tasks.sites: unknown site {site!r}; sites: {', '.join(SITES)}")
+    out = select(build_suite(), split=split)
+    if sites:
+        out = [t for t in out if set(t.sites) <= set(sites)]
+    if templates:
+        out = [t for t in out if t.extra.get("template") in templates]
+    if difficulty:
+        out = [t for t in out if known[str(t.extra.get("template"))].difficulty in difficulty]
+    if not out:
+        raise ValueError(
+            f"the tasks filter (sites={sites}, templates={templates}, difficulty={difficulty}) "
+            f"keeps no {split} task"
+        )
+    return out
+
+
+def tasks_for(cfg: Any, split: str) -> list[Task]:
+    """``run_tasks`` with the filters of a ``Config``'s ``tasks`` section."""
+    return run_tasks(split, cfg.tasks.sites, cfg.tasks.templates, cfg.tasks.difficulty)

@@ -68,7 +68,7 @@ def ensure_demos(cfg: Config, progress: bool = True) -> Path:
     path = Path(cfg.bc.data)
     if path.is_file():
         return path
-    tasks = pick_demo_tasks("train", cfg.bc.demo_tasks, cfg.seed)
+    tasks = pick_demo_tasks("train", cfg.bc.demo_tasks, cfg.seed, cfg=cfg)
     tokenizer = load_tokenizer(cfg.init_from or cfg.model.name)
     kept, report = asyncio.run(
         collect_demos(
@@ -96,9 +96,10 @@ def ensure_demos(cfg: Config, progress: bool = True) -> Path:
 def run_recipe(cfg: Config, resume: bool = False, progress: bool = True) -> dict[str, Any]:
     """Run the recipe of ``cfg``; returns (and writes) the summary."""
     from webagent_r1.evaluate import eval_model, eval_subset
-    from webagent_r1.tasks.suite import build_suite, select
+    from webagent_r1.tasks.suite import tasks_for
     from webagent_r1.train.bc import train_bc
     from webagent_r1.train.rl import train_rl
+    from webagent_r1.trajectories import write_trajectories
 
     check_fresh(cfg, resume)
     summary = _load_summary(cfg) if resume else {"stages": {}}
@@ -114,8 +115,9 @@ def run_recipe(cfg: Config, resume: bool = False, progress: bool = True) -> dict
 
     if cfg.rl.eval_base and cfg.bc.steps > 0 and "base" not in summary["stages"]:
         t0 = time.time()
-        tasks = eval_subset(select(build_suite(), split="test"), cfg.rl.eval_tasks, cfg.seed)
+        tasks = eval_subset(tasks_for(cfg, "test"), cfg.rl.eval_tasks, cfg.seed)
         report = asyncio.run(eval_model(cfg, tasks, init, progress))
+        write_trajectories(report.trajectories, Path(cfg.run_dir) / "base" / "eval.jsonl")
         summary["stages"]["base"] = {"wall_s": time.time() - t0, **report.metrics()}
         _save_summary(cfg, summary)
         print(f"base model: success {report.success_rate:.3f} on {len(tasks)} tasks", flush=True)
@@ -139,6 +141,7 @@ def run_recipe(cfg: Config, resume: bool = False, progress: bool = True) -> dict
         summary["stages"]["rl"] = {
             "wall_s": time.time() - t0 + summary["stages"].get("rl", {}).get("wall_s", 0.0),
             "checkpoint": str(res_rl.checkpoint),
+            "steps": res_rl.steps,
             "start": hist[0] if hist else None,
             "final": hist[-1] if hist else None,
             "history": hist,

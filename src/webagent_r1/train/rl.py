@@ -287,7 +287,7 @@ async def train_rl(
     from webagent_r1.policy.hf import HFEngine
     from webagent_r1.sites.episodes import EmbeddedSites
     from webagent_r1.tasks.evaluators import evaluate
-    from webagent_r1.tasks.suite import build_suite, select
+    from webagent_r1.tasks.suite import tasks_for
 
     t0 = time.time()
     dist = Dist.init()
@@ -302,11 +302,16 @@ async def train_rl(
     params = trainable_parameters(model)
     opt = build_optimizer(params, rl.lr, tcfg)
     start, history = 0, []
+    # Time budget bookkeeping (survives resume): stage wall time so far, longest evaluation.
+    clock = {"prior_s": 0.0, "eval_s": 0.0, "t0": time.time()}
+    step_times: list[float] = []
     if ckpt is not None:
         state = load_trainer_state(ckpt)
         opt.load_state_dict(state["optimizer"])
         set_rng(state["rng"])
         start, history = int(state["step"]), list(state.get("eval_history", []))
+        clock["prior_s"] = float(state.get("wall_s", 0.0))
+        clock["eval_s"] = float(state.get("eval_s", 0.0))
     ref_model = None
     if rl.beta > 0:
         ref_model, _ = load_policy(cfg, start_from)
@@ -322,9 +327,8 @@ async def train_rl(
     logger = MetricLogger(
         stage, dist.main, tcfg.tensorboard, tcfg.wandb_project if dist.main else None, to_dict(cfg)
     )
-    suite = build_suite()
-    train_tasks = select(suite, split="train")
-    eval_tasks = eval_subset(select(suite, split="test"), rl.eval_tasks, cfg.seed)
+    train_tasks = tasks_for(cfg, "train")
+    eval_tasks = eval_subset(tasks_for(cfg, "test"), rl.eval_tasks, cfg.seed)
 
     def count_tokens(text: str) -> int:
         return len(tokenizer(text, add_special_tokens=False).input_ids)
@@ -341,7 +345,20 @@ async def train_rl(
         count_tokens,
     )
 
+    def over_budget() -> bool:
+        """Would one more step and the final evaluation overrun ``rl.time_budget_min``?"""
+        if not rl.time_budget_min or not step_times:
+            return False
+        used = clock["prior_s"] + time.time() - clock["t0"]
+        recent = step_times[-3:]
+        need = 1.1 * sum(recent) / len(recent) + clock["eval_s"]
+        return bool(dist.broadcast_object(used + need > rl.time_budget_min * 60))
+
+    def wall() -> dict[str, float]:
+        return {"wall_s": clock["prior_s"] + time.time() - clock["t0"], "eval_s": clock["eval_s"]}
+
     async def run_eval(step: int) -> None:
+        e0 = time.time()
         model.eval()
         mine = eval_tasks[dist.rank :: dist.world]
         report = await evaluate_policy(
@@ -362,6 +379,7 @@ async def train_rl(
         history.append({"step": step, **m})
         if dist.main:
             write_trajectories(report.trajectories, stage / "eval" / f"step-{step:06d}.jsonl")
+        clock["eval_s"] = max(clock["eval_s"], time.time() - e0)
 
     try:
         if start == 0:
@@ -439,13 +457,23 @@ async def train_rl(
                     f"{metrics['train/step_s']:.0f} s",
                     flush=True,
                 )
-            if rl.eval_every and done % rl.eval_every == 0 and done != rl.steps:
+            step_times.append(time.time() - s0)
+            last = done == rl.steps or over_budget()
+            if last and done < rl.steps and dist.main:
+                print(
+                    f"time budget ({rl.time_budget_min:g} min): stopping after step {done} "
+                    f"of {rl.steps}",
+                    flush=True,
+                )
+            if rl.eval_every and done % rl.eval_every == 0 and not last:
                 await run_eval(done)
             every = tcfg.checkpoint_every
-            if (every and done % every == 0) or done == rl.steps:
-                if done == rl.steps:
+            if (every and done % every == 0) or last:
+                if last:
                     await run_eval(done)
-                _save(ckpt_root, done, model, tokenizer, opt, cfg, dist, history)
+                _save(ckpt_root, done, model, tokenizer, opt, cfg, dist, history, wall())
+            if last:
+                break
     finally:
         await pool.close()
         await browser.close()
@@ -454,12 +482,13 @@ async def train_rl(
         logger.close()
     final = latest_checkpoint(ckpt_root)
     if final is None:
-        _save(ckpt_root, start, model, tokenizer, opt, cfg, dist, history)
+        _save(ckpt_root, start, model, tokenizer, opt, cfg, dist, history, wall())
         final = latest_checkpoint(ckpt_root)
     assert final is not None
     if dist.main:
         (stage / "eval_history.json").write_text(json.dumps(history, indent=1))
-    return RLResult(final, rl.steps, history, time.time() - t0)
+    steps_done = int(json.loads((final / "meta.json").read_text())["step"])
+    return RLResult(final, steps_done, history, time.time() - t0)
 
 
 def _merge_eval(report: Any, dist: Dist) -> dict[str, float]:
@@ -495,6 +524,7 @@ def _save(
     cfg: Config,
     dist: Dist,
     history: list[dict[str, float]],
+    wall: dict[str, float] | None = None,
 ) -> None:
     if dist.main:
         state = {
@@ -502,6 +532,7 @@ def _save(
             "optimizer": opt.state_dict(),
             "rng": rng_state(),
             "eval_history": history,
+            **(wall or {}),
         }
         save_checkpoint(
             root,
