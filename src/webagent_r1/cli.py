@@ -262,7 +262,7 @@ def demos(
     from webagent_r1.trajectories import write_trajectories
 
     cfg = load_config(config, overrides or [])
-    tasks = pick_demo_tasks(split, sample, cfg.seed, template)
+    tasks = pick_demo_tasks(split, sample, cfg.seed, template, cfg=cfg)
     if not tasks:
         raise typer.BadParameter("no tasks match the filters")
     if concurrency < 1:
@@ -351,11 +351,11 @@ def eval_cmd(
 
     from webagent_r1.config import load_config
     from webagent_r1.evaluate import eval_model, eval_subset
-    from webagent_r1.tasks.suite import build_suite, select
+    from webagent_r1.tasks.suite import select, tasks_for
     from webagent_r1.trajectories import write_trajectories
 
     cfg = load_config(config, overrides or [])
-    tasks = select(build_suite(), split=split, site=site)
+    tasks = select(tasks_for(cfg, split), site=site)
     if not tasks:
         raise typer.BadParameter("no tasks match the filters")
     tasks = eval_subset(tasks, sample or 0, cfg.seed)
