@@ -64,9 +64,10 @@ allocation counters, so ``torch_peak_alloc_mb`` is reported only on CUDA
 (``torch.cuda.max_memory_allocated`` growth over the update).
 
 bf16 autocast pays only on CPUs with native bf16 matmuls (AVX512-BF16 or AMX): elsewhere torch
-falls back to generic kernels many times slower than fp32. ``setup.cpu_native_bf16`` says which,
-and a warning is added when autocast runs without them; ``model.autocast_bf16=false`` runs both
-sides in fp32.
+falls back to generic kernels many times slower than fp32. Both sides follow the project's rule
+(``policy.hf.bf16_autocast_pays``): ``model.autocast_bf16`` is honoured only where the hardware
+has native bf16, else both run in fp32 (``setup.autocast_active`` says which ran);
+``model.autocast_bf16=false`` forces fp32 everywhere.
 
 Prints JSON: per side, update seconds per repetition, tokens/s, peak memory; the ratios
 ours / TRL of tokens/s (>= 1: ours not slower) and of peak memory (<= 1: ours not larger); the
@@ -95,6 +96,7 @@ from typing import Any
 import torch
 
 from webagent_r1.config import Config, load_config
+from webagent_r1.policy.hf import bf16_autocast_pays
 from webagent_r1.rollout import Group
 from webagent_r1.train.batching import collate, completion_logprobs, micro_batches
 from webagent_r1.train.rl import RLBatch, build_rl_batch, mgrpo_update
@@ -292,7 +294,8 @@ def _trl(
         epsilon=cfg.rl.clip_eps,
         loss_type="grpo",
         temperature=1.0,
-        bf16=cfg.model.autocast_bf16,
+        # The same precision as ours: autocast only where the hardware has native bf16.
+        bf16=cfg.model.autocast_bf16 and bf16_autocast_pays(next(model.parameters()).device),
         use_cpu=not torch.cuda.is_available(),
         optim="adamw_torch",
         learning_rate=cfg.rl.lr,
@@ -492,12 +495,9 @@ def run(
         "setup_s": round(setup_s, 1),
         "cpu_native_bf16": _cpu_native_bf16(),
     }
-    on_cpu = out["setup"]["device"] == "cpu"
-    if on_cpu and cfg.model.autocast_bf16 and out["setup"]["cpu_native_bf16"] is False:
-        out["setup"]["warning"] = (
-            "this CPU has no native bf16 matmul (no AVX512-BF16 / AMX): bf16 autocast runs "
-            "torch's slow fallback kernels on both sides; compare with model.autocast_bf16=false"
-        )
+    out["setup"]["autocast_active"] = cfg.model.autocast_bf16 and bf16_autocast_pays(
+        next(model.parameters()).device
+    )
     return out
 
 

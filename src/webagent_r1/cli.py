@@ -341,78 +341,115 @@ def eval_cmd(
     model: Annotated[
         str | None, typer.Option(help="Model folder or checkpoint model/ (default: config).")
     ] = None,
+    engine: Annotated[
+        str, typer.Option(help="hf (a local model), expert (scripted experts) or openai.")
+    ] = "hf",
     split: Annotated[str, typer.Option(help="train, test or heldout.")] = "test",
     site: Annotated[str | None, typer.Option(help="Only tasks of this site.")] = None,
     sample: Annotated[int | None, typer.Option(help="A fixed subset of N tasks.")] = None,
-    out: Annotated[str | None, typer.Option(help="Write the trajectories here (JSONL).")] = None,
+    samples: Annotated[int, typer.Option(help="Episodes per task (pass@k; k > 1 samples).")] = 1,
+    max_turns: Annotated[
+        str | None,
+        typer.Option(help="Turn budget(s), e.g. 5,10,15,20,30 for a test-time-scaling sweep."),
+    ] = None,
+    temperature: Annotated[
+        float | None, typer.Option(help="Sampling temperature (default: greedy for k = 1).")
+    ] = None,
+    thinking: Annotated[
+        bool | None, typer.Option("--thinking/--no-thinking", help="Prompt (default: config).")
+    ] = None,
+    out_dir: Annotated[
+        str | None, typer.Option(help="Write eval.json and the trajectories here.")
+    ] = None,
+    out: Annotated[
+        str | None, typer.Option(help="Also write the (largest budget's) trajectories here.")
+    ] = None,
+    openai_url: Annotated[
+        str | None, typer.Option(help="OpenAI-compatible server, e.g. http://host:8000/v1.")
+    ] = None,
+    openai_model: Annotated[str | None, typer.Option(help="The served model's name.")] = None,
+    openai_token_ids: Annotated[
+        bool, typer.Option(help="Send token-id prompts (vLLM/SGLang completions endpoint).")
+    ] = False,
 ) -> None:
-    """Evaluate a model greedily on embedded tasks; success overall and per site."""
+    """Evaluate a model, the experts or an API model on embedded tasks.
+
+    Success overall, per site and per template kind with 95% Wilson intervals; pass@k with
+    --samples k; a test-time-scaling sweep with --max-turns 5,10,15; eval.json and the
+    trajectories in --out-dir (then `webagent-r1 report DIR` plots them).
+    """
+    import shutil
+    from pathlib import Path
+
     from rich.table import Table
 
-    from webagent_r1.config import load_config
-    from webagent_r1.evaluate import eval_model, eval_subset
+    from webagent_r1.config import load_config, to_dict
+    from webagent_r1.evaluate import eval_subset, run_evaluation
     from webagent_r1.tasks.suite import select, tasks_for
-    from webagent_r1.trajectories import write_trajectories
 
-    cfg = load_config(config, overrides or [])
-    tasks = select(tasks_for(cfg, split), site=site)
+    extra = [] if thinking is None else [f"agent.thinking={str(thinking).lower()}"]
+    cfg = load_config(config, [*(overrides or []), *extra])
+    budgets = None
+    if max_turns:
+        try:
+            budgets = [int(x) for x in max_turns.split(",") if x.strip()]
+        except ValueError:
+            raise typer.BadParameter(
+                f"--max-turns takes integers separated by commas, got {max_turns!r}"
+            ) from None
+    try:
+        tasks = select(tasks_for(cfg, split), site=site)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
     if not tasks:
         raise typer.BadParameter("no tasks match the filters")
     tasks = eval_subset(tasks, sample or 0, cfg.seed)
-    report = asyncio.run(eval_model(cfg, tasks, model))
-    table = Table(title=f"success on {len(tasks)} {split} tasks")
-    for col in ("site", "success", "episodes"):
-        table.add_column(col, justify="left" if col == "site" else "right")
-    for name, (ok, n) in report.by("site").items():
-        table.add_row(name, f"{ok / n:.3f}" if n else "-", str(n))
-    table.add_row("all", f"{report.success_rate:.3f}", str(len(tasks) - report.env_errors))
-    Console().print(table)
-    if out:
-        write_trajectories(report.trajectories, out)
-        print(f"trajectories: {out}")
-
-
-@app.command()
-def view(
-    run_dir: Annotated[str, typer.Argument(help="Run folder (trajectory **/*.jsonl files).")],
-    out: Annotated[
-        str | None, typer.Option("--out", help="HTML file (default: RUN_DIR/viewer.html).")
-    ] = None,
-) -> None:
-    """Write a self-contained HTML page to browse a run's episodes (opens from disk)."""
-    from webagent_r1.viewer import build_viewer
-
-    path = build_viewer(run_dir, out, on_note=lambda m: console.print(f"note: {m}", markup=False))
-    print(path)
-    print(path.resolve().as_uri())
-
-
-@app.command()
-def report(
-    run_dir: Annotated[
-        str,
-        typer.Argument(
-            metavar="RUN_DIR", help="A run folder (runs/<name>) or an `eval --out-dir` folder."
-        ),
-    ],
-) -> None:
-    """Rebuild RUN_DIR/report.md and RUN_DIR/plots/*.png from the folder's logs."""
-    from webagent_r1.report import ReportError, build_report_files
-
-    if not os.path.isdir(run_dir):
-        raise typer.BadParameter(f"no such folder: {run_dir!r}", param_hint="RUN_DIR")
+    if out and not out_dir:
+        out_dir = str(Path(out).with_suffix("")) + "-eval"
     try:
-        res = build_report_files(run_dir)
-    except ReportError as e:
-        from rich.markup import escape
-
-        console.print(f"[red]error:[/red] {escape(str(e))}")
-        raise typer.Exit(2) from None
-    print(f"report: {res.report}")
-    for p in res.plots:
-        print(f"plot: {p}")
-    for s in res.skipped:
-        console.print(f"skipped {s}", markup=False)
+        summary = asyncio.run(
+            run_evaluation(
+                cfg,
+                tasks,
+                engine=engine,
+                model_path=model,
+                openai_url=openai_url,
+                openai_model=openai_model,
+                openai_token_ids=openai_token_ids,
+                samples=samples,
+                max_turns=budgets,
+                temperature=temperature,
+                out_dir=out_dir,
+                meta={"split": split, "site": site, "tasks_filter": to_dict(cfg)["tasks"]},
+            )
+        )
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    stdout = Console()
+    for res in summary["results"]:
+        table = Table(
+            title=f"{summary['engine']} on {len(tasks)} {split} tasks, "
+            f"max_turns {res['max_turns']}, {samples} sample(s) each"
+        )
+        for col in ("site", "success", "95% CI", "episodes"):
+            table.add_column(col, justify="left" if col == "site" else "right")
+        rows = [*res["by_site"].items(), ("all", res)]
+        for name, r in rows:
+            n = r.get("n", r.get("episodes"))
+            table.add_row(
+                name, f"{r['success']:.3f}", f"[{r['ci'][0]:.2f}, {r['ci'][1]:.2f}]", str(n)
+            )
+        stdout.print(table)
+        if res["pass_at_k"] is not None:
+            stdout.print(f"pass@{samples}: {res['pass_at_k']:.3f}")
+        for reason, n in list(res["failures"].items())[:5]:
+            stdout.print(f"  [dim]{n} x {reason}[/dim]", highlight=False)
+    if out_dir:
+        print(f"results: {Path(out_dir) / 'eval.json'}")
+    if out and out_dir:
+        last = summary["results"][-1]["trajectories"]
+        shutil.copyfile(Path(out_dir) / last, out)
+        print(f"trajectories: {out}")
 
 
 bench_app = typer.Typer(help="Performance benchmarks (see benchmarks/).", no_args_is_help=True)

@@ -1,16 +1,27 @@
 """Evaluation: a policy on a set of tasks, greedy by default, success overall and per site.
 
-``evaluate_policy`` rolls out one episode per task with the same rollout code as training and
-grades it with the task's programmatic evaluator; ``eval_subset`` picks a fixed, stratified
-subset of a split (round-robin over templates) so that evaluations during training compare
-like with like.
+``evaluate_policy`` rolls out ``samples`` episodes per task with the same rollout code as
+training and grades each with the task's programmatic evaluator; ``eval_subset`` picks a fixed,
+stratified subset of a split (round-robin over templates) so that evaluations during training
+compare like with like. ``run_evaluation`` is ``webagent-r1 eval``: any engine (a model folder
+or checkpoint, the experts, an OpenAI-compatible server), one or several turn budgets
+(test-time scaling), results per site and per template kind with Wilson confidence intervals,
+pass@k, failure reasons, and an output folder (``eval.json`` and the trajectories) that
+``webagent-r1 report`` and ``webagent-r1 view`` read.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
+import math
 import random
-from collections import defaultdict
-from dataclasses import dataclass, field
+import time
+from collections import Counter, defaultdict
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from webagent_r1.config import AgentConfig
@@ -19,7 +30,62 @@ from webagent_r1.policy.base import Engine, SamplingParams
 from webagent_r1.rollout import Policy, RolloutStats, collect
 from webagent_r1.types import Task, Trajectory
 
-__all__ = ["EvalReport", "eval_subset", "evaluate_policy", "site_of"]
+__all__ = [
+    "EvalReport",
+    "eval_subset",
+    "evaluate_policy",
+    "failure_reason",
+    "run_evaluation",
+    "site_of",
+    "wilson_interval",
+]
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion (95% for z = 1.96); (0, 1) when n = 0.
+
+    Unlike the normal approximation it stays inside [0, 1] and is sensible at 0/n and n/n,
+    which small evaluations hit often.
+    """
+    if n <= 0:
+        return (0.0, 1.0)
+    if not 0 <= successes <= n:
+        raise ValueError(f"successes must be in [0, n], got {successes} of {n}")
+    p = successes / n
+    denom = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    lo = 0.0 if successes == 0 else max(0.0, centre - half)
+    hi = 1.0 if successes == n else min(1.0, centre + half)
+    return (lo, hi)
+
+
+def _template_attr(task: Task, attr: str) -> str:
+    """``kind`` or ``difficulty`` of an embedded task's template ('?' for other tasks)."""
+    from webagent_r1.tasks.suite import all_templates
+
+    name = task.extra.get("template")
+    for t in all_templates():
+        if t.name == name:
+            return str(getattr(t, attr))
+    return "?"
+
+
+def failure_reason(traj: Trajectory) -> str | None:
+    """Why an episode failed, in a few words (None when it succeeded).
+
+    Ran out of turns, no valid action, env error, or the evaluator's explanation.
+    """
+    if traj.reward == 1.0:
+        return None
+    if traj.status == "env_error":
+        return f"env error: {str(traj.info.get('error', ''))[:80]}"
+    invalid = sum(t.action is None for t in traj.turns)
+    if traj.status == "max_turns":
+        if invalid == len(traj.turns):
+            return "ran out of turns: no valid action in any turn"
+        return f"ran out of turns ({invalid} of {len(traj.turns)} turns without a valid action)"
+    return f"wrong result: {str(traj.info.get('explanation') or 'reward 0')[:120]}"
 
 
 def site_of(task: Task) -> str:
@@ -36,6 +102,8 @@ class EvalReport:
     env_errors: int = 0
     """Episodes that still hit env errors after retries (left out of the rates)."""
     wall_s: float = 0.0
+    samples: int = 1
+    """Episodes per task (consecutive in ``tasks``/``trajectories``)."""
 
     def _scored(self) -> list[tuple[Task, Trajectory]]:
         return [
@@ -50,13 +118,59 @@ class EvalReport:
         return sum(tr.reward for _, tr in scored) / len(scored) if scored else 0.0
 
     def by(self, key: str = "site") -> dict[str, tuple[int, int]]:
-        """``name -> (successes, episodes)`` per site or per template."""
+        """``name -> (successes, episodes)`` per site, template, kind or difficulty."""
+        if key not in ("site", "template", "kind", "difficulty"):
+            raise ValueError(f"key must be site, template, kind or difficulty, got {key!r}")
         out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
         for task, tr in self._scored():
-            name = site_of(task) if key == "site" else str(task.extra.get("template", "?"))
+            if key == "site":
+                name = site_of(task)
+            elif key == "template":
+                name = str(task.extra.get("template", "?"))
+            else:
+                name = _template_attr(task, key)
             out[name][0] += int(tr.reward == 1.0)
             out[name][1] += 1
         return {k: (v[0], v[1]) for k, v in sorted(out.items())}
+
+    def pass_at_k(self) -> float:
+        """Share of tasks with at least one success among their ``samples`` episodes."""
+        per_task: dict[str, bool] = {}
+        for task, tr in self._scored():
+            key = str(task.task_id)
+            per_task[key] = per_task.get(key, False) or tr.reward == 1.0
+        return sum(per_task.values()) / len(per_task) if per_task else 0.0
+
+    def failures(self) -> Counter[str]:
+        """Failure reasons (``failure_reason``) and how many episodes had each."""
+        return Counter(r for _, tr in self._scored() if (r := failure_reason(tr)) is not None)
+
+    def result(self) -> dict[str, Any]:
+        """JSON-ready summary: success with its 95% Wilson interval, per site and kind."""
+        scored = self._scored()
+        ok = sum(int(tr.reward == 1.0) for _, tr in scored)
+
+        def table(key: str) -> dict[str, dict[str, Any]]:
+            return {
+                name: {"success": s / n if n else 0.0, "ci": list(wilson_interval(s, n)), "n": n}
+                for name, (s, n) in self.by(key).items()
+            }
+
+        return {
+            "success": ok / len(scored) if scored else 0.0,
+            "ci": list(wilson_interval(ok, len(scored))),
+            "pass_at_k": self.pass_at_k() if self.samples > 1 else None,
+            "samples": self.samples,
+            "episodes": len(scored),
+            "tasks": len({str(t.task_id) for t in self.tasks}),
+            "env_errors": self.env_errors,
+            "turns": sum(len(tr.turns) for _, tr in scored) / len(scored) if scored else 0.0,
+            "by_site": table("site"),
+            "by_kind": table("kind"),
+            "by_difficulty": table("difficulty"),
+            "failures": dict(self.failures().most_common(20)),
+            "wall_s": self.wall_s,
+        }
 
     def metrics(self, prefix: str = "eval") -> dict[str, float]:
         """``eval/success`` and ``eval/success/<site>``, plus turns and errors."""
@@ -104,8 +218,9 @@ async def evaluate_policy(
     params: SamplingParams | None = None,
     max_env_retries: int = 2,
     progress: bool = True,
+    samples: int = 1,
 ) -> EvalReport:
-    """One episode per task (greedy unless ``params`` say otherwise), graded.
+    """``samples`` episodes per task (greedy unless ``params`` say otherwise), graded.
 
     Args:
         engine: the policy's engine (or a ``Policy``).
@@ -116,12 +231,13 @@ async def evaluate_policy(
         params: sampling parameters; default greedy, 256 new tokens.
         max_env_retries: re-runs of an episode lost to an env error.
         progress: progress bar.
+        samples: episodes per task (k of pass@k); with k > 1 sample (temperature > 0).
     """
     params = params or SamplingParams(temperature=0.0, max_new_tokens=256)
     stats = RolloutStats()
     groups = await collect(
         tasks,
-        1,
+        samples,
         engine,
         env_pool,
         tokenizer,
@@ -133,12 +249,273 @@ async def evaluate_policy(
         stats=stats,
     )
     report = EvalReport(
-        trajectories=[g.trajectories[0] for g in groups],
-        tasks=[g.task for g in groups],
+        trajectories=[tr for g in groups for tr in g.trajectories],
+        tasks=[g.task for g in groups for _ in g.trajectories],
         wall_s=stats.wall_s,
+        samples=samples,
     )
     report.env_errors = sum(tr.status == "env_error" for tr in report.trajectories)
     return report
+
+
+ENGINES = ("hf", "expert", "openai")
+"""Engines ``run_evaluation`` can build: a local model, the scripted experts, an API server."""
+
+
+@contextlib.asynccontextmanager
+async def _setup(
+    cfg: Any,
+    engine: str = "hf",
+    model_path: str | None = None,
+    openai_url: str | None = None,
+    openai_model: str | None = None,
+    openai_token_ids: bool = False,
+) -> AsyncIterator[tuple[Any, Any, Any, Any, Callable[[str], int]]]:
+    """The engine, its tokenizer, the embedded sites and a browser; all closed on exit."""
+    from webagent_r1.browser import Browser
+    from webagent_r1.policy.hf import HFEngine, load_tokenizer
+    from webagent_r1.sites.episodes import EmbeddedSites
+
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
+    closer: Callable[[], Any] | None = None
+    if engine == "hf":
+        from webagent_r1.train.batching import unwrap_model
+        from webagent_r1.train.setup import load_policy
+
+        model, tokenizer = load_policy(cfg, model_path)
+        model.eval()
+        eng: Any = HFEngine(
+            unwrap_model(model),
+            tokenizer,
+            cfg.model.autocast_bf16,
+            max_batch_size=cfg.rollout.max_batch_size,
+            batch_wait_ms=cfg.rollout.batch_wait_ms,
+        )
+        closer = eng.close
+    elif engine == "expert":
+        from webagent_r1.policy.expert import ExpertPolicy
+
+        tokenizer = load_tokenizer(model_path or cfg.init_from or cfg.model.name)
+        eng = ExpertPolicy(tokenizer, thinking=cfg.agent.thinking)
+    else:
+        from webagent_r1.policy.openai import OpenAIEngine
+
+        if not openai_url or not openai_model:
+            raise ValueError("the openai engine needs a server URL and a model name")
+        tokenizer = load_tokenizer(model_path or cfg.init_from or cfg.model.name)
+        eng = OpenAIEngine(openai_url, openai_model, tokenizer, use_token_ids=openai_token_ids)
+        closer = getattr(eng, "aclose", None) or getattr(eng, "close", None)
+
+    def count_tokens(text: str) -> int:
+        return len(tokenizer(text, add_special_tokens=False).input_ids)
+
+    sites = EmbeddedSites.start()
+    try:
+        browser = await Browser.launch(cfg.browser)
+        try:
+            yield eng, tokenizer, browser, sites, count_tokens
+        finally:
+            await browser.close()
+    finally:
+        sites.stop()
+        if closer is not None:
+            res = closer()
+            if asyncio.iscoroutine(res):
+                await res
+
+
+async def _evaluate_at(
+    cfg: Any,
+    eng: Any,
+    tokenizer: Any,
+    browser: Any,
+    sites: Any,
+    count_tokens: Callable[[str], int],
+    tasks: list[Task],
+    max_turns: int,
+    params: SamplingParams,
+    samples: int,
+    concurrency: int,
+    progress: bool,
+) -> EvalReport:
+    from webagent_r1.envpool import LocalEnvPool
+    from webagent_r1.tasks.evaluators import evaluate
+
+    pool = LocalEnvPool(
+        browser,
+        concurrency,
+        replace(cfg.env, max_turns=max_turns),
+        cfg.observation,
+        sites,
+        evaluate,
+        count_tokens,
+    )
+    try:
+        return await evaluate_policy(
+            eng,
+            tokenizer,
+            tasks,
+            pool,
+            cfg.agent,
+            params,
+            cfg.rollout.max_env_retries,
+            progress,
+            samples,
+        )
+    finally:
+        await pool.close()
+
+
+async def run_evaluation(
+    cfg: Any,
+    tasks: list[Task],
+    *,
+    engine: str = "hf",
+    model_path: str | None = None,
+    openai_url: str | None = None,
+    openai_model: str | None = None,
+    openai_token_ids: bool = False,
+    samples: int = 1,
+    max_turns: list[int] | None = None,
+    temperature: float | None = None,
+    out_dir: str | Path | None = None,
+    concurrency: int | None = None,
+    progress: bool = True,
+    meta: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Evaluate an engine on ``tasks`` at one or several turn budgets (``webagent-r1 eval``).
+
+    Greedy with one sample per task by default (deterministic given the seed); with
+    ``samples`` = k > 1 it samples at ``temperature`` (default ``rollout.temperature``) and
+    reports pass@k next to the mean success. Several ``max_turns`` make a test-time-scaling
+    sweep: the largest budget runs first, and when the policy is deterministic (greedy, one
+    sample) an episode that exited within a smaller budget is reused for it (its turns are a
+    prefix of what the smaller budget would see); the others are run again at that budget.
+
+    Args:
+        cfg: a ``Config`` (model, browser, observation, agent, env, rollout, seed).
+        tasks: the tasks.
+        engine: ``hf`` (a model folder, checkpoint or the config's model), ``expert`` (the
+            scripted experts) or ``openai`` (an OpenAI-compatible server).
+        model_path: model folder or checkpoint ``model/`` (hf); tokenizer source otherwise.
+        openai_url / openai_model / openai_token_ids: the server, served model name, and
+            whether it takes token-id prompts (vLLM, SGLang) instead of chat messages.
+        samples: episodes per task (k).
+        max_turns: turn budgets (default ``env.max_turns``).
+        temperature: sampling temperature (default 0 for k = 1, else ``rollout.temperature``).
+        out_dir: write ``eval.json`` and ``trajectories-t<budget>.jsonl`` here.
+        concurrency: episodes at once (default ``rollout.max_concurrent_episodes``).
+        progress: progress bars.
+        meta: extra fields for ``eval.json`` (split, filters …).
+
+    Returns:
+        The ``eval.json`` content: ``results`` holds one entry per budget (ascending) with
+        success, ci, pass_at_k, by_site, by_kind, by_difficulty, failures and reused.
+
+    Raises:
+        ValueError: bad samples / budgets / temperature, unknown engine, no tasks.
+    """
+    from webagent_r1.trajectories import write_trajectories
+
+    if not tasks:
+        raise ValueError("no tasks to evaluate")
+    if samples < 1:
+        raise ValueError(f"samples must be >= 1, got {samples}")
+    budgets = sorted(set(max_turns or [cfg.env.max_turns]))
+    if budgets[0] < 1:
+        raise ValueError(f"turn budgets must be >= 1, got {budgets}")
+    temp = temperature if temperature is not None else (0.0 if samples == 1 else None)
+    if temp is None:
+        temp = cfg.rollout.temperature
+    if samples > 1 and temp <= 0:
+        raise ValueError("samples > 1 (pass@k) needs a temperature > 0: greedy repeats itself")
+    params = SamplingParams(
+        temperature=temp,
+        top_p=cfg.rollout.top_p if temp > 0 else 1.0,
+        max_new_tokens=cfg.rollout.max_new_tokens,
+        seed=cfg.seed,
+    )
+    deterministic = temp == 0 and samples == 1
+    n_conc = concurrency or cfg.rollout.max_concurrent_episodes
+    out = Path(out_dir) if out_dir is not None else None
+    results: list[dict[str, Any]] = []
+    t0 = time.time()
+    async with _setup(cfg, engine, model_path, openai_url, openai_model, openai_token_ids) as (
+        eng,
+        tok,
+        browser,
+        sites,
+        count,
+    ):
+        longest: EvalReport | None = None
+        for m in sorted(budgets, reverse=True):
+            reuse: dict[int, Trajectory] = {}
+            if longest is not None and deterministic:
+                reuse = {
+                    i: tr
+                    for i, tr in enumerate(longest.trajectories)
+                    if tr.status == "done" and len(tr.turns) <= m
+                }
+            todo = [t for i, t in enumerate(tasks) if i not in reuse]
+            if todo:
+                part = await _evaluate_at(
+                    cfg,
+                    eng,
+                    tok,
+                    browser,
+                    sites,
+                    count,
+                    todo,
+                    m,
+                    params,
+                    samples,
+                    n_conc,
+                    progress,
+                )
+            else:
+                part = EvalReport(samples=samples)
+            if reuse:
+                fresh = iter(part.trajectories)
+                trajs = [reuse[i] if i in reuse else next(fresh) for i in range(len(tasks))]
+                report = EvalReport(trajs, list(tasks), wall_s=part.wall_s, samples=samples)
+                report.env_errors = sum(tr.status == "env_error" for tr in trajs)
+            else:
+                report = part
+            if longest is None:
+                longest = report
+            res = {"max_turns": m, "reused": len(reuse), **report.result()}
+            if out is not None:
+                name = f"trajectories-t{m}.jsonl"
+                write_trajectories(report.trajectories, out / name)
+                res["trajectories"] = name
+            results.append(res)
+            if progress:
+                print(
+                    f"max_turns {m}: success {res['success']:.3f} "
+                    f"[{res['ci'][0]:.3f}, {res['ci'][1]:.3f}] on {res['episodes']} episodes"
+                    + (f", pass@{samples} {res['pass_at_k']:.3f}" if samples > 1 else "")
+                    + (f" ({len(reuse)} reused)" if reuse else ""),
+                    flush=True,
+                )
+    summary = {
+        "model": model_path or (openai_model if engine == "openai" else None) or cfg.model.name,
+        "engine": engine,
+        "samples": samples,
+        "temperature": temp,
+        "seed": cfg.seed,
+        "thinking": cfg.agent.thinking,
+        "tasks": len(tasks),
+        "wall_s": time.time() - t0,
+        **(meta or {}),
+        "results": sorted(results, key=lambda r: r["max_turns"]),
+    }
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        tmp = out / "eval.json.tmp"
+        tmp.write_text(json.dumps(summary, indent=1))
+        tmp.replace(out / "eval.json")
+    return summary
 
 
 async def eval_model(
@@ -157,51 +534,19 @@ async def eval_model(
         progress: progress bar.
         concurrency: episodes at once (default ``rollout.max_concurrent_episodes``).
     """
-    from webagent_r1.browser import Browser
-    from webagent_r1.envpool import LocalEnvPool
-    from webagent_r1.policy.hf import HFEngine
-    from webagent_r1.sites.episodes import EmbeddedSites
-    from webagent_r1.tasks.evaluators import evaluate
-    from webagent_r1.train.batching import unwrap_model
-    from webagent_r1.train.setup import load_policy
-
-    model, tokenizer = load_policy(cfg, model_path)
-    model.eval()
-    engine = HFEngine(
-        unwrap_model(model),
-        tokenizer,
-        cfg.model.autocast_bf16,
-        max_batch_size=cfg.rollout.max_batch_size,
-        batch_wait_ms=cfg.rollout.batch_wait_ms,
-    )
-
-    def count_tokens(text: str) -> int:
-        return len(tokenizer(text, add_special_tokens=False).input_ids)
-
-    sites = EmbeddedSites.start()
-    browser = await Browser.launch(cfg.browser)
-    pool = LocalEnvPool(
-        browser,
-        concurrency or cfg.rollout.max_concurrent_episodes,
-        cfg.env,
-        cfg.observation,
-        sites,
-        evaluate,
-        count_tokens,
-    )
-    try:
-        return await evaluate_policy(
-            engine,
-            tokenizer,
+    params = SamplingParams(temperature=0.0, max_new_tokens=cfg.rollout.max_new_tokens)
+    async with _setup(cfg, "hf", model_path) as (eng, tok, browser, sites, count):
+        return await _evaluate_at(
+            cfg,
+            eng,
+            tok,
+            browser,
+            sites,
+            count,
             tasks,
-            pool,
-            cfg.agent,
-            SamplingParams(temperature=0.0, max_new_tokens=cfg.rollout.max_new_tokens),
-            cfg.rollout.max_env_retries,
+            cfg.env.max_turns,
+            params,
+            1,
+            concurrency or cfg.rollout.max_concurrent_episodes,
             progress,
         )
-    finally:
-        await pool.close()
-        await browser.close()
-        sites.stop()
-        engine.close()
