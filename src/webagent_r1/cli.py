@@ -452,6 +452,49 @@ def eval_cmd(
         print(f"trajectories: {out}")
 
 
+@app.command()
+def view(
+    run_dir: Annotated[str, typer.Argument(help="Run folder (trajectory **/*.jsonl files).")],
+    out: Annotated[
+        str | None, typer.Option("--out", help="HTML file (default: RUN_DIR/viewer.html).")
+    ] = None,
+) -> None:
+    """Write a self-contained HTML page to browse a run's episodes (opens from disk)."""
+    from webagent_r1.viewer import build_viewer
+
+    path = build_viewer(run_dir, out, on_note=lambda m: console.print(f"note: {m}", markup=False))
+    print(path)
+    print(path.resolve().as_uri())
+
+
+@app.command()
+def report(
+    run_dir: Annotated[
+        str,
+        typer.Argument(
+            metavar="RUN_DIR", help="A run folder (runs/<name>) or an `eval --out-dir` folder."
+        ),
+    ],
+) -> None:
+    """Rebuild RUN_DIR/report.md and RUN_DIR/plots/*.png from the folder's logs."""
+    from webagent_r1.report import ReportError, build_report_files
+
+    if not os.path.isdir(run_dir):
+        raise typer.BadParameter(f"no such folder: {run_dir!r}", param_hint="RUN_DIR")
+    try:
+        res = build_report_files(run_dir)
+    except ReportError as e:
+        from rich.markup import escape
+
+        console.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(2) from None
+    print(f"report: {res.report}")
+    for p in res.plots:
+        print(f"plot: {p}")
+    for s in res.skipped:
+        console.print(f"skipped {s}", markup=False)
+
+
 bench_app = typer.Typer(help="Performance benchmarks (see benchmarks/).", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
 
