@@ -445,30 +445,20 @@ class _Progress:
     def __init__(self, total: int, stats: RolloutStats, enabled: bool, label: str) -> None:
         self.stats = stats
         self.t0 = time.time()
+        self.enabled, self.total, self.label = enabled, total, label
         self.bar: Any = None
-        if enabled:
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-            self.bar = Progress(
-                TextColumn(f"[bold]{label}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("{task.fields[info]}"),
-                console=Console(stderr=True),
-                transient=False,
-            )
-            self.job = self.bar.add_task(label, total=total, info="")
 
     def __enter__(self) -> _Progress:
-        if self.bar is not None:
-            self.bar.start()
+        from webagent_r1.progress import Bar
+
+        if self.enabled:
+            self.bar = Bar(self.label, self.total)
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self.bar is not None:
             self.update()
-            self.bar.stop()
+            self.bar.close()
 
     def update(self) -> None:
         if self.bar is None:
@@ -480,7 +470,7 @@ class _Progress:
             f"success {s.successes}/{valid} · {s.turns / dt:.2f} steps/s · "
             f"{s.tokens / dt:.0f} tok/s · env errors {s.env_errors}"
         )
-        self.bar.update(self.job, completed=s.episodes, info=info)
+        self.bar.update(completed=s.episodes, info=info)
 
 
 @dataclass

@@ -252,13 +252,13 @@ def train_bc(
             if on_step is not None:
                 on_step(done, metrics)
             if bar is not None:
-                bar.update(bar.task_ids[0], advance=1, info=f"loss {loss:.3f}")
+                bar.update(advance=1, info=f"loss {loss:.3f}")
             every = tcfg.checkpoint_every
             if (every and done % every == 0) or done == bcfg.steps:
                 _save(ckpt_root, done, model, tokenizer, opt, cfg, dist)
     finally:
         if bar is not None:
-            bar.stop()
+            bar.close()
         logger.close()
     final = latest_checkpoint(ckpt_root)
     if final is None:  # bc.steps == 0 or nothing left to do: save the start as final
@@ -286,23 +286,6 @@ def _save(root: Path, step: int, model: Any, tok: Any, opt: Any, cfg: Config, di
 def _bar(enabled: bool, total: int, start: int, label: str) -> Any:
     if not enabled or total <= start:
         return None
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-    )
+    from webagent_r1.progress import Bar
 
-    bar = Progress(
-        TextColumn(f"[bold]{label}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        TextColumn("{task.fields[info]}"),
-        console=Console(stderr=True),
-    )
-    bar.add_task(label, total=total, completed=start, info="")
-    bar.start()
-    return bar
+    return Bar(label, total, start, time_remaining=True)
