@@ -232,12 +232,12 @@ def tasks_export(
 def quickstart(
     config: ConfigOpt = None,
     overrides: OverridesArg = None,
-    episodes: Annotated[int, typer.Option(help="Episodes to run.")] = 3,
 ) -> None:
-    """Run the main end-to-end path on this machine (embedded sites, bundled model, CPU)."""
+    """The whole pipeline at toy scale on this machine (~15 min on 2 cores): demonstrations,
+    base model, BC, M-GRPO, report, viewer. Replaces runs/quickstart."""
     from webagent_r1.quickstart import run_quickstart
 
-    asyncio.run(run_quickstart(config, overrides or [], episodes=episodes))
+    run_quickstart(config, overrides or [])
 
 
 @app.command()
@@ -364,6 +364,9 @@ def eval_cmd(
     out: Annotated[
         str | None, typer.Option(help="Also write the (largest budget's) trajectories here.")
     ] = None,
+    screenshots: Annotated[
+        bool, typer.Option(help="Save a screenshot after every action (for the viewer).")
+    ] = False,
     openai_url: Annotated[
         str | None, typer.Option(help="OpenAI-compatible server, e.g. http://host:8000/v1.")
     ] = None,
@@ -406,6 +409,10 @@ def eval_cmd(
     tasks = eval_subset(tasks, sample or 0, cfg.seed)
     if out and not out_dir:
         out_dir = str(Path(out).with_suffix("")) + "-eval"
+    if screenshots:
+        if not out_dir:
+            raise typer.BadParameter("--screenshots needs --out-dir (they are saved there)")
+        cfg.env.screenshot_dir = str(Path(out_dir) / "screenshots")
     try:
         summary = asyncio.run(
             run_evaluation(

@@ -106,6 +106,9 @@ class EnvConfig:
     """Episode ends after this many agent turns (the paper uses 15)."""
     allow_origins: list[str] = field(default_factory=list)
     """Origins the agent may visit besides the task's sites (e.g. 'http://127.0.0.1:9000')."""
+    screenshot_dir: str | None = None
+    """Save a PNG of the page after every action here (the trajectory viewer shows them);
+    None: no screenshots (they cost ~50 ms a step)."""
 
     def __post_init__(self) -> None:
         _check(self.max_turns >= 1, "env.max_turns must be >= 1")

@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import re
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -148,6 +151,8 @@ class WebEnv:
         self.done = True
         self.history: list[Action] = []
         self._last_obs: Observation | None = None
+        self.episode_tag = ""
+        """Random tag of the current episode (screenshot file names)."""
         self.reset_ms: float | None = None
         """Wall time of the last reset (context, instance, login, first page, observation)."""
 
@@ -164,6 +169,7 @@ class WebEnv:
         await self.close_episode()
         await self.browser.ensure_alive()
         self.task, self.turn, self.done, self.history = task, 0, False, []
+        self.episode_tag = uuid.uuid4().hex[:8]
         origins = sorted(set(self.backend.origins(task)) | set(self.cfg.allow_origins))
         try:
             self.session = await self.browser.new_session(allowed_origins=origins)
@@ -215,6 +221,8 @@ class WebEnv:
                 obs = await self._observe()
                 if err:
                     obs.error = err
+                if self.cfg.screenshot_dir:
+                    await self._screenshot(info)
         except BrowserCrashedError as e:
             return await self._crash(e, info)
         self._last_obs = obs
@@ -241,6 +249,21 @@ class WebEnv:
         await self.close_episode()
 
     # ---------------------------------------------------------------- helpers
+
+    async def _screenshot(self, info: dict[str, Any]) -> None:
+        """Save the page after this turn's action; a failure is noted, never fatal."""
+        assert self.session is not None and self.task is not None and self.cfg.screenshot_dir
+        folder = Path(self.cfg.screenshot_dir)
+        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", str(self.task.task_id))
+        path = folder / f"{safe}-{self.episode_tag}-t{self.turn:02d}.png"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            await self.session.screenshot(path)
+            info["screenshot"] = str(path.resolve())
+        except BrowserCrashedError:
+            raise
+        except Exception as e:
+            info["screenshot_error"] = str(e)[:200]
 
     async def _observe(self) -> Observation:
         assert self.session is not None

@@ -367,6 +367,17 @@ async def _evaluate_at(
         await pool.close()
 
 
+def _relative_screenshots(trajs: list[Trajectory], folder: Path) -> None:
+    """Screenshot paths relative to ``folder`` (the viewer resolves them from the JSONL's)."""
+    import os
+
+    for tr in trajs:
+        for turn in tr.turns:
+            shot = turn.observation.get("screenshot")
+            if shot and os.path.isabs(shot):
+                turn.observation["screenshot"] = os.path.relpath(shot, folder)
+
+
 async def run_evaluation(
     cfg: Any,
     tasks: list[Task],
@@ -487,6 +498,7 @@ async def run_evaluation(
             res = {"max_turns": m, "reused": len(reuse), **report.result()}
             if out is not None:
                 name = f"trajectories-t{m}.jsonl"
+                _relative_screenshots(report.trajectories, out)
                 write_trajectories(report.trajectories, out / name)
                 res["trajectories"] = name
             results.append(res)

@@ -64,14 +64,19 @@ def chat_ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
     return list(out)
 
 
-def observation_summary(obs_dict: dict[str, Any], limit: int = 200) -> dict[str, Any]:
+def observation_summary(
+    obs_dict: dict[str, Any], limit: int = 200, screenshot: str | None = None
+) -> dict[str, Any]:
     """A short record of an observation for trajectory files (the full text is not kept)."""
-    return {
+    out = {
         "url": obs_dict.get("url", ""),
         "title": obs_dict.get("title", ""),
         "error": obs_dict.get("error"),
         "text_head": (obs_dict.get("text") or "")[:limit],
     }
+    if screenshot:
+        out["screenshot"] = screenshot
+    return out
 
 
 # --------------------------------------------------------------------------------------
@@ -265,7 +270,9 @@ class _Episode:
                 completion_logprobs=list(comp.logprobs),
                 text=comp.text,
                 action=action,
-                observation=observation_summary(result.observation.to_dict()),
+                observation=observation_summary(
+                    result.observation.to_dict(), screenshot=result.info.get("screenshot")
+                ),
                 error=result.info.get("parse_error") or result.observation.error,
                 timings={
                     "gen_start": g0,

@@ -80,9 +80,9 @@ def _cfg(tmp_path: Path, *extra: str) -> Config:
 
 @pytest.mark.browser
 async def test_experts_score_100_and_the_sweep_reuses_short_episodes(tmp_path: Path) -> None:
-    cfg = _cfg(tmp_path)
-    tasks = eval_subset(run_tasks("test", [], [], ["1-2", "3-5"]), 6, 0)
     out = tmp_path / "eval"
+    cfg = _cfg(tmp_path, f"env.screenshot_dir={out / 'screenshots'}")
+    tasks = eval_subset(run_tasks("test", [], [], ["1-2", "3-5"]), 6, 0)
     summary = await run_evaluation(
         cfg, tasks, engine="expert", max_turns=[3, 15], out_dir=out, progress=False
     )
@@ -100,6 +100,17 @@ async def test_experts_score_100_and_the_sweep_reuses_short_episodes(tmp_path: P
     # The reused episodes succeed; a cut-off one may still pass (a nav or change task graded
     # on the state it reached), which is why they are run again rather than marked failed.
     assert fits / 6 <= short["success"] < 1.0
+    # a screenshot after every action, stored relative to the trajectory file, and the viewer
+    # embeds them
+    acted = [t for tr in long for t in tr.turns if t.action and t.action.kind != "exit"]
+    assert acted
+    for turn in acted:
+        shot = turn.observation["screenshot"]
+        assert not Path(shot).is_absolute() and (out / shot).read_bytes()[:4] == b"\x89PNG"
+    from webagent_r1.viewer import build_viewer
+
+    html = build_viewer(out).read_text()
+    assert html.count("data:image/png;base64,") >= len(acted)
 
 
 class _Babbler:
