@@ -467,7 +467,7 @@ def view(
     ] = None,
 ) -> None:
     """Write a self-contained HTML page to browse a run's episodes (opens from disk)."""
-    from webagent_r1.viewer import build_viewer
+    from webagent_r1.report.viewer import build_viewer
 
     path = build_viewer(run_dir, out, on_note=lambda m: console.print(f"note: {m}", markup=False))
     print(path)

@@ -59,8 +59,8 @@ def run_quickstart(config: str | None = None, overrides: list[str] | None = None
     """Run the quickstart from scratch (its run folder is replaced); returns the run folder."""
     from webagent_r1.policy.models import prepare_model
     from webagent_r1.report import build_report_files
+    from webagent_r1.report.viewer import build_viewer
     from webagent_r1.train.recipe import run_recipe
-    from webagent_r1.viewer import build_viewer
 
     cfg = quickstart_config(config, overrides)
     t0 = time.time()

@@ -107,7 +107,7 @@ async def test_experts_score_100_and_the_sweep_reuses_short_episodes(tmp_path: P
     for turn in acted:
         shot = turn.observation["screenshot"]
         assert not Path(shot).is_absolute() and (out / shot).read_bytes()[:4] == b"\x89PNG"
-    from webagent_r1.viewer import build_viewer
+    from webagent_r1.report.viewer import build_viewer
 
     html = build_viewer(out).read_text()
     assert html.count("data:image/png;base64,") >= len(acted)

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.view.conftest import INJECTION, TASKS
-from webagent_r1.viewer import NoTrajectoriesError, build_viewer, extract_thinking, load_run
+from webagent_r1.report.viewer import NoTrajectoriesError, build_viewer, extract_thinking, load_run
 
 
 def _page_data(html: str) -> dict:

@@ -11,7 +11,7 @@ from playwright.async_api import Page, async_playwright
 from tests.view.conftest import INJECTION, TASKS
 from webagent_r1.browser import find_chromium
 from webagent_r1.browser.launch import CHROMIUM_ARGS
-from webagent_r1.viewer import build_viewer
+from webagent_r1.report.viewer import build_viewer
 
 pytestmark = pytest.mark.browser
 
