@@ -67,8 +67,10 @@ def run_quickstart(config: str | None = None, overrides: list[str] | None = None
     console.rule("[bold]webagent-r1 quickstart")
     console.print(
         "Embedded sites in headless Chromium, the bundled model on the CPU, at toy scale:\n"
-        "  1. demonstrations by the scripted experts      2. the base model on test tasks\n"
-        "  3. behaviour cloning                            4. M-GRPO, evaluated before/after\n"
+        "  1. demonstrations by the scripted experts\n"
+        "  2. the base model on a few test tasks\n"
+        "  3. behaviour cloning on the demonstrations\n"
+        "  4. M-GRPO, evaluated before and after\n"
         "  5. report, plots and trajectory viewer"
     )
     run_dir = Path(cfg.run_dir)
@@ -96,7 +98,6 @@ def run_quickstart(config: str | None = None, overrides: list[str] | None = None
     console.print(
         "[dim]At this scale the quickstart shows the pipeline, not the learning: a few BC and "
         "M-GRPO steps on a 135M model move the success rate little, if at all.[/dim]\n"
-        "The full recipe (about 2 hours on 2 cores): "
-        "[bold].venv/bin/webagent-r1 train -c configs/r1.yaml[/bold]"
+        "The full recipe:\n  [bold].venv/bin/webagent-r1 train -c configs/r1.yaml[/bold]"
     )
     return run_dir
