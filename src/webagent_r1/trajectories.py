@@ -18,6 +18,7 @@ from typing import Any
 from webagent_r1.types import Trajectory
 
 __all__ = [
+    "parse_trajectory_line",
     "IGNORE_INDEX",
     "STATUSES",
     "Sample",
@@ -94,6 +95,30 @@ def write_trajectories(trajs: Iterable[Trajectory], path: str | Path, append: bo
     return n
 
 
+def parse_trajectory_line(line: str) -> Trajectory:
+    """One JSONL line as a validated ``Trajectory``.
+
+    Raises:
+        TrajectoryFileError: what is wrong with the line (without its location).
+    """
+    try:
+        d = json.loads(line)
+        if not isinstance(d, dict):
+            raise TrajectoryFileError("a line must hold one JSON object")
+        missing = [k for k in ("task_id", "group_id", "turns") if k not in d]
+        if missing:
+            raise TrajectoryFileError(f"missing field(s) {missing}")
+        traj = Trajectory.from_dict(d)
+        validate_trajectory(traj)
+    except json.JSONDecodeError as e:
+        raise TrajectoryFileError(f"not valid JSON: {e.msg}") from None
+    except TrajectoryFileError:
+        raise
+    except (TypeError, KeyError, ValueError, AttributeError) as e:
+        raise TrajectoryFileError(f"not a trajectory: {e}") from None
+    return traj
+
+
 def read_trajectories(path: str | Path) -> list[Trajectory]:
     """Read and validate a JSONL trajectory file (blank lines are skipped).
 
@@ -110,21 +135,9 @@ def read_trajectories(path: str | Path) -> list[Trajectory]:
             if not line.strip():
                 continue
             try:
-                d = json.loads(line)
-                if not isinstance(d, dict):
-                    raise TrajectoryFileError("a line must hold one JSON object")
-                missing = [k for k in ("task_id", "group_id", "turns") if k not in d]
-                if missing:
-                    raise TrajectoryFileError(f"missing field(s) {missing}")
-                traj = Trajectory.from_dict(d)
-                validate_trajectory(traj)
-            except json.JSONDecodeError as e:
-                raise TrajectoryFileError(f"{p}:{lineno}: not valid JSON: {e.msg}") from None
+                out.append(parse_trajectory_line(line))
             except TrajectoryFileError as e:
                 raise TrajectoryFileError(f"{p}:{lineno}: {e}") from None
-            except (TypeError, KeyError, ValueError, AttributeError) as e:
-                raise TrajectoryFileError(f"{p}:{lineno}: not a trajectory: {e}") from None
-            out.append(traj)
     return out
 
 

@@ -25,7 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from webagent_r1.trajectories import TrajectoryFileError, read_trajectories, validate_trajectory
+from webagent_r1.trajectories import (
+    TrajectoryFileError,
+    parse_trajectory_line,
+    read_trajectories,
+)
 from webagent_r1.types import Task, Trajectory
 
 __all__ = [
@@ -105,20 +109,9 @@ def _read_file(path: Path) -> tuple[list[tuple[int, Trajectory]], list[str]]:
             if not line.strip():
                 continue
             try:
-                d = json.loads(line)
-                if not isinstance(d, dict):
-                    raise TrajectoryFileError("a line must hold one JSON object")
-                missing = [k for k in ("task_id", "group_id", "turns") if k not in d]
-                if missing:
-                    raise TrajectoryFileError(f"missing field(s) {missing}")
-                traj = Trajectory.from_dict(d)
-                validate_trajectory(traj)
-            except json.JSONDecodeError as e:
-                errors.append(f"line {lineno}: not valid JSON: {e.msg}")
-            except (TrajectoryFileError, TypeError, KeyError, ValueError, AttributeError) as e:
+                good.append((lineno, parse_trajectory_line(line)))
+            except TrajectoryFileError as e:
                 errors.append(f"line {lineno}: {e}")
-            else:
-                good.append((lineno, traj))
     return good, errors
 
 
