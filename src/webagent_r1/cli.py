@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -506,6 +506,23 @@ bench_app = typer.Typer(help="Performance benchmarks (see benchmarks/).", no_arg
 app.add_typer(bench_app, name="bench")
 
 
+def _benchmark(name: str) -> Any:
+    """The module ``benchmarks/<name>.py`` of the source checkout."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / f"{name}.py"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path} not found: run the benchmark from a source checkout of webagent-r1"
+        )
+    spec = importlib.util.spec_from_file_location(f"webagent_r1_bench_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @bench_app.command("rollout")
 def bench_rollout(
     engine: Annotated[str, typer.Option(help="hf, fixed or both.")] = "both",
@@ -518,19 +535,9 @@ def bench_rollout(
     seed: Annotated[int, typer.Option(help="Task sample and sampling seed.")] = 0,
 ) -> None:
     """Async vs lockstep rollout throughput (runs benchmarks/rollout.py)."""
-    import importlib.util
     import json
-    from pathlib import Path
 
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "rollout.py"
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"{path} not found: run the benchmark from a source checkout of webagent-r1"
-        )
-    spec = importlib.util.spec_from_file_location("webagent_r1_bench_rollout", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _benchmark("rollout")
     out = asyncio.run(
         module.run(engine, tasks, group, concurrency, max_turns, max_new_tokens, latency_ms, seed)
     )
@@ -552,22 +559,13 @@ def bench_trainer(
     """One M-GRPO update vs TRL's GRPOTrainer: tokens/s, peak memory (benchmarks/trainer.py)."""
     import importlib.util
     import json
-    from pathlib import Path
 
     if trl and importlib.util.find_spec("trl") is None:
         console.print(
             "[red]error:[/red] TRL is not installed: pip install -e '.\\[bench]' (or pass --no-trl)"
         )
         raise typer.Exit(2)
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "trainer.py"
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"{path} not found: run the benchmark from a source checkout of webagent-r1"
-        )
-    spec = importlib.util.spec_from_file_location("webagent_r1_bench_trainer", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _benchmark("trainer")
     out = module.run(
         prompts, group, prompt_len, completion_len, reps, seed, trl, recompute, overrides
     )
