@@ -164,3 +164,29 @@ def test_update_weights_loads_under_the_lock(model) -> None:
         assert engine.generate_sync([PROMPTS[0]], GREEDY)[0].token_ids == before
     finally:
         del model.load_state_dict
+
+
+def test_shared_prefix_and_duplicate_prompts_are_computed_once(model) -> None:
+    """A batch's common prefix runs once and identical prompts run once, yet every row gets
+    what it would get alone, and the log-probs are those of a full forward over its own
+    prompt + completion (what the trainer recomputes)."""
+    engine = _engine(model)
+    head = TOK.encode("you are a web agent " * 5)  # a shared 'system prompt'
+    prompts = [head + TOK.encode(s) for s in ("find the red mug", "a b c", "find the red mug")]
+    prompts.append(head + TOK.encode("zz"))
+    assert len(head) >= engine.min_shared_prefix
+    got = engine.generate_sync(prompts, GREEDY)
+    n = sum(len(p) for p in prompts)
+    # computed: the head once, then each distinct prompt's own tokens once
+    assert engine.prefill_tokens == len(head) + sum(len(p) - len(head) for p in prompts[1:])
+    assert engine.saved_prefill_tokens == n - engine.prefill_tokens > 2 * len(head)
+    for p, g in zip(prompts, got, strict=True):
+        [alone] = engine.generate_sync([p], GREEDY)
+        assert g.token_ids == alone.token_ids
+        torch.testing.assert_close(torch.tensor(g.logprobs), torch.tensor(alone.logprobs))
+        ids = torch.tensor([p + g.token_ids])
+        with torch.no_grad():
+            logp = torch.log_softmax(model(input_ids=ids).logits[0, len(p) - 1 : -1], -1)
+        want = logp.gather(-1, torch.tensor(g.token_ids)[:, None])[:, 0]
+        torch.testing.assert_close(torch.tensor(g.logprobs), want, atol=1e-5, rtol=1e-5)
+    engine.close()

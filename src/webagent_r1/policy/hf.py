@@ -168,6 +168,12 @@ class HFEngine:
         """Rows of every batched decode the worker ran (for tests and metrics)."""
         self.generated_tokens = 0
         """Completion tokens sampled so far."""
+        self.prefill_tokens = 0
+        """Prompt tokens run through the model (shared prefixes and duplicates once)."""
+        self.saved_prefill_tokens = 0
+        """Prompt tokens not computed thanks to shared prefixes and duplicate prompts."""
+        self.min_shared_prefix = 16
+        """Shorter shared prefixes are not worth a separate forward."""
 
     @classmethod
     def from_config(cls, cfg: ModelConfig, **kw: Any) -> HFEngine:
@@ -320,15 +326,6 @@ class HFEngine:
         if not prompts or any(len(p) == 0 for p in prompts):
             raise ValueError("every prompt needs at least one token")
         B = len(prompts)
-        L = max(len(p) for p in prompts)
-        # 1) left-pad so every sequence's next token sits in the last column
-        ids = torch.full((B, L), self.pad_id, dtype=torch.long)  # (B, L)
-        mask = torch.zeros((B, L), dtype=torch.long)  # (B, L)
-        for b, p in enumerate(prompts):
-            ids[b, L - len(p) :] = torch.tensor(p)
-            mask[b, L - len(p) :] = 1
-        ids, mask = ids.to(self.device), mask.to(self.device)
-        pos = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, L)
         seeds = seeds or [None] * B
         gens: list[torch.Generator | None] = [
             None if s is None else torch.Generator(device=self.device).manual_seed(s) for s in seeds
@@ -338,13 +335,29 @@ class HFEngine:
         logps: list[list[float]] = [[] for _ in range(B)]
         finish = ["length"] * B
         alive = torch.ones(B, dtype=torch.bool, device=self.device)  # (B,)
-        past = None
-        step_ids, step_pos = ids, pos
         with autocast_ctx(self.device, self.autocast_bf16 and self.device.type == "cpu"):
-            for _ in range(params.max_new_tokens):
-                # 2) one forward: prefill on the first step, one token per sequence after
+            # 1) prefill (shared prefix once, duplicate prompts once), last-position logits
+            logits, mask, step_pos, past = self._prefill(prompts)
+            for t in range(params.max_new_tokens):
+                nxt, lp = self._sample(logits, params, gens)  # (B,), (B,)
+                # 2) record, then stop sequences on eos or a stop string
+                for b in range(B):
+                    if not alive[b]:
+                        continue
+                    tok = int(nxt[b])
+                    tokens[b].append(tok)
+                    logps[b].append(float(lp[b]))
+                    if tok in self.eos_ids or self._hit_stop(tokens[b], params.stop):
+                        alive[b] = False
+                        finish[b] = "stop"
+                if not alive.any() or t == params.max_new_tokens - 1:
+                    break
+                # 3) one forward of one token per sequence (finished ones get padding)
+                nxt = torch.where(alive, nxt, torch.full_like(nxt, self.pad_id))  # (B,)
+                step_pos = step_pos[:, -1:] + 1  # (B, 1)
+                mask = torch.cat([mask, alive.long()[:, None]], dim=1)  # (B, T + 1)
                 out = self.model(
-                    input_ids=step_ids,
+                    input_ids=nxt[:, None],
                     attention_mask=mask,
                     position_ids=step_pos,
                     use_cache=True,
@@ -353,23 +366,6 @@ class HFEngine:
                 )
                 past = getattr(out, self._cache_kw)
                 logits = out.logits[:, -1, :].float()  # (B, V)
-                nxt, lp = self._sample(logits, params, gens)  # (B,), (B,)
-                # 3) record, then stop sequences on eos or a stop string
-                for b in range(B):
-                    if not alive[b]:
-                        continue
-                    t = int(nxt[b])
-                    tokens[b].append(t)
-                    logps[b].append(float(lp[b]))
-                    if t in self.eos_ids or self._hit_stop(tokens[b], params.stop):
-                        alive[b] = False
-                        finish[b] = "stop"
-                if not alive.any():
-                    break
-                nxt = torch.where(alive, nxt, torch.full_like(nxt, self.pad_id))  # (B,)
-                step_ids = nxt[:, None]  # (B, 1)
-                step_pos = step_pos[:, -1:] + 1  # (B, 1)
-                mask = torch.cat([mask, alive.long()[:, None]], dim=1)  # (B, L + t)
         self.batch_sizes.append(B)
         self.generated_tokens += sum(len(t) for t in tokens)
         return [
@@ -381,6 +377,73 @@ class HFEngine:
             )
             for b in range(B)
         ]
+
+    def _prefill(
+        self, prompts: list[list[int]]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Any]:
+        """Run the prompts through the model and return what decoding continues from.
+
+        Prompt tokens dominate the cost on CPU, so two kinds of repetition are computed once:
+        the prefix every prompt of the batch shares (the system prompt at least; the task too
+        when a batch holds one group) is run as a single row, its KV cache then repeated; and
+        identical prompts (a group's members at their first turn) are run once, their rows
+        then copied. Layout of the cache: ``[shared prefix | left padding | own suffix]``;
+        the padding is masked and positions skip it, so every row sees exactly its prompt.
+
+        Returns:
+            logits: (B, V) next-token logits of every prompt (fp32).
+            mask: (B, T) attention mask over the cache.
+            pos: (B, T) position ids (the last column is each row's last position).
+            past: the KV cache, B rows.
+        """
+        rows: dict[tuple[int, ...], int] = {}
+        index = [rows.setdefault(tuple(p), len(rows)) for p in prompts]  # prompt → unique row
+        uniq = [list(k) for k in rows]
+        n_uniq = len(uniq)
+        # shared prefix, leaving every prompt at least one token of its own
+        n_pre = min(len(p) for p in uniq) - 1
+        for p in uniq[1:]:
+            n_pre = next((i for i in range(n_pre) if p[i] != uniq[0][i]), n_pre)
+        if n_uniq == 1 or n_pre < self.min_shared_prefix:
+            n_pre = 0
+        past = None
+        if n_pre:
+            out = self.model(
+                input_ids=torch.tensor([uniq[0][:n_pre]], device=self.device),
+                use_cache=True,
+                logits_to_keep=1,
+            )
+            past = getattr(out, self._cache_kw)
+            past.batch_repeat_interleave(n_uniq)
+        computed = n_pre + sum(len(p) - n_pre for p in uniq)
+        self.prefill_tokens += computed
+        self.saved_prefill_tokens += sum(len(p) for p in prompts) - computed
+        # left-pad the suffixes so every row's next token sits in the last column
+        L = max(len(p) for p in uniq) - n_pre
+        ids = torch.full((n_uniq, L), self.pad_id, dtype=torch.long)  # (U, L)
+        smask = torch.zeros((n_uniq, L), dtype=torch.long)  # (U, L)
+        for u, p in enumerate(uniq):
+            ids[u, L - (len(p) - n_pre) :] = torch.tensor(p[n_pre:])
+            smask[u, L - (len(p) - n_pre) :] = 1
+        ids, smask = ids.to(self.device), smask.to(self.device)
+        pos = n_pre + (smask.cumsum(-1) - 1).clamp(min=0)  # (U, L)
+        ones = torch.ones((n_uniq, n_pre), dtype=torch.long, device=self.device)
+        mask = torch.cat([ones, smask], dim=1)  # (U, P + L)
+        out = self.model(
+            input_ids=ids,
+            attention_mask=mask,  # (U, P + L)
+            position_ids=pos,
+            use_cache=True,
+            logits_to_keep=1,
+            **({self._cache_kw: past} if past is not None else {}),
+        )
+        past = getattr(out, self._cache_kw)
+        logits = out.logits[:, -1, :].float()  # (U, V)
+        if n_uniq < len(prompts):
+            sel = torch.tensor(index, device=self.device)  # (B,)
+            past.batch_select_indices(sel)
+            logits, mask, pos = logits[sel], mask[sel], pos[sel]
+        return logits, mask, pos, past
 
     @staticmethod
     def _sample(
