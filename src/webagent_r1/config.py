@@ -162,6 +162,11 @@ class RolloutConfig:
     """Most prompts the HF engine decodes in one batch (requests of many episodes merged)."""
     batch_wait_ms: float = 5.0
     """How long the HF engine waits for more requests before decoding a partial batch."""
+    batch_wait_fraction: float = 0.05
+    """... or longer: up to this fraction of the previous batch's decode time. On CPU a batch
+    takes tens of seconds while an env step takes a fraction of one, so waiting a little for
+    the episodes still in their env step fills the batch (fewer, larger decodes) at a bounded
+    cost; on a fast engine the wait stays a few milliseconds."""
 
     def __post_init__(self) -> None:
         _check(
@@ -181,6 +186,10 @@ class RolloutConfig:
         _check(
             self.batch_wait_ms >= 0,
             "rollout.batch_wait_ms must be >= 0 (0 decodes whatever is queued at once)",
+        )
+        _check(
+            0 <= self.batch_wait_fraction <= 1,
+            "rollout.batch_wait_fraction must be in [0, 1] (0: wait batch_wait_ms only)",
         )
 
 

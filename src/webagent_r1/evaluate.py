@@ -291,6 +291,7 @@ async def _setup(
             cfg.model.autocast_bf16,
             max_batch_size=cfg.rollout.max_batch_size,
             batch_wait_ms=cfg.rollout.batch_wait_ms,
+            batch_wait_fraction=cfg.rollout.batch_wait_fraction,
         )
         closer = eng.close
     elif engine == "expert":

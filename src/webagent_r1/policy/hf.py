@@ -136,6 +136,9 @@ class HFEngine:
         max_batch_size: prompts per forward; larger calls are split.
         batch_wait_ms: after the first queued request, wait this long for more before
             decoding a partial batch (a few ms: episodes' requests arrive close together).
+        batch_wait_fraction: or up to this fraction of the previous batch's decode time, when
+            longer: on CPU a decode takes tens of seconds and an env step well under one, so
+            a short wait for the episodes still stepping fills the batch at a bounded cost.
     """
 
     def __init__(
@@ -145,6 +148,7 @@ class HFEngine:
         autocast_bf16: bool = True,
         max_batch_size: int = 16,
         batch_wait_ms: float = 5.0,
+        batch_wait_fraction: float = 0.0,
     ) -> None:
         if max_batch_size < 1:
             raise ValueError("max_batch_size must be >= 1")
@@ -153,6 +157,8 @@ class HFEngine:
         self.autocast_bf16 = autocast_bf16
         self.max_batch_size = max_batch_size
         self.batch_wait_s = batch_wait_ms / 1000.0
+        self.batch_wait_fraction = batch_wait_fraction
+        self._last_batch_s = 0.0
         self.device = next(model.parameters()).device
         self.pad_id = tokenizer.pad_token_id
         self.eos_ids = {tokenizer.eos_token_id}
@@ -257,7 +263,8 @@ class HFEngine:
         Returns:
             True when ``close`` asked the worker to stop.
         """
-        deadline = time.monotonic() + self.batch_wait_s
+        wait = max(self.batch_wait_s, self.batch_wait_fraction * self._last_batch_s)
+        deadline = time.monotonic() + wait
         while sum(len(r.prompts) for r in pending) < self.max_batch_size:
             timeout = deadline - time.monotonic()
             try:
@@ -295,9 +302,11 @@ class HFEngine:
         try:
             out: list[Completion] = []
             with self.lock:
+                t0 = time.monotonic()
                 for i in range(0, len(prompts), self.max_batch_size):
                     j = i + self.max_batch_size
                     out.extend(self._generate_batch(prompts[i:j], batch[0].params, seeds[i:j]))
+                self._last_batch_s = time.monotonic() - t0
         except BaseException as e:  # answer every caller, keep serving
             for r in batch:
                 r.future.set_exception(e)

@@ -323,6 +323,7 @@ async def train_rl(
         cfg.model.autocast_bf16,
         max_batch_size=cfg.rollout.max_batch_size,
         batch_wait_ms=cfg.rollout.batch_wait_ms,
+        batch_wait_fraction=cfg.rollout.batch_wait_fraction,
     )
     logger = MetricLogger(
         stage, dist.main, tcfg.tensorboard, tcfg.wandb_project if dist.main else None, to_dict(cfg)
