@@ -15,7 +15,11 @@ real Chromium, one env pool per setting, the same tasks and sampling seeds for b
     Target: >= 3x.
 
 Prints JSON: per setting and mode, trajectories/s, env-steps/s, tokens/s, success rate, wall
-time, and the ratio async / lockstep of trajectories/s.
+time, the cores the machine kept busy (all processes: Python, Chromium, the site servers), and
+the ratio async / lockstep of trajectories/s. Browser steps are CPU work (layout, the browser
+process's own thread, DevTools traffic), so async can gain only as far as idle cores remain:
+compare ``cores_busy`` of the two modes with ``cpu_count``. ``--browsers k`` spreads the envs
+over k Chromium processes (one browser process serves all of its contexts on one thread).
 """
 
 from __future__ import annotations
@@ -23,9 +27,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import time
 from typing import Any
+
+import psutil
 
 from webagent_r1.browser import Browser
 from webagent_r1.config import AgentConfig, BrowserConfig, EnvConfig, ModelConfig
@@ -42,6 +49,12 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "hf": {"tasks": 8, "group": 2, "concurrency": 16, "max_turns": 4, "max_new_tokens": 48},
     "fixed": {"tasks": 16, "group": 2, "concurrency": 16, "max_turns": 15, "max_new_tokens": 48},
 }
+
+
+def _busy_cpu_s() -> float:
+    """CPU seconds the whole machine has spent busy so far (every process, every core)."""
+    t = psutil.cpu_times()
+    return sum(t) - t.idle - getattr(t, "iowait", 0.0)
 
 
 def pick_tasks(n: int, seed: int) -> list[Task]:
@@ -75,6 +88,7 @@ async def _both_modes(
     out: dict[str, Any] = {"tasks": len(tasks), "group": group, "concurrency": concurrency}
     for mode in ("lockstep", "async"):
         stats = RolloutStats()
+        cpu0 = _busy_cpu_s()
         await collect(
             tasks,
             group,
@@ -98,6 +112,7 @@ async def _both_modes(
             "env_steps": stats.turns,
             "env_errors": stats.env_errors,
             "wall_s": round(stats.wall_s, 2),
+            "cores_busy": round((_busy_cpu_s() - cpu0) / max(stats.wall_s, 1e-9), 2),
         }
     out["ratio_async_over_lockstep"] = round(
         out["async"]["trajectories_per_s"] / max(out["lockstep"]["trajectories_per_s"], 1e-9), 2
@@ -105,6 +120,7 @@ async def _both_modes(
     if out["async"]["success_rate"] != out["lockstep"]["success_rate"]:
         out["warning"] = "success rates differ: episodes did different work (timeouts?)"
     out["setting"] = name
+    out["cpu_count"] = os.cpu_count()
     return out
 
 
@@ -118,6 +134,7 @@ async def run(
     latency_ms: float = 50.0,
     seed: int = 0,
     progress: bool = True,
+    browsers: int = 1,
 ) -> dict[str, Any]:
     """Run the benchmark settings (``hf``, ``fixed`` or ``both``); sizes default per setting.
 
@@ -139,9 +156,10 @@ async def run(
     sites = EmbeddedSites.start()
     # Generous timeouts: on a loaded machine 16 concurrent contexts can take seconds per
     # click, and a timed-out click would end an episode early in one mode and not the other.
-    browser = await Browser.launch(
-        BrowserConfig(action_timeout_ms=30_000, navigation_timeout_ms=60_000)
-    )
+    bcfg = BrowserConfig(action_timeout_ms=30_000, navigation_timeout_ms=60_000)
+    if browsers < 1:
+        raise ValueError("browsers must be >= 1")
+    launched = [await Browser.launch(bcfg) for _ in range(browsers)]
     try:
         for name in names:
             d = DEFAULTS[name]
@@ -150,7 +168,7 @@ async def run(
             conc = concurrency or d["concurrency"]
             chosen = pick_tasks(n_tasks, seed)
             env_cfg = EnvConfig(max_turns=max_turns or d["max_turns"])
-            pool = LocalEnvPool(browser, conc, env_cfg, None, sites, evaluate, count_tokens)
+            pool = LocalEnvPool(launched, conc, env_cfg, None, sites, evaluate, count_tokens)
             params = SamplingParams(
                 temperature=1.0, max_new_tokens=max_new_tokens or d["max_new_tokens"], seed=seed
             )
@@ -168,10 +186,12 @@ async def run(
                     eng.close()
                 await pool.close()
             results[name]["total_s"] = round(time.time() - t0, 1)
+            results[name]["browsers"] = browsers
             if name == "fixed":
                 results[name]["latency_ms"] = latency_ms
     finally:
-        await browser.close()
+        for b in launched:
+            await b.close()
         sites.stop()
     return results
 
@@ -187,6 +207,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--max-new-tokens", type=int, default=None)
     ap.add_argument("--latency-ms", type=float, default=50.0, help="fixed engine latency")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--browsers", type=int, default=1, help="Chromium processes to spread over")
     ap.add_argument("--no-progress", action="store_true")
     a = ap.parse_args(argv)
     out = asyncio.run(
@@ -200,6 +221,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             a.latency_ms,
             a.seed,
             not a.no_progress,
+            a.browsers,
         )
     )
     print(json.dumps(out, indent=1))

@@ -533,13 +533,25 @@ def bench_rollout(
     max_new_tokens: Annotated[int | None, typer.Option(help="Tokens per turn (hf).")] = None,
     latency_ms: Annotated[float, typer.Option(help="Fixed engine latency.")] = 50.0,
     seed: Annotated[int, typer.Option(help="Task sample and sampling seed.")] = 0,
+    browsers: Annotated[int, typer.Option(help="Chromium processes the envs spread over.")] = 1,
 ) -> None:
     """Async vs lockstep rollout throughput (runs benchmarks/rollout.py)."""
     import json
 
     module = _benchmark("rollout")
     out = asyncio.run(
-        module.run(engine, tasks, group, concurrency, max_turns, max_new_tokens, latency_ms, seed)
+        module.run(
+            engine,
+            tasks,
+            group,
+            concurrency,
+            max_turns,
+            max_new_tokens,
+            latency_ms,
+            seed,
+            progress=True,
+            browsers=browsers,
+        )
     )
     print(json.dumps(out, indent=1))
 

@@ -49,10 +49,15 @@ class EnvPool(Protocol):
 
 
 class LocalEnvPool:
-    """``n`` WebEnvs sharing one local Chromium (one browser context per running episode).
+    """``n`` WebEnvs over local Chromium (one browser context per running episode).
+
+    One Chromium's browser process serves every context's navigations and DevTools traffic on
+    one main thread; with many episodes at once that thread can become the bottleneck. Pass
+    several browsers to spread the envs over them (env ``i`` uses browser ``i % k``).
 
     Args:
-        browser: the Chromium process (owned by the caller, who closes it).
+        browser: the Chromium process, or a list of them (owned by the caller, who closes
+            them).
         n: number of envs, i.e. episodes that can run at once.
         env_cfg: turn limit and extra origins of every env.
         obs_cfg: observation format and budget.
@@ -63,7 +68,7 @@ class LocalEnvPool:
 
     def __init__(
         self,
-        browser: Browser,
+        browser: Browser | list[Browser],
         n: int,
         env_cfg: EnvConfig | None = None,
         obs_cfg: ObservationConfig | None = None,
@@ -73,9 +78,14 @@ class LocalEnvPool:
     ) -> None:
         if n < 1:
             raise ValueError("an env pool needs at least one env (n >= 1)")
-        self.browser = browser
+        browsers = browser if isinstance(browser, list) else [browser]
+        if not browsers:
+            raise ValueError("an env pool needs at least one browser")
+        self.browsers = browsers
+        self.browser = browsers[0]
         self.envs = [
-            WebEnv(browser, env_cfg, obs_cfg, backend, evaluator, count_tokens) for _ in range(n)
+            WebEnv(browsers[i % len(browsers)], env_cfg, obs_cfg, backend, evaluator, count_tokens)
+            for i in range(n)
         ]
         self._idle: asyncio.Queue[WebEnv] | None = None
 

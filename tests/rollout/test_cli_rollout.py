@@ -63,10 +63,13 @@ def test_bench_rollout_fixed_tiny() -> None:
             "2",
             "--latency-ms",
             "10",
+            "--browsers",
+            "2",
         ],
     )
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout[r.stdout.index("{") :])
     fixed = out["fixed"]
     assert fixed["async"]["episodes"] == fixed["lockstep"]["episodes"] == 2
-    assert fixed["ratio_async_over_lockstep"] > 0
+    assert fixed["ratio_async_over_lockstep"] > 0 and fixed["browsers"] == 2
+    assert fixed["async"]["cores_busy"] > 0 and fixed["cpu_count"] >= 1

@@ -105,3 +105,38 @@ async def test_cancellation_closes_every_context(browser: Browser, site: str, wh
         await job
     assert pool.open_episodes() == 0
     assert _contexts(browser) == before
+
+
+async def test_pool_spreads_envs_over_several_browsers(browser: Browser, site: str) -> None:
+    """Envs alternate between the browsers given; episodes run in both at once."""
+    from webagent_r1.config import BrowserConfig
+
+    second = await Browser.launch(BrowserConfig())
+    try:
+        pool = LocalEnvPool(
+            [browser, second],
+            4,
+            EnvConfig(max_turns=4),
+            None,
+            StaticSites({"fixture": site}),
+            _answer_is_25,
+        )
+        assert [e.browser for e in pool.envs] == [browser, second, browser, second]
+        engine = ScriptedEngine(TOK, [CLICK, EXIT], latency_s=0.2)
+        seen: list[int] = []
+
+        async def count_contexts() -> None:
+            while True:
+                seen.append(min(_contexts(browser), _contexts(second)))
+                await asyncio.sleep(0.02)
+
+        watcher = asyncio.create_task(count_contexts())
+        groups = await collect(_tasks(2), 2, engine, pool, TOK, max_concurrent_episodes=4)
+        watcher.cancel()
+        assert all(g.rewards == [1.0, 1.0] for g in groups)
+        assert max(seen) >= 1  # both Chromium processes held an episode at the same time
+        assert pool.open_episodes() == 0 and _contexts(second) == 0
+        with pytest.raises(ValueError, match="at least one browser"):
+            LocalEnvPool([], 1)
+    finally:
+        await second.close()
