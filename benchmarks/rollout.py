@@ -35,7 +35,7 @@ from typing import Any
 import psutil
 
 from webagent_r1.browser import Browser
-from webagent_r1.config import AgentConfig, BrowserConfig, EnvConfig, ModelConfig
+from webagent_r1.config import AgentConfig, BrowserConfig, EnvConfig, ModelConfig, RolloutConfig
 from webagent_r1.envpool import LocalEnvPool
 from webagent_r1.policy.base import SamplingParams
 from webagent_r1.policy.expert import ExpertPolicy, FixedLatencyEngine
@@ -176,7 +176,11 @@ async def run(
             if name == "fixed":
                 eng: Any = FixedLatencyEngine(ExpertPolicy(tokenizer), latency_ms / 1000.0)
             else:
-                eng = HFEngine.from_config(model_cfg, max_batch_size=conc)
+                eng = HFEngine.from_config(
+                    model_cfg,
+                    max_batch_size=conc,
+                    batch_wait_fraction=RolloutConfig().batch_wait_fraction,
+                )
             try:
                 results[name] = await _both_modes(
                     name, eng, chosen, g, conc, pool, tokenizer, params, progress
