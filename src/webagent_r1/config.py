@@ -310,6 +310,19 @@ class RLConfig:
     time_budget_min: float = 0.0
     """Stop M-GRPO early (then save and run the final evaluation) when another step would
     overrun this many minutes of the stage's wall time; 0: no budget, run all ``steps``."""
+    curriculum: str = "uniform"
+    """How each step's tasks are chosen (``train/curriculum.py``): 'uniform' (B distinct
+    training tasks), 'mixed' (templates weighted by p(1-p) of their estimated success) or
+    'dynamic' (the 'mixed' draw, then more groups until B have mixed rewards; DAPO)."""
+    curriculum_floor: float = 0.2
+    """'mixed'/'dynamic': share of the sampling mass spread evenly over templates, so that none
+    starves (each gets at least floor / templates); 1 draws templates uniformly."""
+    curriculum_decay: float = 0.8
+    """Per-step factor on old success counts of the curriculum's estimates (1: never forget)."""
+    curriculum_fresh: bool = True
+    """'mixed'/'dynamic': within a template, draw the training instance used least recently."""
+    dynamic_max_extra: int = 8
+    """'dynamic': cap on extra groups collected per step beyond the first B."""
 
     def __post_init__(self) -> None:
         _check(self.steps >= 0, "rl.steps must be >= 0")
@@ -334,6 +347,25 @@ class RLConfig:
         _check(self.eval_every >= 0, "rl.eval_every must be >= 0")
         _check(self.eval_tasks >= 0, "rl.eval_tasks must be >= 0 (0 = whole test split)")
         _check(self.time_budget_min >= 0, "rl.time_budget_min must be >= 0 (0 = no budget)")
+        _check(
+            self.curriculum in ("uniform", "mixed", "dynamic"),
+            f"rl.curriculum must be uniform, mixed or dynamic, got {self.curriculum!r}",
+        )
+        _check(
+            0 <= self.curriculum_floor <= 1,
+            f"rl.curriculum_floor must be in [0, 1] (share of uniform exploration), "
+            f"got {self.curriculum_floor}",
+        )
+        _check(
+            0 < self.curriculum_decay <= 1,
+            f"rl.curriculum_decay must be in (0, 1] (1 = never forget), "
+            f"got {self.curriculum_decay}",
+        )
+        _check(
+            self.dynamic_max_extra >= 0,
+            f"rl.dynamic_max_extra must be >= 0 (extra groups per step), "
+            f"got {self.dynamic_max_extra}",
+        )
 
 
 DIFFICULTIES = ("1-2", "3-5", "6-9", "10+")

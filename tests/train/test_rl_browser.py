@@ -79,3 +79,42 @@ async def test_time_budget_stops_early_with_a_final_eval(tmp_path: Path) -> None
     assert res.steps == 1
     assert res.checkpoint.name == "step-000001"
     assert [h["step"] for h in res.eval_history] == [0, 1]  # the final eval still ran
+
+
+async def test_dynamic_curriculum_collects_extra_groups_and_keeps_its_state(
+    tmp_path: Path,
+) -> None:
+    """The random model fails every episode: no group is mixed, so ``dynamic`` rolls out its
+    one allowed extra group, logs it, and the checkpoint keeps the success estimates."""
+    from webagent_r1.train.checkpoint import load_trainer_state
+
+    model = make_tiny_model(tmp_path / "model")
+    cfg = load_config(
+        None,
+        [
+            f"model.name={model}",
+            "model.device=cpu",
+            f"run_dir={tmp_path / 'run'}",
+            "env.max_turns=1",
+            "rollout.group_size=2",
+            "rollout.max_concurrent_episodes=2",
+            "rollout.max_new_tokens=4",
+            "rl.steps=1",
+            "rl.tasks_per_step=1",
+            "rl.eval_tasks=1",
+            "rl.curriculum=dynamic",
+            "rl.dynamic_max_extra=1",
+            "train.tensorboard=false",
+            "tasks.difficulty=1-2",
+        ],
+    )
+    res = await train_rl(cfg, progress=False)
+    stage = tmp_path / "run" / "rl"
+    rollouts = read_trajectories(stage / "rollouts" / "step-000000-rank0.jsonl")
+    assert len(rollouts) == 4 and len({t.task_id for t in rollouts}) == 2  # 2 groups of 2
+    [row] = [r for r in read_metrics(stage / "metrics.jsonl") if "curriculum/mixed_frac" in r]
+    assert row["curriculum/extra_groups"] == 1 and row["curriculum/mixed_frac"] == 0.0
+    assert row["curriculum/discarded"] == 2 and row["train/groups_used"] == 0
+    state = load_trainer_state(res.checkpoint)["curriculum"]
+    assert state == json.loads(json.dumps(state))  # plain JSON-able data
+    assert any(k.startswith("curriculum/p/") for k in row)

@@ -43,7 +43,13 @@ __all__ = [
     "success_rows",
 ]
 
-PLOT_NAMES = ("learning_curve.png", "sites.png", "tts.png", "turns_hist.png")
+PLOT_NAMES = (
+    "learning_curve.png",
+    "sites.png",
+    "tts.png",
+    "turns_hist.png",
+    "curriculum.png",
+)
 """The plots a report may have; stale ones of an earlier build are removed."""
 _MISSING = "–"
 
@@ -427,6 +433,15 @@ def _make_plots(
             "`turns_hist.png`: no evaluation trajectories (`rl/eval/step-*.jsonl` or the "
             "trajectory files of `eval.json`)"
         )
+
+    # 5) the curriculum's per-template success estimates (runs that log them)
+    prefix = "curriculum/p/"
+    names = sorted({k[len(prefix) :] for r in data.rl_metrics for k in r if k.startswith(prefix)})
+    if names:
+        per_template = [(n, _series(data.rl_metrics, prefix + n)) for n in names]
+        mixed = _series(data.rl_metrics, "curriculum/mixed_frac")
+        p = plots.plot_curriculum(plot_dir / "curriculum.png", per_template, mixed)
+        made.append(("Curriculum: estimated success per template", p))
     return made
 
 

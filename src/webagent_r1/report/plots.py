@@ -15,7 +15,13 @@ if TYPE_CHECKING:
 
     from webagent_r1.report.load import EpisodeStats
 
-__all__ = ["plot_learning_curve", "plot_sites", "plot_tts", "plot_turns_hist"]
+__all__ = [
+    "plot_curriculum",
+    "plot_learning_curve",
+    "plot_sites",
+    "plot_tts",
+    "plot_turns_hist",
+]
 
 Series = Sequence[tuple[float, float]]
 """``(step, value)`` points."""
@@ -208,3 +214,47 @@ def plot_turns_hist(path: Path, stats: Sequence[EpisodeStats]) -> Path:
         ax.grid(axis="y", alpha=0.3)
         ax.legend(loc="best", fontsize=8)
     return _save(fig, path)
+
+
+def plot_curriculum(
+    path: Path, templates: Sequence[tuple[str, Series]], mixed_frac: Series = ()
+) -> Path:
+    """The curriculum's estimated success of every template against RL step.
+
+    Args:
+        path: the PNG to write.
+        templates: ``(template, points)`` of ``curriculum/p/<template>`` per RL step.
+        mixed_frac: ``curriculum/mixed_frac`` per RL step (drawn dashed black when given).
+    """
+    templates = [(name, pts) for name, pts in templates if pts]
+    if not templates:
+        raise ValueError("plot_curriculum needs at least one template series")
+    fig = _figure(8.0, 4.6)
+    ax = fig.subplots()
+    cmap = _colors(len(templates))
+    for (name, pts), color in zip(templates, cmap, strict=True):
+        x, y = _xy(pts)
+        ax.plot(x, y, color=color, lw=1.2, label=name)
+    if mixed_frac:
+        x, y = _xy(mixed_frac)
+        ax.plot(x, y, "k--", lw=1.6, label="groups with mixed rewards (fraction)")
+    ax.set_title("Curriculum: estimated success per template")
+    ax.xaxis.set_major_locator(_integer_ticks())
+    ax.set_xlabel("RL step")
+    ax.set_ylabel("estimated success (posterior mean)")
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    # right of the axes: template names are long
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)
+    return _save(fig, path)
+
+
+def _colors(n: int) -> list[Any]:
+    """``n`` distinct line colours (tab10, then tab20, then a continuous map)."""
+    from matplotlib import colormaps
+
+    if n <= 10:
+        return [colormaps["tab10"](i) for i in range(n)]
+    if n <= 20:
+        return [colormaps["tab20"](i) for i in range(n)]
+    return [colormaps["viridis"](i / (n - 1)) for i in range(n)]

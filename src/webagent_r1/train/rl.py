@@ -2,8 +2,10 @@
 
 One training step (WebAgent-R1, Sec. 3.2; DESIGN.md, "M-GRPO"):
 
-1. sample B tasks from the training split (a seeded function of the step, so a resumed run
-   draws the same tasks); with several processes, each rolls out its share;
+1. sample B tasks from the training split (a seeded function of the step and the curriculum
+   state, so a resumed run draws the same tasks; ``rl.curriculum``: uniform, or weighted toward
+   templates with mixed outcomes, see ``train/curriculum.py``); with several processes, each
+   rolls out its share;
 2. roll out G trajectories per task with the asynchronous rollout (``rollout.collect``),
    sampling from the current policy (the engine shares the trainer's model object);
 3. build one sample per turn from the stored ids (never re-tokenised); group-normalised
@@ -42,6 +44,7 @@ from webagent_r1.train.checkpoint import (
     save_checkpoint,
     set_rng,
 )
+from webagent_r1.train.curriculum import Curriculum, collect_step, step_tasks
 from webagent_r1.train.logging import MetricLogger
 from webagent_r1.train.setup import (
     Dist,
@@ -244,12 +247,6 @@ def mgrpo_update(
     return metrics
 
 
-def step_tasks(train_tasks: list[Task], step: int, n: int, seed: int) -> list[Task]:
-    """The B tasks of training step ``step`` (a function of the step: resumes draw alike)."""
-    rng = random.Random(seed * 1_000_003 + step)
-    return rng.sample(train_tasks, min(n, len(train_tasks)))
-
-
 @dataclass
 class RLResult:
     """What an M-GRPO run produced."""
@@ -305,8 +302,10 @@ async def train_rl(
     # Time budget bookkeeping (survives resume): stage wall time so far, longest evaluation.
     clock = {"prior_s": 0.0, "eval_s": 0.0, "t0": time.time()}
     step_times: list[float] = []
+    saved_curriculum = None
     if ckpt is not None:
         state = load_trainer_state(ckpt)
+        saved_curriculum = state.get("curriculum")  # absent in checkpoints of older runs
         opt.load_state_dict(state["optimizer"])
         set_rng(state["rng"])
         start, history = int(state["step"]), list(state.get("eval_history", []))
@@ -329,6 +328,9 @@ async def train_rl(
         stage, dist.main, tcfg.tensorboard, tcfg.wandb_project if dist.main else None, to_dict(cfg)
     )
     train_tasks = tasks_for(cfg, "train")
+    curriculum = Curriculum.from_config(train_tasks, rl, cfg.seed)
+    if saved_curriculum is not None:
+        curriculum.load_state_dict(saved_curriculum)
     eval_tasks = eval_subset(tasks_for(cfg, "test"), rl.eval_tasks, cfg.seed)
 
     def count_tokens(text: str) -> int:
@@ -389,30 +391,46 @@ async def train_rl(
             s0 = time.time()
             for g in opt.param_groups:
                 g["lr"] = rl.lr * lr_factor(step, rl.warmup_steps, rl.steps, tcfg.schedule)
-            tasks = step_tasks(train_tasks, step, rl.tasks_per_step, cfg.seed)
-            mine = tasks[dist.rank :: dist.world]
-            sp = SamplingParams(
-                temperature=cfg.rollout.temperature,
-                top_p=cfg.rollout.top_p,
-                max_new_tokens=cfg.rollout.max_new_tokens,
-                seed=(cfg.seed * 7919 + step * 104729 + dist.rank) % 2**31,
-            )
             stats = RolloutStats()
+
+            async def collect_round(
+                mine: list[Task], rnd: int, step: int = step, stats: RolloutStats = stats
+            ) -> list[Group]:
+                # round 0 keeps the seed of runs before the curriculum; extra rounds get others
+                seed = cfg.seed * 7919 + step * 104729 + dist.rank + rnd * 15485863
+                sp = SamplingParams(
+                    temperature=cfg.rollout.temperature,
+                    top_p=cfg.rollout.top_p,
+                    max_new_tokens=cfg.rollout.max_new_tokens,
+                    seed=seed % 2**31,
+                )
+                return await collect(
+                    mine,
+                    cfg.rollout.group_size,
+                    engine,
+                    pool,
+                    tokenizer,
+                    cfg.agent,
+                    sp,
+                    max_concurrent_episodes=cfg.rollout.max_concurrent_episodes,
+                    max_env_retries=cfg.rollout.max_env_retries,
+                    progress=progress and dist.main,
+                    mode=cfg.rollout.mode,
+                    stats=stats,
+                )
+
             model.eval()
-            groups = await collect(
-                mine,
-                cfg.rollout.group_size,
-                engine,
-                pool,
-                tokenizer,
-                cfg.agent,
-                sp,
-                max_concurrent_episodes=cfg.rollout.max_concurrent_episodes,
-                max_env_retries=cfg.rollout.max_env_retries,
-                progress=progress and dist.main,
-                mode=cfg.rollout.mode,
-                stats=stats,
+            # every round's outcomes go into the curriculum's estimates (all processes alike)
+            collected = await collect_step(
+                curriculum,
+                step,
+                rl.tasks_per_step,
+                collect_round,
+                dist.all_reduce_sum,
+                dist.rank,
+                dist.world,
             )
+            groups = collected.groups
             model.train()
             gen_s = time.time() - s0
             trajs = [t for g in groups for t in g.trajectories]
@@ -446,6 +464,11 @@ async def train_rl(
                     "train/lr": opt.param_groups[0]["lr"],
                     "train/update_s": time.time() - u0,
                     "train/step_s": time.time() - s0,
+                    # groups with mixed rewards among all collected; collected but not trained on
+                    "curriculum/mixed_frac": collected.mixed / max(collected.total, 1),
+                    "curriculum/discarded": collected.total - used,
+                    "curriculum/extra_groups": collected.extra,
+                    **curriculum.metrics(),
                 }
             )
             logger.log(done, metrics)
@@ -472,7 +495,9 @@ async def train_rl(
             if (every and done % every == 0) or last:
                 if last:
                     await run_eval(done)
-                _save(ckpt_root, done, model, tokenizer, opt, cfg, dist, history, wall())
+                _save(
+                    ckpt_root, done, model, tokenizer, opt, cfg, dist, history, wall(), curriculum
+                )
             if last:
                 break
     finally:
@@ -483,7 +508,7 @@ async def train_rl(
         logger.close()
     final = latest_checkpoint(ckpt_root)
     if final is None:
-        _save(ckpt_root, start, model, tokenizer, opt, cfg, dist, history, wall())
+        _save(ckpt_root, start, model, tokenizer, opt, cfg, dist, history, wall(), curriculum)
         final = latest_checkpoint(ckpt_root)
     assert final is not None
     if dist.main:
@@ -526,6 +551,7 @@ def _save(
     dist: Dist,
     history: list[dict[str, float]],
     wall: dict[str, float] | None = None,
+    curriculum: Curriculum | None = None,
 ) -> None:
     if dist.main:
         state = {
@@ -535,6 +561,8 @@ def _save(
             "eval_history": history,
             **(wall or {}),
         }
+        if curriculum is not None:  # success estimates and instance use: resumes draw alike
+            state["curriculum"] = curriculum.state_dict()
         save_checkpoint(
             root,
             step,
