@@ -213,6 +213,10 @@ class TrainConfig:
     """Module names that get LoRA adapters."""
     merge_lora_on_save: bool = False
     """Also save a merged full model next to the adapters in each checkpoint."""
+    trainable_layers: int = 0
+    """Train only the top N decoder layers and the final norm (0: every weight). The frozen
+    layers run without autograd, so the update costs about a forward plus the backward of N
+    layers: on a CPU the cheapest way to more updates per hour. Not with LoRA."""
     checkpoint_every: int = 0
     """Save a checkpoint every N optimizer steps (0: only at the end)."""
     keep_checkpoints: int = 2
@@ -233,6 +237,11 @@ class TrainConfig:
     def __post_init__(self) -> None:
         _check(self.token_budget >= 64, "train.token_budget must be >= 64 tokens")
         _check(self.lora_r >= 0, "train.lora_r must be >= 0 (0 = full fine-tuning)")
+        _check(self.trainable_layers >= 0, "train.trainable_layers must be >= 0 (0 = all)")
+        _check(
+            not (self.trainable_layers and self.lora_r),
+            "train.trainable_layers and train.lora_r are exclusive: pick one way to train less",
+        )
         _check(self.checkpoint_every >= 0, "train.checkpoint_every must be >= 0 (0 = at the end)")
         _check(self.keep_checkpoints >= 1, "train.keep_checkpoints must be >= 1")
         _check(len(self.adam_betas) == 2, "train.adam_betas must be two numbers, e.g. [0.9, 0.99]")
@@ -370,23 +379,75 @@ class RLConfig:
 
 DIFFICULTIES = ("1-2", "3-5", "6-9", "10+")
 
+TASK_SOURCES = ("embedded", "miniwob", "webarena-lite")
+"""Task sources by name (``tasks/sources.py``); ``webarena-lite`` needs ``webagent_r1.webarena``."""
+
+
+def _seed_range(value: list[int], where: str) -> range:
+    _check(
+        len(value) == 2 and 0 <= value[0] < value[1],
+        f"{where} must be [start, stop) with 0 <= start < stop, e.g. [0, 50]; got {value}",
+    )
+    return range(value[0], value[1])
+
+
+@dataclass
+class MiniWoBConfig:
+    """MiniWoB++ episodes (``tasks.source: miniwob``): which tasks, which seeds, the page timer."""
+
+    tasks: list[str] = field(default_factory=list)
+    """MiniWoB++ task names (e.g. ``[click-button, enter-text]``); empty: every supported task."""
+    test_seeds: list[int] = field(default_factory=lambda: [0, 50])
+    """Seeds [start, stop) of the test split: one task instance per (task, seed)."""
+    train_seeds: list[int] = field(default_factory=lambda: [1000, 1200])
+    """Seeds [start, stop) of the train split; must not overlap ``test_seeds``."""
+    episode_max_time_ms: int = 0
+    """The page's own episode timer (MiniWoB++ ends an episode after 10-30 s with reward -1);
+    0 turns it off (24 h), so a slow CPU model is never cut off. The env's ``max_turns``
+    bounds the episode either way."""
+
+    def __post_init__(self) -> None:
+        test = _seed_range(self.test_seeds, "tasks.miniwob.test_seeds")
+        train = _seed_range(self.train_seeds, "tasks.miniwob.train_seeds")
+        _check(
+            test.stop <= train.start or train.stop <= test.start,
+            f"tasks.miniwob.train_seeds {self.train_seeds} overlap test_seeds "
+            f"{self.test_seeds}: move one range so that train and test instances differ",
+        )
+        _check(
+            0 <= self.episode_max_time_ms <= 86_400_000,
+            "tasks.miniwob.episode_max_time_ms must be in [0, 86400000] (0 = no page timer)",
+        )
+
 
 @dataclass
 class TasksConfig:
-    """Which embedded tasks a run uses: demonstrations, M-GRPO and evaluation alike.
+    """Which tasks a run uses: demonstrations, M-GRPO and evaluation alike.
 
-    Empty lists keep everything. A CPU recipe may keep the short tasks only; the test split
-    it reports on is then the same filter applied to the test tasks (say so with the numbers).
+    ``source`` says where tasks come from (the embedded suite, MiniWoB++ …). ``sites``,
+    ``templates`` and ``difficulty`` filter the embedded suite only (so a recipe's filters do
+    not stop ``eval --tasks miniwob`` with the same config); empty lists keep everything. A
+    CPU recipe may keep the short tasks only; the test split it reports on is then the same
+    filter applied to the test tasks (say so with the numbers).
     """
 
+    source: str = "embedded"
+    """Where tasks come from: 'embedded' (our sites), 'miniwob' (MiniWoB++ pages of the
+    ``miniwob`` package) or 'webarena-lite' (user-hosted WebArena sites)."""
     sites: list[str] = field(default_factory=list)
     """Keep tasks whose sites are all in this list (e.g. ``[shopping, reddit]``)."""
     templates: list[str] = field(default_factory=list)
     """Keep tasks of these template names (``tasks list`` shows them)."""
     difficulty: list[str] = field(default_factory=list)
     """Keep templates of these expert step counts: ``1-2``, ``3-5``, ``6-9``, ``10+``."""
+    miniwob: MiniWoBConfig = field(default_factory=MiniWoBConfig)
+    """MiniWoB++ tasks and seeds (used when ``source`` is 'miniwob')."""
 
     def __post_init__(self) -> None:
+        _check(
+            self.source in TASK_SOURCES,
+            f"tasks.source must be one of {', '.join(TASK_SOURCES)}; got {self.source!r}",
+        )
         bad = [d for d in self.difficulty if d not in DIFFICULTIES]
         _check(not bad, f"tasks.difficulty must be among {', '.join(DIFFICULTIES)}; got {bad}")
 

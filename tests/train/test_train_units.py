@@ -175,3 +175,29 @@ def test_lora_trains_only_adapters(tiny_dir: Path) -> None:
     for n, p in model.named_parameters():
         if n in frozen:
             assert torch.equal(p, frozen[n])
+
+
+def test_trainable_layers_train_the_top_only_and_still_learn(tiny_dir: Path) -> None:
+    from webagent_r1.config import ConfigError
+
+    cfg = _cfg(tiny_dir, "train.trainable_layers=1", "model.autocast_bf16=false", "rl.lr=0.05")
+    model, _ = load_policy(cfg)
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
+    assert trainable and all(
+        n.startswith(("model.layers.1.", "model.norm.", "lm_head.")) for n in trainable
+    )
+    assert "lm_head.weight" in trainable  # untied head: cheap to train
+    frozen = {n: p.detach().clone() for n, p in model.named_parameters() if n not in trainable}
+    opt = build_optimizer([p for p in model.parameters() if p.requires_grad], 0.05, cfg.train)
+    group = _group([1.0, 0.0], seed=4)
+    good = group.trajectories[0]
+    before = _seq_logp(model, good)
+    mgrpo_update(model, opt, build_rl_batch([group]), cfg, 1)
+    assert _seq_logp(model, good) > before  # the top layer alone still moves the policy
+    for n, p in model.named_parameters():
+        if n in frozen:
+            assert torch.equal(p, frozen[n]), n
+    with pytest.raises(ValueError, match="has 2 layers"):
+        load_policy(_cfg(tiny_dir, "train.trainable_layers=3"))
+    with pytest.raises(ConfigError, match="exclusive"):
+        _cfg(tiny_dir, "train.trainable_layers=1", "train.lora_r=4")

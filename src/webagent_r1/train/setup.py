@@ -133,8 +133,40 @@ def load_policy(cfg: Config, path: str | None = None) -> tuple[Any, Any]:
         model = PeftModel.from_pretrained(model, src, is_trainable=True)
     elif tcfg.lora_r > 0:
         model = _with_lora(model, tcfg)
+    elif tcfg.trainable_layers > 0:
+        freeze_lower_layers(model, tcfg.trainable_layers)
     model.train()
     return model, tokenizer
+
+
+def freeze_lower_layers(model: Any, n: int) -> None:
+    """Leave only the top ``n`` decoder layers and the final norm trainable.
+
+    The input embeddings stay frozen (and with them an LM head tied to them, as in small
+    models): were they trainable, every layer's activations would be kept for the backward
+    pass and nothing would be saved. An untied LM head trains.
+
+    Raises:
+        ValueError: the model has no ``model.layers`` stack or fewer than ``n`` layers.
+    """
+    inner = getattr(model, "model", None)
+    layers = getattr(inner, "layers", None)
+    if layers is None:
+        raise ValueError(
+            f"train.trainable_layers needs a decoder with model.layers; "
+            f"{type(model).__name__} has none (use train.lora_r instead)"
+        )
+    if n > len(layers):
+        raise ValueError(f"train.trainable_layers={n} but the model has {len(layers)} layers")
+    model.requires_grad_(False)
+    for layer in layers[len(layers) - n :]:
+        layer.requires_grad_(True)
+    norm = getattr(inner, "norm", None)
+    if norm is not None:
+        norm.requires_grad_(True)
+    head, emb = model.get_output_embeddings(), model.get_input_embeddings()
+    if head is not None and emb is not None and head.weight is not emb.weight:
+        head.requires_grad_(True)  # an untied head trains without a backward through layers
 
 
 def _with_lora(model: Any, tcfg: TrainConfig) -> Any:
