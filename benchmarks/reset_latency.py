@@ -1,12 +1,17 @@
-"""Reset latency of an embedded-site episode: instance + login + first page + observation.
+"""Reset latency of an episode: embedded sites (instance + login + first page + observation)
+or MiniWoB++ (first page + seeded episode start + observation).
 
     python benchmarks/reset_latency.py [--n 100] [--site shopping]
+    python benchmarks/reset_latency.py --source miniwob [--n 100] [--task click-button]
 
-Reports p50 / p95 / max in milliseconds for (a) creating an isolated instance alone (a copy
+Embedded: p50 / p95 / max in milliseconds for (a) creating an isolated instance alone (a copy
 of the pristine SQLite database) and (b) a full ``WebEnv.reset``: new browser context,
-instance, login cookie, first page load and observation extraction, in one process. For
-comparison, FACTS.md measured BrowserGym's reset at 1.9-2.9 s on this machine, and a
-WebArena site reset is a container restart (minutes).
+instance, login cookie, first page load and observation extraction, in one process.
+MiniWoB++: a full ``WebEnv.reset`` (new browser context, task page, ``Math.seedrandom`` +
+``core.startEpisodeReal()``, instruction, observation; the browser is never relaunched),
+cycling over every supported task (or ``--task``) with test seeds. For comparison, FACTS.md
+measured BrowserGym's reset at 1.9-2.9 s on this machine, and a WebArena site reset is a
+container restart (minutes).
 """
 
 from __future__ import annotations
@@ -42,6 +47,34 @@ def summary(xs: list[float]) -> dict[str, float]:
     }
 
 
+async def main_miniwob(n: int, task: str | None) -> dict:
+    from webagent_r1.tasks.miniwob import MiniWoBSource
+
+    source = MiniWoBSource([task] if task else [])
+    backend = source.start()
+    browser = await Browser.launch(BrowserConfig())
+    try:
+        by_name: dict[str, list[Task]] = {}
+        for t in source.tasks("test"):
+            by_name.setdefault(t.extra["miniwob"]["task"], []).append(t)
+        names = list(by_name)
+        # Reset i: task i mod |tasks|, its (i div |tasks|)-th test seed.
+        order = [by_name[names[i % len(names)]][(i // len(names)) % 50] for i in range(n)]
+        env = WebEnv(browser, EnvConfig(), ObservationConfig(), backend, source.evaluator)
+        await env.reset(order[0])  # warm-up
+        resets = []
+        for t in order:
+            t0 = time.perf_counter()
+            await env.reset(t)
+            resets.append(time.perf_counter() - t0)
+        await env.close()
+    finally:
+        await browser.close()
+        source.stop()
+    what = task or f"all {len(names)} supported tasks, round-robin"
+    return {"n": n, "source": "miniwob", "tasks": what, "env_reset": summary(resets)}
+
+
 async def main(n: int, site: str) -> dict:
     sites = EmbeddedSites.start()
     browser = await Browser.launch(BrowserConfig())
@@ -73,6 +106,12 @@ async def main(n: int, site: str) -> dict:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=100)
-    ap.add_argument("--site", default="shopping", choices=sorted(START))
+    ap.add_argument("--source", default="embedded", choices=["embedded", "miniwob"])
+    ap.add_argument("--site", default="shopping", choices=sorted(START), help="embedded")
+    ap.add_argument("--task", default=None, help="miniwob: one task (default: all supported)")
     a = ap.parse_args()
-    print(json.dumps(asyncio.run(main(a.n, a.site)), indent=1))
+    if a.source == "miniwob":
+        out = asyncio.run(main_miniwob(a.n, a.task))
+    else:
+        out = asyncio.run(main(a.n, a.site))
+    print(json.dumps(out, indent=1))

@@ -344,7 +344,16 @@ def eval_cmd(
     engine: Annotated[
         str, typer.Option(help="hf (a local model), expert (scripted experts) or openai.")
     ] = "hf",
-    split: Annotated[str, typer.Option(help="train, test or heldout.")] = "test",
+    tasks_source: Annotated[
+        str | None,
+        typer.Option(
+            "--tasks",
+            help="Task source: embedded, miniwob or webarena-lite (default: tasks.source).",
+        ),
+    ] = None,
+    split: Annotated[
+        str, typer.Option(help="train, test or heldout (heldout: embedded only).")
+    ] = "test",
     site: Annotated[str | None, typer.Option(help="Only tasks of this site.")] = None,
     sample: Annotated[int | None, typer.Option(help="A fixed subset of N tasks.")] = None,
     samples: Annotated[int, typer.Option(help="Episodes per task (pass@k; k > 1 samples).")] = 1,
@@ -375,11 +384,12 @@ def eval_cmd(
         bool, typer.Option(help="Send token-id prompts (vLLM/SGLang completions endpoint).")
     ] = False,
 ) -> None:
-    """Evaluate a model, the experts or an API model on embedded tasks.
+    """Evaluate a model, the experts or an API model on embedded tasks or MiniWoB++.
 
     Success overall, per site and per template kind with 95% Wilson intervals; pass@k with
     --samples k; a test-time-scaling sweep with --max-turns 5,10,15; eval.json and the
-    trajectories in --out-dir (then `webagent-r1 report DIR` plots them).
+    trajectories in --out-dir (then `webagent-r1 report DIR` plots them). --tasks miniwob
+    evaluates on MiniWoB++ seeds (docs/miniwob.md), with a row per MiniWoB++ task.
     """
     import shutil
     from pathlib import Path
@@ -388,9 +398,12 @@ def eval_cmd(
 
     from webagent_r1.config import load_config, to_dict
     from webagent_r1.evaluate import eval_subset, run_evaluation
-    from webagent_r1.tasks.suite import select, tasks_for
+    from webagent_r1.tasks.sources import task_source
+    from webagent_r1.tasks.suite import select
 
     extra = [] if thinking is None else [f"agent.thinking={str(thinking).lower()}"]
+    if tasks_source is not None:
+        extra.append(f"tasks.source={tasks_source}")
     cfg = load_config(config, [*(overrides or []), *extra])
     budgets = None
     if max_turns:
@@ -401,7 +414,17 @@ def eval_cmd(
                 f"--max-turns takes integers separated by commas, got {max_turns!r}"
             ) from None
     try:
-        tasks = select(tasks_for(cfg, split), site=site)
+        source = task_source(cfg)
+        if split not in source.splits:
+            raise ValueError(
+                f"--split {split}: the {source.name} tasks have splits {', '.join(source.splits)}"
+            )
+        if engine == "expert" and source.name != "embedded":
+            raise ValueError(
+                f"the scripted experts solve embedded tasks only, not {source.name}; "
+                "use --engine hf or --engine openai"
+            )
+        tasks = select(source.tasks(split), site=site)
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
     if not tasks:
@@ -428,6 +451,7 @@ def eval_cmd(
                 temperature=temperature,
                 out_dir=out_dir,
                 meta={"split": split, "site": site, "tasks_filter": to_dict(cfg)["tasks"]},
+                source=source,
             )
         )
     except ValueError as e:
@@ -438,9 +462,11 @@ def eval_cmd(
             title=f"{summary['engine']} on {len(tasks)} {split} tasks, "
             f"max_turns {res['max_turns']}, {samples} sample(s) each"
         )
-        for col in ("site", "success", "95% CI", "episodes"):
-            table.add_column(col, justify="left" if col == "site" else "right")
-        rows = [*res["by_site"].items(), ("all", res)]
+        # MiniWoB++ is one site: a row per MiniWoB++ task (its template) instead.
+        key = "template" if source.name == "miniwob" else "site"
+        for col in (key, "success", "95% CI", "episodes"):
+            table.add_column(col, justify="left" if col == key else "right")
+        rows = [*res[f"by_{key}"].items(), ("all", res)]
         for name, r in rows:
             n = r.get("n", r.get("episodes"))
             table.add_row(

@@ -4,10 +4,11 @@
 site state (an isolated instance and a login, through a ``SiteBackend``) and returns the first
 observation. ``step(response_text)`` parses the agent's action from its raw text, executes it,
 and returns the next observation. A malformed action or a bad element costs a turn and comes
-back as ``Observation.error``; it never raises. The episode ends on ``exit(message=…)`` or
-after ``max_turns`` turns, and the task's evaluator then gives a binary reward. A crashed
-browser ends the episode with status ``env_error`` (never a failure to train on), and the next
-``reset`` relaunches Chromium.
+back as ``Observation.error``; it never raises. The episode ends on ``exit(message=…)``,
+after ``max_turns`` turns, or, for backends whose page runs the episode itself (MiniWoB++,
+``PageEpisodes``), when the page says it is done; the task's evaluator then gives a binary
+reward. A crashed browser ends the episode with status ``env_error`` (never a failure to
+train on), and the next ``reset`` relaunches Chromium.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 from webagent_r1.agent.actions import ActionParseError, parse_action
@@ -74,6 +75,27 @@ class SiteBackend(Protocol):
 
     async def end(self, instance_id: str | None) -> None:
         """Release what ``begin`` created."""
+        ...
+
+
+@runtime_checkable
+class PageEpisodes(Protocol):
+    """Optional ``SiteBackend`` hooks for benchmarks whose episode lives in the page's own
+    script (MiniWoB++): the page generates the task when started and says when it is done.
+
+    A backend that has both methods gets them called by ``WebEnv``; the embedded sites and
+    ``StaticSites`` have neither, and their episodes are untouched by this.
+    """
+
+    async def start_episode(self, task: Task, session: BrowserSession) -> None:
+        """Start the page's episode once the start page has loaded, before the first
+        observation; may fill ``task.intent`` from the page (the instruction is known only
+        then). Raising makes the reset an ``EnvError``."""
+        ...
+
+    async def episode_done(self, session: BrowserSession) -> bool:
+        """After each executed action: True ends the episode (status ``done``, no answer),
+        and the evaluator grades it."""
         ...
 
 
@@ -155,6 +177,7 @@ class WebEnv:
         """Random tag of the current episode (screenshot file names)."""
         self.reset_ms: float | None = None
         """Wall time of the last reset (context, instance, login, first page, observation)."""
+        self._page_episodes = self.backend if isinstance(self.backend, PageEpisodes) else None
 
     # ---------------------------------------------------------------- episode lifecycle
 
@@ -177,6 +200,8 @@ class WebEnv:
             err = await self.session.goto(self.backend.resolve_url(task.start_url))
             if err:
                 raise EnvError(f"task {task.task_id}: start page failed: {err}")
+            if self._page_episodes is not None:
+                await self._page_episodes.start_episode(task, self.session)
             self._last_obs = await self._observe()
         except BrowserCrashedError as e:
             self.done = True
@@ -223,6 +248,12 @@ class WebEnv:
                     obs.error = err
                 if self.cfg.screenshot_dir:
                     await self._screenshot(info)
+                if self._page_episodes is not None and await self._page_episodes.episode_done(
+                    self.session
+                ):
+                    self._last_obs = obs
+                    info["page_done"] = True
+                    return await self._finish(obs, "done", None, info, t0)
         except BrowserCrashedError as e:
             return await self._crash(e, info)
         self._last_obs = obs

@@ -28,6 +28,7 @@ from webagent_r1.config import AgentConfig
 from webagent_r1.envpool import EnvPool
 from webagent_r1.policy.base import Engine, SamplingParams
 from webagent_r1.rollout import Policy, RolloutStats, collect
+from webagent_r1.tasks.sources import TaskSource
 from webagent_r1.types import Task, Trajectory
 
 __all__ = [
@@ -146,7 +147,8 @@ class EvalReport:
         return Counter(r for _, tr in self._scored() if (r := failure_reason(tr)) is not None)
 
     def result(self) -> dict[str, Any]:
-        """JSON-ready summary: success with its 95% Wilson interval, per site and kind."""
+        """JSON-ready summary: success with its 95% Wilson interval, per site, template (a
+        MiniWoB++ task) and kind."""
         scored = self._scored()
         ok = sum(int(tr.reward == 1.0) for _, tr in scored)
 
@@ -166,6 +168,7 @@ class EvalReport:
             "env_errors": self.env_errors,
             "turns": sum(len(tr.turns) for _, tr in scored) / len(scored) if scored else 0.0,
             "by_site": table("site"),
+            "by_template": table("template"),
             "by_kind": table("kind"),
             "by_difficulty": table("difficulty"),
             "failures": dict(self.failures().most_common(20)),
@@ -270,11 +273,13 @@ async def _setup(
     openai_url: str | None = None,
     openai_model: str | None = None,
     openai_token_ids: bool = False,
-) -> AsyncIterator[tuple[Any, Any, Any, Any, Callable[[str], int]]]:
-    """The engine, its tokenizer, the embedded sites and a browser; all closed on exit."""
+    source: TaskSource | None = None,
+) -> AsyncIterator[tuple[Any, Any, Any, TaskSource, Callable[[str], int]]]:
+    """The engine, its tokenizer, the task source's sites (started) and a browser; all
+    closed on exit. ``source`` defaults to ``cfg.tasks.source`` (the embedded sites)."""
     from webagent_r1.browser import Browser
     from webagent_r1.policy.hf import HFEngine, load_tokenizer
-    from webagent_r1.sites.episodes import EmbeddedSites
+    from webagent_r1.tasks.sources import task_source
 
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
@@ -311,15 +316,16 @@ async def _setup(
     def count_tokens(text: str) -> int:
         return len(tokenizer(text, add_special_tokens=False).input_ids)
 
-    sites = EmbeddedSites.start()
+    source = source or task_source(cfg)
+    source.start()
     try:
         browser = await Browser.launch(cfg.browser)
         try:
-            yield eng, tokenizer, browser, sites, count_tokens
+            yield eng, tokenizer, browser, source, count_tokens
         finally:
             await browser.close()
     finally:
-        sites.stop()
+        source.stop()
         if closer is not None:
             res = closer()
             if asyncio.iscoroutine(res):
@@ -331,7 +337,7 @@ async def _evaluate_at(
     eng: Any,
     tokenizer: Any,
     browser: Any,
-    sites: Any,
+    source: TaskSource,
     count_tokens: Callable[[str], int],
     tasks: list[Task],
     max_turns: int,
@@ -341,15 +347,14 @@ async def _evaluate_at(
     progress: bool,
 ) -> EvalReport:
     from webagent_r1.envpool import LocalEnvPool
-    from webagent_r1.tasks.evaluators import evaluate
 
     pool = LocalEnvPool(
         browser,
         concurrency,
         replace(cfg.env, max_turns=max_turns),
         cfg.observation,
-        sites,
-        evaluate,
+        source.backend,
+        source.evaluator,
         count_tokens,
     )
     try:
@@ -395,6 +400,7 @@ async def run_evaluation(
     concurrency: int | None = None,
     progress: bool = True,
     meta: dict[str, Any] | None = None,
+    source: TaskSource | None = None,
 ) -> dict[str, Any]:
     """Evaluate an engine on ``tasks`` at one or several turn budgets (``webagent-r1 eval``).
 
@@ -420,6 +426,8 @@ async def run_evaluation(
         concurrency: episodes at once (default ``rollout.max_concurrent_episodes``).
         progress: progress bars.
         meta: extra fields for ``eval.json`` (split, filters …).
+        source: where ``tasks`` come from (their sites and evaluator); default
+            ``cfg.tasks.source``.
 
     Returns:
         The ``eval.json`` content: ``results`` holds one entry per budget (ascending) with
@@ -453,13 +461,9 @@ async def run_evaluation(
     out = Path(out_dir) if out_dir is not None else None
     results: list[dict[str, Any]] = []
     t0 = time.time()
-    async with _setup(cfg, engine, model_path, openai_url, openai_model, openai_token_ids) as (
-        eng,
-        tok,
-        browser,
-        sites,
-        count,
-    ):
+    async with _setup(
+        cfg, engine, model_path, openai_url, openai_model, openai_token_ids, source
+    ) as (eng, tok, browser, src, count):
         longest: EvalReport | None = None
         for m in sorted(budgets, reverse=True):
             reuse: dict[int, Trajectory] = {}
@@ -476,7 +480,7 @@ async def run_evaluation(
                     eng,
                     tok,
                     browser,
-                    sites,
+                    src,
                     count,
                     todo,
                     m,
@@ -548,13 +552,13 @@ async def eval_model(
         concurrency: episodes at once (default ``rollout.max_concurrent_episodes``).
     """
     params = SamplingParams(temperature=0.0, max_new_tokens=cfg.rollout.max_new_tokens)
-    async with _setup(cfg, "hf", model_path) as (eng, tok, browser, sites, count):
+    async with _setup(cfg, "hf", model_path) as (eng, tok, browser, source, count):
         return await _evaluate_at(
             cfg,
             eng,
             tok,
             browser,
-            sites,
+            source,
             count,
             tasks,
             cfg.env.max_turns,
