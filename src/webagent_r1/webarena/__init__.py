@@ -1,0 +1,99 @@
+"""WebArena-Lite: the 165 WebArena-Lite tasks on user-hosted WebArena sites, through our env.
+
+Typical use (what the ``webarena-lite`` task source does)::
+
+    from webagent_r1 import webarena
+
+    tasks = webarena.load_tasks("test")               # 165 Tasks, evaluator attached
+    sites = webarena.WebArenaSites.from_env()         # WA_* URLs, WA_JUDGE_*, reset hook
+    webarena.check_configured(sites, tasks)           # before any browser starts
+    sites.reset()                                     # optional, between runs
+    env = WebEnv(browser, backend=sites, evaluator=webarena.evaluate)
+
+Public API:
+
+- ``load_tasks(split, path=None) -> list[Task]``: ``"test"`` = the 165 Lite configs (from
+  ``path`` or an installed ``browsergym-webarenalite``); ``"train"`` = WebArena's 812 minus
+  the 165 (``path`` = WebArena's ``config_files/test.raw.json``). Raises
+  ``WebArenaDataError`` (a ``TaskError``) saying how to get the file.
+- ``WebArenaSites``: the env's ``SiteBackend`` (``resolve_url``, ``origins``, ``begin`` =
+  automatic login per site in the episode's context, ``end``), plus ``reset()``, the judge
+  and accounts. ``WebArenaSites.from_env()`` reads ``WA_SHOPPING``, ``WA_SHOPPING_ADMIN``,
+  ``WA_REDDIT``, ``WA_GITLAB``, ``WA_MAP``, ``WA_WIKIPEDIA``, ``WA_HOMEPAGE``.
+- ``evaluate(ctx) -> EvalResult``: WebArena's evaluators (string_match, url_match,
+  program_html with its helper functions; fuzzy_match through the judge).
+- ``check_configured(sites=None, tasks=None)``: raises ``SitesNotConfiguredError`` naming
+  missing ``WA_*`` variables or unreachable sites, ``JudgeNotConfiguredError`` when tasks use
+  fuzzy_match without a judge.
+- ``OpenAIJudge``: the fuzzy_match judge over an OpenAI-compatible endpoint
+  (``WA_JUDGE_BASE_URL``, ``WA_JUDGE_MODEL``, ``WA_JUDGE_API_KEY``).
+- ``summarize(tasks)``: counts by site and by eval types.
+- ``task_source(cfg)``: the ``webarena-lite`` ``TaskSource`` (``webarena/source.py``), which
+  ``tasks/sources.py`` imports lazily.
+
+See docs/webarena-lite.md.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from webagent_r1.webarena.data import (
+    LITE_OLD_TASK_IDS,
+    SITES,
+    WebArenaDataError,
+    find_lite_file,
+    load_configs,
+    load_tasks,
+    needs_judge,
+    sites_used,
+    summarize,
+)
+from webagent_r1.webarena.evaluators import evaluate
+from webagent_r1.webarena.helpers import HelperError
+from webagent_r1.webarena.judge import JudgeError, JudgeNotConfiguredError, OpenAIJudge
+from webagent_r1.webarena.login import DEFAULT_ACCOUNTS, Account, LoginError
+from webagent_r1.webarena.sites import (
+    ENV_VARS,
+    ResetError,
+    SitesNotConfiguredError,
+    WebArenaSites,
+    check_configured,
+)
+
+if TYPE_CHECKING:
+    from webagent_r1.tasks.sources import TaskSource
+
+
+def task_source(cfg: Any) -> TaskSource:
+    """The ``webarena-lite`` task source of a run's config (see ``source.WebArenaSource``)."""
+    from webagent_r1.webarena.source import task_source as make
+
+    return make(cfg)
+
+
+__all__ = [
+    "DEFAULT_ACCOUNTS",
+    "ENV_VARS",
+    "LITE_OLD_TASK_IDS",
+    "SITES",
+    "Account",
+    "HelperError",
+    "JudgeError",
+    "JudgeNotConfiguredError",
+    "LoginError",
+    "OpenAIJudge",
+    "ResetError",
+    "SitesNotConfiguredError",
+    "WebArenaDataError",
+    "WebArenaSites",
+    "check_configured",
+    "evaluate",
+    "find_lite_file",
+    "load_configs",
+    "load_tasks",
+    "needs_judge",
+    "sites_used",
+    "summarize",
+    "task_source",
+]

@@ -1,0 +1,107 @@
+"""The ``webarena-lite`` task source (``tasks/sources.py`` imports ``task_source`` lazily)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+from webagent_r1.env import EvaluatorFn, SiteBackend
+from webagent_r1.tasks.sources import TaskSource
+from webagent_r1.types import Task
+from webagent_r1.webarena.data import load_tasks
+from webagent_r1.webarena.evaluators import evaluate
+from webagent_r1.webarena.sites import LoginPolicy, WebArenaSites, check_configured
+
+
+class WebArenaSource(TaskSource):
+    """WebArena-Lite tasks on the user's WebArena sites.
+
+    ``tasks(split)`` loads the split and, before any browser starts, checks that its sites
+    have URLs and answer and that a judge is configured if needed (``check_configured``);
+    ``start()`` reads the sites from the environment and runs the reset hook if one is set.
+
+    Args:
+        test_file: Lite-format configs for ``test`` (default: the installed package's file).
+        train_file: WebArena's ``config_files/test.raw.json`` for ``train``.
+        sites: keep only tasks whose sites are all in this list (empty keeps all), so a run
+            on some sites needs only their URLs.
+        login: ``WebArenaSites`` login policy (``storage_state`` | ``all`` | ``none``).
+        reset: run the reset hook (``WA_RESET_COMMAND`` / ``WA_FULL_RESET``) on ``start()``.
+        check: run ``check_configured`` when tasks are listed.
+        backend: the sites to use instead of ``WebArenaSites.from_env()`` (tests).
+    """
+
+    name: ClassVar[str] = "webarena-lite"
+    splits: ClassVar[tuple[str, ...]] = ("train", "test")
+
+    def __init__(
+        self,
+        test_file: str | Path | None = None,
+        train_file: str | Path | None = None,
+        sites: list[str] | None = None,
+        login: LoginPolicy = "storage_state",
+        reset: bool = True,
+        check: bool = True,
+        backend: WebArenaSites | None = None,
+    ) -> None:
+        self.files = {"test": test_file, "train": train_file}
+        self.sites = list(sites or [])
+        self.login = login
+        self.reset = reset
+        self.check = check
+        self._sites = backend
+        self._checked: set[str] = set()
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> WebArenaSource:
+        """From a ``Config``: the optional ``tasks.webarena`` section (fields as the
+        arguments above: ``test_file``, ``train_file``, ``sites``, ``login``, ``reset``,
+        ``check``); defaults when the config has none."""
+        section = getattr(getattr(cfg, "tasks", None), "webarena", None)
+
+        def get(key: str, default: Any) -> Any:
+            value = getattr(section, key, None) if section is not None else None
+            return default if value is None else value
+
+        return cls(
+            test_file=get("test_file", None) or None,
+            train_file=get("train_file", None) or None,
+            sites=get("sites", []),
+            login=get("login", "storage_state"),
+            reset=get("reset", True),
+            check=get("check", True),
+        )
+
+    def _backend_for_checks(self) -> WebArenaSites:
+        if self._sites is None:
+            self._sites = WebArenaSites.from_env(login=self.login)
+        return self._sites
+
+    def tasks(self, split: str) -> list[Task]:
+        tasks = load_tasks(split, self.files.get(split))
+        if self.sites:
+            tasks = [t for t in tasks if set(t.sites) <= set(self.sites)]
+            if not tasks:
+                raise ValueError(f"no WebArena-Lite {split} task uses only the sites {self.sites}")
+        if self.check and split not in self._checked:
+            check_configured(self._backend_for_checks(), tasks)
+            self._checked.add(split)
+        return tasks
+
+    @property
+    def evaluator(self) -> EvaluatorFn:
+        return evaluate
+
+    def _start(self) -> SiteBackend:
+        sites = self._backend_for_checks()
+        if self.reset:
+            sites.reset()
+        return sites
+
+    def _stop(self, backend: SiteBackend) -> None:
+        return None  # the sites are the user's: nothing to stop
+
+
+def task_source(cfg: Any) -> WebArenaSource:
+    """The ``webarena-lite`` task source for a run's config (``tasks/sources.py`` calls it)."""
+    return WebArenaSource.from_config(cfg)

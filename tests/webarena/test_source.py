@@ -1,0 +1,58 @@
+"""The ``webarena-lite`` task source: tasks per split, checks before any browser, reset hook."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from tests.webarena.conftest import FakeJudge
+from tests.webarena.fakesites import FakeSite
+from webagent_r1.webarena import (
+    ENV_VARS,
+    OpenAIJudge,
+    SitesNotConfiguredError,
+    WebArenaSites,
+    evaluate,
+    task_source,
+)
+from webagent_r1.webarena.source import WebArenaSource
+
+
+def test_tasks_of_some_sites_need_only_their_urls(
+    fake_sites: dict[str, FakeSite], judge_server: FakeJudge, tmp_path: Path
+) -> None:
+    marker = tmp_path / "reset-ran"
+    sites = WebArenaSites(
+        {"gitlab": fake_sites["gitlab"].base_url},
+        judge=OpenAIJudge(judge_server.base_url, "m"),
+        reset_command=f"touch {marker}",
+    )
+    source = WebArenaSource(sites=["gitlab"], backend=sites)
+    tasks = source.tasks("test")  # checked: gitlab has a URL and answers, a judge is set
+    assert len(tasks) == 30 and all(t.sites == ["gitlab"] for t in tasks)
+    assert source.evaluator is evaluate
+    with source:
+        assert source.backend is sites
+        assert marker.exists()  # the reset hook ran on start
+
+
+def test_unconfigured_fails_when_tasks_are_listed(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ENV_VARS.values():
+        monkeypatch.delenv(var, raising=False)
+    cfg = SimpleNamespace(tasks=SimpleNamespace(webarena=SimpleNamespace(sites=["map"])))
+    source = task_source(cfg)
+    assert isinstance(source, WebArenaSource) and source.sites == ["map"]
+    with pytest.raises(SitesNotConfiguredError, match="set WA_MAP"):
+        source.tasks("test")
+    with pytest.raises(ValueError, match="no WebArena-Lite test task uses only"):
+        WebArenaSource(sites=["wikipedia"], check=False).tasks("test")
+
+
+def test_registered_as_the_webarena_lite_source() -> None:
+    from webagent_r1.tasks.sources import task_source as by_name
+
+    source = by_name(SimpleNamespace(tasks=SimpleNamespace(source="webarena-lite")))
+    assert isinstance(source, WebArenaSource)
+    assert len(WebArenaSource(check=False).tasks("test")) == 165
