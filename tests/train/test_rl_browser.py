@@ -118,3 +118,38 @@ async def test_dynamic_curriculum_collects_extra_groups_and_keeps_its_state(
     state = load_trainer_state(res.checkpoint)["curriculum"]
     assert state == json.loads(json.dumps(state))  # plain JSON-able data
     assert any(k.startswith("curriculum/p/") for k in row)
+
+
+async def test_one_rl_step_on_miniwob_training_seeds(tmp_path: Path) -> None:
+    """The trainer takes its tasks, pages and evaluator from the task source: one M-GRPO
+    step on MiniWoB++ training seeds, evaluated on test seeds."""
+    model = make_tiny_model(tmp_path / "model")
+    cfg = load_config(
+        None,
+        [
+            f"model.name={model}",
+            "model.device=cpu",
+            f"run_dir={tmp_path / 'run'}",
+            "tasks.source=miniwob",
+            "tasks.miniwob.tasks=[click-button]",
+            "env.max_turns=1",
+            "rollout.group_size=2",
+            "rollout.max_concurrent_episodes=2",
+            "rollout.max_new_tokens=4",
+            "rl.steps=1",
+            "rl.tasks_per_step=1",
+            "rl.eval_tasks=1",
+            "rl.drop_equal_groups=false",
+            "train.tensorboard=false",
+        ],
+    )
+    await train_rl(cfg, progress=False)
+    stage = tmp_path / "run" / "rl"
+    rollouts = read_trajectories(stage / "rollouts" / "step-000000-rank0.jsonl")
+    assert len(rollouts) == 2
+    assert all(t.status in ("done", "max_turns") for t in rollouts)
+    [train_id] = {t.task_id for t in rollouts}  # one task, a group of 2
+    name, seed = train_id.rsplit("/", 1)
+    assert "click-button" in name and int(seed) >= cfg.tasks.miniwob.train_seeds[0]
+    [ev] = read_trajectories(stage / "eval" / "step-000000.jsonl")
+    assert int(ev.task_id.rsplit("/", 1)[1]) < cfg.tasks.miniwob.test_seeds[1]  # a test seed

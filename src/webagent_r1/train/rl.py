@@ -265,7 +265,8 @@ async def train_rl(
     init: str | None = None,
     progress: bool = True,
 ) -> RLResult:
-    """M-GRPO on the embedded training split, evaluating on a fixed test subset.
+    """M-GRPO on the training split of the run's task source (``tasks.source``: the embedded
+    suite by default, or MiniWoB++ training seeds), evaluating on a fixed test subset.
 
     Args:
         cfg: the run's config.
@@ -282,9 +283,7 @@ async def train_rl(
     from webagent_r1.envpool import LocalEnvPool
     from webagent_r1.evaluate import eval_subset, evaluate_policy
     from webagent_r1.policy.hf import HFEngine
-    from webagent_r1.sites.episodes import EmbeddedSites
-    from webagent_r1.tasks.evaluators import evaluate
-    from webagent_r1.tasks.suite import tasks_for
+    from webagent_r1.tasks.sources import task_source
 
     t0 = time.time()
     dist = Dist.init()
@@ -327,24 +326,25 @@ async def train_rl(
     logger = MetricLogger(
         stage, dist.main, tcfg.tensorboard, tcfg.wandb_project if dist.main else None, to_dict(cfg)
     )
-    train_tasks = tasks_for(cfg, "train")
+    source = task_source(cfg)  # tasks.source: the embedded suite, MiniWoB++ …
+    train_tasks = source.tasks("train")
     curriculum = Curriculum.from_config(train_tasks, rl, cfg.seed)
     if saved_curriculum is not None:
         curriculum.load_state_dict(saved_curriculum)
-    eval_tasks = eval_subset(tasks_for(cfg, "test"), rl.eval_tasks, cfg.seed)
+    eval_tasks = eval_subset(source.tasks("test"), rl.eval_tasks, cfg.seed)
 
     def count_tokens(text: str) -> int:
         return len(tokenizer(text, add_special_tokens=False).input_ids)
 
-    sites = EmbeddedSites.start()
+    backend = source.start()
     browser = await Browser.launch(cfg.browser)
     pool = LocalEnvPool(
         browser,
         cfg.rollout.max_concurrent_episodes,
         cfg.env,
         cfg.observation,
-        sites,
-        evaluate,
+        backend,
+        source.evaluator,
         count_tokens,
     )
 
@@ -503,7 +503,7 @@ async def train_rl(
     finally:
         await pool.close()
         await browser.close()
-        sites.stop()
+        source.stop()
         engine.close()
         logger.close()
     final = latest_checkpoint(ckpt_root)
