@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from webagent_r1.agent.actions import format_action
 from webagent_r1.browser import Browser
 from webagent_r1.config import TASK_SOURCES, ConfigError, EnvConfig, ObservationConfig, load_config
 from webagent_r1.env import WebEnv
@@ -26,7 +27,7 @@ from webagent_r1.policy.base import Completion, SamplingParams
 from webagent_r1.tasks import miniwob as mw
 from webagent_r1.tasks.sources import SOURCES, EmbeddedSource, TaskSourceError, task_source
 from webagent_r1.tasks.suite import tasks_for
-from webagent_r1.types import Task
+from webagent_r1.types import Action, Task
 
 from ..rollout.fakes import FakeTokenizer
 
@@ -175,14 +176,8 @@ Step = tuple[str, str | None, str | None]
 def render(step: Step, obs_text: str) -> str:
     """The step in our action syntax, as a policy would answer."""
     kind, label, arg = step
-    if kind == "exit":
-        return f'<think>Done.</think><answer>exit(message="{arg or ""}")</answer>'
-    parts = [f'action="{kind}"']
-    if arg is not None:
-        parts.append(f'argument="{arg}"')
-    if label is not None:
-        parts.append(f'element="{element(obs_text, label)}"')
-    return f"<think>Next step.</think><answer>do({', '.join(parts)})</answer>"
+    target = element(obs_text, label) if label is not None else None
+    return f"<think>Next step.</think><answer>{format_action(Action(kind, target, arg))}</answer>"
 
 
 class ScriptPolicy:

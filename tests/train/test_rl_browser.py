@@ -17,24 +17,33 @@ from webagent_r1.trajectories import read_trajectories
 pytestmark = pytest.mark.browser
 
 
-async def test_one_rl_step_with_real_browsers(tmp_path: Path) -> None:
-    model = make_tiny_model(tmp_path / "model")
-    cfg = load_config(
+def _config(tmp_path: Path, model: Path, *extra: str):
+    """A tiny-model RL run in ``tmp_path/run``: groups of 2, one task a step, one eval task."""
+    return load_config(
         None,
         [
             f"model.name={model}",
             "model.device=cpu",
             f"run_dir={tmp_path / 'run'}",
-            "env.max_turns=2",
             "rollout.group_size=2",
             "rollout.max_concurrent_episodes=2",
-            "rollout.max_new_tokens=6",
-            "rl.steps=1",
             "rl.tasks_per_step=1",
             "rl.eval_tasks=1",
-            "rl.drop_equal_groups=false",  # the random model fails: still run the update
             "train.tensorboard=false",
+            *extra,
         ],
+    )
+
+
+async def test_one_rl_step_with_real_browsers(tmp_path: Path) -> None:
+    model = make_tiny_model(tmp_path / "model")
+    cfg = _config(
+        tmp_path,
+        model,
+        "env.max_turns=2",
+        "rollout.max_new_tokens=6",
+        "rl.steps=1",
+        "rl.drop_equal_groups=false",  # the random model fails: still run the update
     )
     res = await train_rl(cfg, progress=False)
     stage = tmp_path / "run" / "rl"
@@ -57,23 +66,14 @@ async def test_one_rl_step_with_real_browsers(tmp_path: Path) -> None:
 
 async def test_time_budget_stops_early_with_a_final_eval(tmp_path: Path) -> None:
     model = make_tiny_model(tmp_path / "model")
-    cfg = load_config(
-        None,
-        [
-            f"model.name={model}",
-            "model.device=cpu",
-            f"run_dir={tmp_path / 'run'}",
-            "env.max_turns=1",
-            "rollout.group_size=2",
-            "rollout.max_concurrent_episodes=2",
-            "rollout.max_new_tokens=4",
-            "rl.steps=5",
-            "rl.tasks_per_step=1",
-            "rl.eval_tasks=1",
-            "rl.time_budget_min=0.0001",  # any step overruns it: stop after the first
-            "train.tensorboard=false",
-            "tasks.difficulty=1-2",
-        ],
+    cfg = _config(
+        tmp_path,
+        model,
+        "env.max_turns=1",
+        "rollout.max_new_tokens=4",
+        "rl.steps=5",
+        "rl.time_budget_min=0.0001",  # any step overruns it: stop after the first
+        "tasks.difficulty=1-2",
     )
     res = await train_rl(cfg, progress=False)
     assert res.steps == 1
@@ -89,24 +89,15 @@ async def test_dynamic_curriculum_collects_extra_groups_and_keeps_its_state(
     from webagent_r1.train.checkpoint import load_trainer_state
 
     model = make_tiny_model(tmp_path / "model")
-    cfg = load_config(
-        None,
-        [
-            f"model.name={model}",
-            "model.device=cpu",
-            f"run_dir={tmp_path / 'run'}",
-            "env.max_turns=1",
-            "rollout.group_size=2",
-            "rollout.max_concurrent_episodes=2",
-            "rollout.max_new_tokens=4",
-            "rl.steps=1",
-            "rl.tasks_per_step=1",
-            "rl.eval_tasks=1",
-            "rl.curriculum=dynamic",
-            "rl.dynamic_max_extra=1",
-            "train.tensorboard=false",
-            "tasks.difficulty=1-2",
-        ],
+    cfg = _config(
+        tmp_path,
+        model,
+        "env.max_turns=1",
+        "rollout.max_new_tokens=4",
+        "rl.steps=1",
+        "rl.curriculum=dynamic",
+        "rl.dynamic_max_extra=1",
+        "tasks.difficulty=1-2",
     )
     res = await train_rl(cfg, progress=False)
     stage = tmp_path / "run" / "rl"
@@ -124,24 +115,15 @@ async def test_one_rl_step_on_miniwob_training_seeds(tmp_path: Path) -> None:
     """The trainer takes its tasks, pages and evaluator from the task source: one M-GRPO
     step on MiniWoB++ training seeds, evaluated on test seeds."""
     model = make_tiny_model(tmp_path / "model")
-    cfg = load_config(
-        None,
-        [
-            f"model.name={model}",
-            "model.device=cpu",
-            f"run_dir={tmp_path / 'run'}",
-            "tasks.source=miniwob",
-            "tasks.miniwob.tasks=[click-button]",
-            "env.max_turns=1",
-            "rollout.group_size=2",
-            "rollout.max_concurrent_episodes=2",
-            "rollout.max_new_tokens=4",
-            "rl.steps=1",
-            "rl.tasks_per_step=1",
-            "rl.eval_tasks=1",
-            "rl.drop_equal_groups=false",
-            "train.tensorboard=false",
-        ],
+    cfg = _config(
+        tmp_path,
+        model,
+        "tasks.source=miniwob",
+        "tasks.miniwob.tasks=[click-button]",
+        "env.max_turns=1",
+        "rollout.max_new_tokens=4",
+        "rl.steps=1",
+        "rl.drop_equal_groups=false",
     )
     await train_rl(cfg, progress=False)
     stage = tmp_path / "run" / "rl"
