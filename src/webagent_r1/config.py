@@ -420,6 +420,50 @@ class MiniWoBConfig:
         )
 
 
+# The WebArena site names (``webarena/data.py: SITES``; repeated so config stays light).
+WEBARENA_SITES = ("shopping", "shopping_admin", "reddit", "gitlab", "map", "wikipedia")
+WEBARENA_LOGINS = ("storage_state", "all", "none")
+
+
+@dataclass
+class WebArenaConfig:
+    """WebArena-Lite episodes (``tasks.source: webarena-lite``) on the user's own sites.
+
+    Site URLs, the judge and the reset hook come from environment variables (``WA_*``,
+    docs/webarena-lite.md); this section says which configs to load and how to log in.
+    """
+
+    test_file: str = ""
+    """Configs of the test split (JSON list or JSONL, WebArena format); empty: the 165
+    WebArena-Lite configs of the installed ``browsergym-webarenalite`` package."""
+    train_file: str = ""
+    """WebArena's ``config_files/test.raw.json`` (812 tasks): the train split is those minus
+    the 165 Lite tasks. Empty: no train split."""
+    sites: list[str] = field(default_factory=list)
+    """Keep tasks whose sites are all in this list (empty keeps all), so that a run on some
+    sites needs only their URLs."""
+    login: str = "storage_state"
+    """Which sites an episode logs in to: 'storage_state' (those named by the task's
+    ``storage_state``, as WebArena does), 'all' (every site of the task with an account, as
+    BrowserGym does) or 'none'."""
+    reset: bool = True
+    """Run the reset hook (``WA_RESET_COMMAND`` / ``WA_FULL_RESET``) when the source starts."""
+    check: bool = True
+    """Check before any browser starts that every site the tasks need is configured and
+    answers, and that a judge is set when a task needs one."""
+
+    def __post_init__(self) -> None:
+        bad = [s for s in self.sites if s not in WEBARENA_SITES]
+        _check(
+            not bad,
+            f"tasks.webarena.sites: unknown site(s) {bad}; known: {', '.join(WEBARENA_SITES)}",
+        )
+        _check(
+            self.login in WEBARENA_LOGINS,
+            f"tasks.webarena.login must be one of {', '.join(WEBARENA_LOGINS)}; got {self.login!r}",
+        )
+
+
 @dataclass
 class TasksConfig:
     """Which tasks a run uses: demonstrations, M-GRPO and evaluation alike.
@@ -442,6 +486,8 @@ class TasksConfig:
     """Keep templates of these expert step counts: ``1-2``, ``3-5``, ``6-9``, ``10+``."""
     miniwob: MiniWoBConfig = field(default_factory=MiniWoBConfig)
     """MiniWoB++ tasks and seeds (used when ``source`` is 'miniwob')."""
+    webarena: WebArenaConfig = field(default_factory=WebArenaConfig)
+    """WebArena-Lite config files, sites and login (used when ``source`` is 'webarena-lite')."""
 
     def __post_init__(self) -> None:
         _check(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -56,3 +57,37 @@ def test_registered_as_the_webarena_lite_source() -> None:
     source = by_name(SimpleNamespace(tasks=SimpleNamespace(source="webarena-lite")))
     assert isinstance(source, WebArenaSource)
     assert len(WebArenaSource(check=False).tasks("test")) == 165
+
+
+def test_config_section_reaches_the_source(tmp_path: Path) -> None:
+    """``tasks.webarena`` of a real config: a user's JSONL of WebArena configs is the test
+    split, filtered by site; bad values fail when the config loads."""
+    from webagent_r1.config import ConfigError, load_config
+    from webagent_r1.tasks.sources import task_source as by_name
+    from webagent_r1.webarena import find_lite_file
+
+    lite = json.loads(find_lite_file().read_text(encoding="utf-8"))
+    picked = [d for d in lite if d["sites"] == ["reddit"]][:3]
+    picked += [d for d in lite if d["sites"] == ["map"]][:2]
+    mine = tmp_path / "mine.jsonl"
+    mine.write_text("".join(json.dumps(d) + "\n" for d in picked), encoding="utf-8")
+    cfg = load_config(
+        None,
+        [
+            "tasks.source=webarena-lite",
+            f"tasks.webarena.test_file={mine}",
+            "tasks.webarena.sites=reddit",
+            "tasks.webarena.login=all",
+            "tasks.webarena.reset=false",
+            "tasks.webarena.check=false",
+        ],
+    )
+    source = by_name(cfg)
+    assert isinstance(source, WebArenaSource)
+    assert (source.login, source.reset, source.check) == ("all", False, False)
+    tasks = source.tasks("test")
+    assert [t.task_id for t in tasks] == [d["task_id"] for d in picked[:3]]
+    with pytest.raises(ConfigError, match="tasks.webarena.login must be one of"):
+        load_config(None, ["tasks.webarena.login=always"])
+    with pytest.raises(ConfigError, match=r"unknown site\(s\) \['wiki'\]"):
+        load_config(None, ["tasks.webarena.sites=wiki"])
