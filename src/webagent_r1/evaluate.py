@@ -29,7 +29,7 @@ from webagent_r1.envpool import EnvPool
 from webagent_r1.policy.base import Engine, SamplingParams
 from webagent_r1.rollout import Policy, RolloutStats, collect
 from webagent_r1.tasks.sources import TaskSource
-from webagent_r1.types import Task, Trajectory
+from webagent_r1.types import Task, Trajectory, site_of
 
 __all__ = [
     "EvalReport",
@@ -87,11 +87,6 @@ def failure_reason(traj: Trajectory) -> str | None:
             return "ran out of turns: no valid action in any turn"
         return f"ran out of turns ({invalid} of {len(traj.turns)} turns without a valid action)"
     return f"wrong result: {str(traj.info.get('explanation') or 'reward 0')[:120]}"
-
-
-def site_of(task: Task) -> str:
-    """The site a task is reported under (``cross-site`` for tasks of several sites)."""
-    return task.sites[0] if len(task.sites) == 1 else "cross-site"
 
 
 @dataclass

@@ -35,7 +35,7 @@ from webagent_r1.config import AgentConfig, RolloutConfig
 from webagent_r1.env import EnvError, WebEnv
 from webagent_r1.envpool import EnvPool
 from webagent_r1.policy.base import Completion, Engine, SamplingParams
-from webagent_r1.types import Action, Observation, Task, Trajectory, Turn
+from webagent_r1.types import Action, Observation, Task, Trajectory, Turn, describe_task
 
 __all__ = [
     "ROLLOUT_MODES",
@@ -237,6 +237,9 @@ class _Episode:
         except _ENV_ERRORS as e:
             self._env_error(f"reset failed: {e}")
             return
+        # What the episode was (some sources, e.g. MiniWoB++, know the intent only after
+        # reset), so a trajectory file is readable without the task list that made it.
+        self.traj.info["task"] = describe_task(self.task)
         self.state = self.policy.begin(self.task)
 
     def turn_input(self) -> TurnInput:

@@ -251,3 +251,14 @@ class Trajectory:
             status=d.get("status", "done"),
             info=d.get("info", {}),
         )
+
+
+def site_of(task: Task) -> str:
+    """The site a task is reported under (``cross-site`` for tasks of several sites)."""
+    return task.sites[0] if len(task.sites) == 1 else "cross-site"
+
+
+def describe_task(task: Task) -> dict[str, str]:
+    """What a trajectory records of its task (``info["task"]``): intent, site, template."""
+    template = task.extra.get("template") or task.intent_template_id or ""
+    return {"intent": task.intent, "site": site_of(task), "template": str(template)}

@@ -295,6 +295,12 @@ async def test_hand_written_sequences_get_reward_1_and_wrong_ones_0(
                 # reached the policy's first prompt.
                 assert task.intent == intent, why
                 assert f"Task: {intent}" in TOK.decode(traj.turns[0].prompt_ids), why
+                # ... and the trajectory records it (the viewer shows it without the tasks).
+                assert traj.info["task"] == {
+                    "intent": intent,
+                    "site": "miniwob",
+                    "template": f"miniwob.{name}",
+                }, why
                 # Every step ran; the page (or exit) ended the episode, not the turn limit.
                 assert traj.status == "done", why
                 assert len(traj.turns) == len(correct if which == "correct" else wrong), why

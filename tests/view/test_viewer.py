@@ -145,3 +145,22 @@ def test_cli_view_empty_folder_is_one_line_error(tmp_path: Path) -> None:
     )
     assert res.returncode == 2
     assert "no trajectories under" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_unknown_tasks_show_what_the_rollout_recorded(tmp_path: Path) -> None:
+    """MiniWoB++ (intent known only after reset) and other sources' episodes are readable
+    without their task list; a malformed record is ignored, not fatal."""
+    from webagent_r1.trajectories import write_trajectories
+    from webagent_r1.types import Trajectory
+
+    recorded = {"intent": "Click on the button.", "site": "miniwob", "template": "miniwob.b"}
+    write_trajectories(
+        [
+            Trajectory(task_id="miniwob.b/3", group_id="g", info={"task": recorded}),
+            Trajectory(task_id="other/1", group_id="g", info={"task": "not a record"}),
+        ],
+        tmp_path / "t.jsonl",
+    )
+    by_id = {e["task_id"]: e for e in load_run(tmp_path, tasks=[]).episodes}
+    assert {k: by_id["miniwob.b/3"][k] for k in recorded} == recorded
+    assert (by_id["other/1"]["intent"], by_id["other/1"]["site"]) == ("", "")

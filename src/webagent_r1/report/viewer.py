@@ -30,7 +30,7 @@ from webagent_r1.trajectories import (
     parse_trajectory_line,
     read_trajectories,
 )
-from webagent_r1.types import Task, Trajectory
+from webagent_r1.types import Task, Trajectory, describe_task
 
 __all__ = [
     "NoTrajectoriesError",
@@ -133,8 +133,6 @@ def _text(x: Any) -> str:
 
 def _episode(traj: Trajectory, task: Task | None, file: str, line: int, folder: Path) -> dict:
     """One episode as the page's JSON (no token ids)."""
-    from webagent_r1.evaluate import site_of
-
     turns = []
     for t in traj.turns:
         obs = t.observation if isinstance(t.observation, dict) else {}
@@ -152,12 +150,13 @@ def _episode(traj: Trajectory, task: Task | None, file: str, line: int, folder: 
             }
         )
     info = traj.info if isinstance(traj.info, dict) else {}
+    # The task list wins; else what the rollout recorded (MiniWoB++, WebArena-Lite, ...).
+    known = describe_task(task) if task else {}
+    recorded = info.get("task") if isinstance(info.get("task"), dict) else {}
     return {
         "task_id": _text(traj.task_id),
         "group_id": _text(traj.group_id),
-        "intent": task.intent if task else "",
-        "site": site_of(task) if task else "",
-        "template": _text(task.extra.get("template")) if task else "",
+        **{k: known.get(k) or _text(recorded.get(k)) for k in ("intent", "site", "template")},
         "split": task.split if task else "",
         "reward": traj.reward,
         "success": traj.reward == 1.0,
