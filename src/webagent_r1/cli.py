@@ -528,6 +528,45 @@ def report(
         console.print(f"skipped {s}", markup=False)
 
 
+@app.command()
+def compare(
+    run_dirs: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="RUN_DIR",
+            help="Two or more run folders (runs/<name>), e.g. the same recipe with different "
+            "rl.curriculum.",
+        ),
+    ],
+    label: Annotated[
+        list[str] | None,
+        typer.Option("--label", help="A name per RUN_DIR, in order (default: folder names)."),
+    ] = None,
+    out_dir: Annotated[
+        str, typer.Option("--out-dir", help="Where compare.md and the plots go.")
+    ] = "runs/compare",
+) -> None:
+    """Compare RL runs: eval success gained per hour, groups with mixed rewards (compare.md)."""
+    from webagent_r1.report import ReportError
+    from webagent_r1.report.compare import compare_runs, render_markdown, save_comparison
+
+    for d in run_dirs:
+        if not os.path.isdir(d):
+            raise typer.BadParameter(f"no such folder: {d!r}", param_hint="RUN_DIR")
+    try:
+        c = compare_runs(run_dirs, label)
+    except ReportError as e:
+        from rich.markup import escape
+
+        console.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(2) from None
+    print(render_markdown(c))
+    paths = save_comparison(c, out_dir, on_note=lambda m: console.print(m, markup=False))
+    print(f"comparison: {paths[0]}")
+    for p in paths[1:]:
+        print(f"plot: {p}")
+
+
 bench_app = typer.Typer(help="Performance benchmarks (see benchmarks/).", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
 

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from webagent_r1.report.load import EpisodeStats
 
 __all__ = [
+    "plot_compare_mixed",
+    "plot_compare_success",
     "plot_curriculum",
     "plot_learning_curve",
     "plot_sites",
@@ -246,6 +248,58 @@ def plot_curriculum(
     ax.grid(alpha=0.3)
     # right of the axes: template names are long
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)
+    return _save(fig, path)
+
+
+def plot_compare_mixed(path: Path, runs: Sequence[tuple[str, Series]]) -> Path:
+    """The fraction of groups with mixed rewards per RL step, one line per run.
+
+    Args:
+        path: the PNG to write.
+        runs: ``(label, points)`` of ``curriculum/mixed_frac`` per RL step.
+    """
+    runs = [(label, pts) for label, pts in runs if pts]
+    if not runs:
+        raise ValueError("plot_compare_mixed needs at least one run with points")
+    fig = _figure(6.5, 4.2)
+    ax = fig.subplots()
+    for (label, pts), color in zip(runs, _colors(len(runs)), strict=True):
+        x, y = _xy(pts)
+        ax.plot(x, y, "o-" if len(pts) == 1 else "-", color=color, lw=1.4, label=label)
+    ax.set_title("Groups with mixed rewards (the ones with a gradient)")
+    ax.xaxis.set_major_locator(_integer_ticks())
+    ax.set_xlabel("RL step")
+    ax.set_ylabel("fraction of groups rolled out")
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize=8)
+    return _save(fig, path)
+
+
+def plot_compare_success(path: Path, runs: Sequence[tuple[str, Series]]) -> Path:
+    """Eval success against RL wall-clock minutes, one line per run, a marker per evaluation.
+
+    Args:
+        path: the PNG to write.
+        runs: ``(label, points)`` of ``(minutes since the run's first metrics row,
+            eval/success)``.
+    """
+    runs = [(label, pts) for label, pts in runs if pts]
+    if not runs:
+        raise ValueError("plot_compare_success needs at least one run with points")
+    fig = _figure(6.5, 4.2)
+    ax = fig.subplots()
+    for (label, pts), color in zip(runs, _colors(len(runs)), strict=True):
+        x, y = _xy(pts)
+        ax.plot(x, y, "o-", color=color, lw=1.6, label=label)
+    ax.set_title("Eval success against RL wall time")
+    ax.set_xlabel("RL wall-clock time (minutes)")
+    ax.set_ylabel("success rate")
+    # from 0 to just above the best point, not to 1: the runs often differ by a few points
+    top = max(v for _, pts in runs for _, v in pts)
+    ax.set_ylim(0.0, min(1.02, max(0.05, 1.15 * top)))
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize=8)
     return _save(fig, path)
 
 
