@@ -277,14 +277,17 @@ def tasks_for(cfg: Any, split: str) -> list[Task]:
     """``run_tasks`` with the filters of a ``Config``'s ``tasks`` section.
 
     Raises:
-        ValueError: ``tasks.source`` is not ``embedded``: the callers of this function (the
-            trainer, demonstrations) run the embedded suite only; other sources go through
-            ``tasks.sources.task_source`` (``webagent-r1 eval --tasks …``).
+        ValueError: ``tasks.source`` is not ``embedded``: the callers of this function
+            (demonstrations and BC, which need the scripted experts) run the embedded suite
+            only; other sources go through ``tasks.sources.task_source`` (M-GRPO,
+            ``webagent-r1 eval --tasks …``).
     """
     source = getattr(cfg.tasks, "source", "embedded")
     if source != "embedded":
         raise ValueError(
-            f"tasks.source is {source!r}, but this command runs the embedded suite only "
-            f"(so far only `webagent-r1 eval --tasks {source}` takes other task sources)"
+            f"tasks.source is {source!r}, but this command runs the embedded suite only: "
+            f"demonstrations and BC need the scripted experts, which exist for the embedded "
+            f"sites alone. For {source}, train M-GRPO only (bc.steps=0) or evaluate with "
+            f"`webagent-r1 eval --tasks {source}`"
         )
     return run_tasks(split, cfg.tasks.sites, cfg.tasks.templates, cfg.tasks.difficulty)
