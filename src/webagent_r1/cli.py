@@ -342,7 +342,11 @@ def eval_cmd(
         str | None, typer.Option(help="Model folder or checkpoint model/ (default: config).")
     ] = None,
     engine: Annotated[
-        str, typer.Option(help="hf (a local model), expert (scripted experts) or openai.")
+        str,
+        typer.Option(
+            help="hf (a local model), vllm (a local model on a CUDA GPU, settings in vllm.*), "
+            "expert (scripted experts) or openai."
+        ),
     ] = "hf",
     tasks_source: Annotated[
         str | None,
@@ -599,6 +603,9 @@ def bench_rollout(
     latency_ms: Annotated[float, typer.Option(help="Fixed engine latency.")] = 50.0,
     seed: Annotated[int, typer.Option(help="Task sample and sampling seed.")] = 0,
     browsers: Annotated[int, typer.Option(help="Chromium processes the envs spread over.")] = 1,
+    ray_workers: Annotated[
+        int, typer.Option(help="Run the browsers in N Ray workers (0: local).")
+    ] = 0,
 ) -> None:
     """Async vs lockstep rollout throughput (runs benchmarks/rollout.py)."""
     import json
@@ -616,6 +623,7 @@ def bench_rollout(
             seed,
             progress=True,
             browsers=browsers,
+            ray_workers=ray_workers,
         )
     )
     print(json.dumps(out, indent=1))

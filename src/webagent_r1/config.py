@@ -140,6 +140,10 @@ class ModelConfig:
         )
 
 
+ENV_POOLS = ("local", "ray")
+"""Env pools by name (``rollout.env_pool``; ``envpool.make_env_pool`` builds them)."""
+
+
 @dataclass
 class RolloutConfig:
     """Asynchronous rollout of groups of trajectories (``rollout.collect``)."""
@@ -167,6 +171,15 @@ class RolloutConfig:
     takes tens of seconds while an env step takes a fraction of one, so waiting a little for
     the episodes still in their env step fills the batch (fewer, larger decodes) at a bounded
     cost; on a fast engine the wait stays a few milliseconds."""
+    env_pool: str = "local"
+    """Where the episodes' browsers run: 'local' (Chromium on this machine) or 'ray' (browser
+    workers as Ray actors, each with its own Chromium and sites; ``pip install
+    'webagent-r1[ray]'``). Same episodes either way (``envpool.make_env_pool``)."""
+    ray_workers: int = 2
+    """Ray browser workers (env_pool 'ray'); ``max_concurrent_episodes`` is spread over them."""
+    ray_address: str = ""
+    """Ray cluster to join (env_pool 'ray'), e.g. 'auto' or 'ray://head:10001'; empty uses
+    $RAY_ADDRESS, or starts a local Ray for this run when that is unset too."""
 
     def __post_init__(self) -> None:
         _check(
@@ -191,6 +204,76 @@ class RolloutConfig:
             0 <= self.batch_wait_fraction <= 1,
             "rollout.batch_wait_fraction must be in [0, 1] (0: wait batch_wait_ms only)",
         )
+        _check(
+            self.env_pool in ENV_POOLS,
+            f"rollout.env_pool must be one of {', '.join(map(repr, ENV_POOLS))}, got "
+            f"{self.env_pool!r} ('ray' runs the browsers on Ray actors)",
+        )
+        _check(
+            self.ray_workers >= 1,
+            "rollout.ray_workers must be >= 1 (each worker is one Ray actor with its own Chromium)",
+        )
+
+
+GENERATION_ENGINES = ("hf", "vllm")
+"""Engines M-GRPO can sample with (``train.generation_engine``)."""
+
+
+@dataclass
+class VLLMConfig:
+    """The vLLM engine (``--engine vllm``, ``train.generation_engine: vllm``); CUDA GPUs only."""
+
+    dtype: str = "bfloat16"
+    """Weight and activation dtype inside vLLM: 'bfloat16', 'float16' or 'auto'."""
+    gpu_memory_utilization: float = 0.3
+    """Share of the GPU's memory vLLM may take (weights + KV cache); leave the rest to the
+    trainer when both share a GPU."""
+    tensor_parallel_size: int = 1
+    """GPUs one vLLM engine spans."""
+    max_model_len: int | None = None
+    """Longest prompt + completion in tokens (None: the model's own limit)."""
+    enable_sleep_mode: bool = False
+    """Put vLLM to sleep during each update (frees its GPU memory for the trainer) and wake
+    it before the weight sync."""
+    sleep_level: int = 1
+    """1: weights offloaded to CPU memory, KV cache dropped; 2: both dropped (the weight sync
+    after waking reloads the weights anyway)."""
+    enable_prefix_caching: bool = True
+    """Reuse the KV cache of shared prompt prefixes (the system prompt, a group's task);
+    reset after every weight sync."""
+    enforce_eager: bool = False
+    """Skip torch.compile and CUDA-graph capture: starts in seconds instead of about a
+    minute, decodes slower."""
+    logprobs_mode: str = "processed_logprobs"
+    """Which log-probs vLLM returns, where the installed version has the option:
+    'processed_logprobs' (after temperature, like the HF engine) or 'raw_logprobs'."""
+    weight_dir: str | None = None
+    """Where weight shards are staged for the engine to load (None: /dev/shm when it has
+    room, else the temporary folder)."""
+    shard_mb: int = 512
+    """Largest weight shard staged at once, in MB (bounds the staging space)."""
+
+    def __post_init__(self) -> None:
+        _check(
+            self.dtype in ("bfloat16", "float16", "auto"),
+            f"vllm.dtype must be bfloat16, float16 or auto, got {self.dtype!r}",
+        )
+        _check(
+            0 < self.gpu_memory_utilization <= 1,
+            "vllm.gpu_memory_utilization must be in (0, 1], e.g. 0.3 next to a trainer",
+        )
+        _check(self.tensor_parallel_size >= 1, "vllm.tensor_parallel_size must be >= 1")
+        _check(
+            self.max_model_len is None or self.max_model_len >= 64,
+            "vllm.max_model_len must be >= 64 tokens (or null for the model's limit)",
+        )
+        _check(self.sleep_level in (1, 2), "vllm.sleep_level must be 1 or 2")
+        _check(
+            self.logprobs_mode in ("processed_logprobs", "raw_logprobs"),
+            f"vllm.logprobs_mode must be processed_logprobs or raw_logprobs, "
+            f"got {self.logprobs_mode!r}",
+        )
+        _check(self.shard_mb >= 1, "vllm.shard_mb must be >= 1")
 
 
 @dataclass
@@ -233,8 +316,17 @@ class TrainConfig:
     """Also write TensorBoard event files (when the tensorboard package is installed)."""
     wandb_project: str | None = None
     """Log to this Weights & Biases project too (needs ``wandb`` and a login)."""
+    generation_engine: str = "hf"
+    """What M-GRPO samples with: 'hf' (the trainer's own model object, no copy) or 'vllm'
+    (an in-process vLLM engine on the GPU, settings in ``vllm``, given the new weights after
+    every update by ``train/weight_sync.py``)."""
 
     def __post_init__(self) -> None:
+        _check(
+            self.generation_engine in GENERATION_ENGINES,
+            f"train.generation_engine must be one of {', '.join(GENERATION_ENGINES)}, "
+            f"got {self.generation_engine!r}",
+        )
         _check(self.token_budget >= 64, "train.token_budget must be >= 64 tokens")
         _check(self.lora_r >= 0, "train.lora_r must be >= 0 (0 = full fine-tuning)")
         _check(self.trainable_layers >= 0, "train.trainable_layers must be >= 0 (0 = all)")
@@ -516,6 +608,7 @@ class Config:
     bc: BCConfig = field(default_factory=BCConfig)
     rl: RLConfig = field(default_factory=RLConfig)
     tasks: TasksConfig = field(default_factory=TasksConfig)
+    vllm: VLLMConfig = field(default_factory=VLLMConfig)
     init_from: str | None = None
     """Start from this checkpoint or model folder instead of ``model.name`` (e.g. a BC run)."""
 

@@ -2,8 +2,9 @@
 
 The rollout talks only to the ``EnvPool`` interface (DESIGN.md, "Scale-out"): it acquires an
 env, runs one episode in it, and releases it. ``LocalEnvPool`` holds ``n`` envs over one
-local Chromium; a pool of browser workers on Ray actors can implement the same four methods
-(the env it hands out then proxies ``reset``/``step``/``close_episode`` to its actor).
+local Chromium; ``raypool.RayEnvPool`` holds them in browser workers on Ray actors (the env it
+hands out proxies ``reset``/``step``/``close_episode`` to its actor). ``make_env_pool`` builds
+the one ``rollout.env_pool`` names, so callers switch by config.
 
     pool = LocalEnvPool(browser, 8, env_cfg, obs_cfg, backend, evaluate, count_tokens)
     async with pool.lease() as env:
@@ -15,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from webagent_r1.browser import Browser
 from webagent_r1.config import EnvConfig, ObservationConfig
@@ -135,3 +136,86 @@ class LocalEnvPool:
     async def close(self) -> None:
         """End every episode; the browser itself stays the caller's to close."""
         await asyncio.gather(*(env.close() for env in self.envs), return_exceptions=True)
+
+
+def _local_pool(
+    cfg: Any,
+    n: int,
+    browser: Browser | list[Browser] | None,
+    env_cfg: EnvConfig | None,
+    backend: SiteBackend | None,
+    evaluator: EvaluatorFn | None,
+    count_tokens: Callable[[str], int] | None,
+    tokenizer_name: str | None,
+) -> EnvPool:
+    if browser is None:
+        raise ValueError("rollout.env_pool 'local' needs a launched browser (browser=...)")
+    return LocalEnvPool(
+        browser, n, env_cfg or cfg.env, cfg.observation, backend, evaluator, count_tokens
+    )
+
+
+def _ray_pool(
+    cfg: Any,
+    n: int,
+    browser: Browser | list[Browser] | None,
+    env_cfg: EnvConfig | None,
+    backend: SiteBackend | None,
+    evaluator: EvaluatorFn | None,
+    count_tokens: Callable[[str], int] | None,
+    tokenizer_name: str | None,
+) -> EnvPool:
+    # The workers build their own browser, sites and token counter from cfg; the local
+    # browser, backend and counter are not used. The evaluator stays the source's default.
+    from webagent_r1.raypool import RayEnvPool
+
+    workers = cfg.rollout.ray_workers
+    return RayEnvPool(
+        cfg,
+        workers,
+        -(-n // workers),  # n envs spread over the workers, rounded up
+        env_cfg=env_cfg,
+        tokenizer_name=tokenizer_name,
+    )
+
+
+ENV_POOL_FACTORIES: dict[str, Callable[..., EnvPool]] = {"local": _local_pool, "ray": _ray_pool}
+"""Env pools by ``rollout.env_pool`` name (the names of ``config.ENV_POOLS``)."""
+
+
+def make_env_pool(
+    cfg: Any,
+    n: int,
+    *,
+    browser: Browser | list[Browser] | None = None,
+    env_cfg: EnvConfig | None = None,
+    backend: SiteBackend | None = None,
+    evaluator: EvaluatorFn | None = None,
+    count_tokens: Callable[[str], int] | None = None,
+    tokenizer_name: str | None = None,
+) -> EnvPool:
+    """The env pool ``cfg.rollout.env_pool`` names, with (at least) ``n`` envs.
+
+    ``local``: a ``LocalEnvPool`` over ``browser`` with ``backend``, ``evaluator`` and
+    ``count_tokens``. ``ray``: a ``RayEnvPool`` of ``cfg.rollout.ray_workers`` workers at
+    ``cfg.rollout.ray_address``, each building its own Chromium, task-source sites, evaluator
+    and token counter (tokenizer ``tokenizer_name``, default ``cfg.init_from or
+    cfg.model.name``); the local arguments are then unused. Close the pool with
+    ``await pool.close()``.
+
+    Args:
+        cfg: the run's ``Config``.
+        n: envs, i.e. episodes at once (a Ray pool rounds up to a multiple of its workers).
+        browser: the local Chromium (or several), owned by the caller; ``local`` only.
+        env_cfg: turn limit and allowed origins (default ``cfg.env``).
+        backend: the task source's running backend; ``local`` only.
+        evaluator: default evaluator; ``local`` only.
+        count_tokens: observation-budget token counter; ``local`` only.
+        tokenizer_name: the Ray workers' tokenizer; ``ray`` only.
+
+    Raises:
+        ValueError: ``local`` without a browser.
+        raypool.RayNotInstalledError: ``ray`` without Ray installed.
+    """
+    factory = ENV_POOL_FACTORIES[cfg.rollout.env_pool]
+    return factory(cfg, n, browser, env_cfg, backend, evaluator, count_tokens, tokenizer_name)

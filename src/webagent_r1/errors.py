@@ -9,6 +9,8 @@ def user_error_types() -> tuple[type[BaseException], ...]:
     from webagent_r1.config import ConfigError
     from webagent_r1.env import EnvError
     from webagent_r1.policy.models import ModelNotFoundError
+    from webagent_r1.policy.vllm import VLLMUnavailableError
+    from webagent_r1.raypool import RayNotInstalledError
     from webagent_r1.train.recipe import RunExistsError
     from webagent_r1.trajectories import TrajectoryFileError
 
@@ -20,6 +22,8 @@ def user_error_types() -> tuple[type[BaseException], ...]:
         FileNotFoundError,
         TrajectoryFileError,
         RunExistsError,
+        RayNotInstalledError,  # rollout.env_pool: ray without the [ray] extra
+        VLLMUnavailableError,  # --engine vllm / train.generation_engine: vllm without vLLM
     ]
     try:
         from webagent_r1.tasks import TaskError

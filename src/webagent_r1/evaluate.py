@@ -256,8 +256,9 @@ async def evaluate_policy(
     return report
 
 
-ENGINES = ("hf", "expert", "openai")
-"""Engines ``run_evaluation`` can build: a local model, the scripted experts, an API server."""
+ENGINES = ("hf", "vllm", "expert", "openai")
+"""Engines ``run_evaluation`` can build: a local model (transformers, or vLLM on a CUDA GPU),
+the scripted experts, an API server."""
 
 
 @contextlib.asynccontextmanager
@@ -294,6 +295,13 @@ async def _setup(
             batch_wait_fraction=cfg.rollout.batch_wait_fraction,
         )
         closer = eng.close
+    elif engine == "vllm":
+        from webagent_r1.policy.vllm import VLLMEngine
+
+        name = model_path or cfg.init_from or cfg.model.name
+        eng = VLLMEngine(name, cfg.vllm, seed=cfg.seed)  # raises first when vLLM is missing
+        tokenizer = load_tokenizer(name)
+        closer = eng.close
     elif engine == "expert":
         from webagent_r1.policy.expert import ExpertPolicy
 
@@ -312,13 +320,16 @@ async def _setup(
         return len(tokenizer(text, add_special_tokens=False).input_ids)
 
     source = source or task_source(cfg)
-    source.start()
+    local = cfg.rollout.env_pool == "local"
+    if local:  # Ray workers start their own sites and browsers
+        source.start()
     try:
-        browser = await Browser.launch(cfg.browser)
+        browser = await Browser.launch(cfg.browser) if local else None
         try:
             yield eng, tokenizer, browser, source, count_tokens
         finally:
-            await browser.close()
+            if browser is not None:
+                await browser.close()
     finally:
         source.stop()
         if closer is not None:
@@ -341,16 +352,16 @@ async def _evaluate_at(
     concurrency: int,
     progress: bool,
 ) -> EvalReport:
-    from webagent_r1.envpool import LocalEnvPool
+    from webagent_r1.envpool import make_env_pool
 
-    pool = LocalEnvPool(
-        browser,
+    pool = make_env_pool(
+        cfg,
         concurrency,
-        replace(cfg.env, max_turns=max_turns),
-        cfg.observation,
-        source.backend,
-        source.evaluator,
-        count_tokens,
+        browser=browser,
+        env_cfg=replace(cfg.env, max_turns=max_turns),
+        backend=source.backend if browser is not None else None,
+        evaluator=source.evaluator,
+        count_tokens=count_tokens,
     )
     try:
         return await evaluate_policy(
@@ -409,9 +420,11 @@ async def run_evaluation(
     Args:
         cfg: a ``Config`` (model, browser, observation, agent, env, rollout, seed).
         tasks: the tasks.
-        engine: ``hf`` (a model folder, checkpoint or the config's model), ``expert`` (the
-            scripted experts) or ``openai`` (an OpenAI-compatible server).
-        model_path: model folder or checkpoint ``model/`` (hf); tokenizer source otherwise.
+        engine: ``hf`` (a model folder, checkpoint or the config's model), ``vllm`` (the same
+            on a CUDA GPU through vLLM, settings in ``cfg.vllm``), ``expert`` (the scripted
+            experts) or ``openai`` (an OpenAI-compatible server).
+        model_path: model folder or checkpoint ``model/`` (hf, vllm); tokenizer source
+            otherwise.
         openai_url / openai_model / openai_token_ids: the server, served model name, and
             whether it takes token-id prompts (vLLM, SGLang) instead of chat messages.
         samples: episodes per task (k).

@@ -34,7 +34,7 @@ from webagent_r1.browser import BrowserError
 from webagent_r1.config import AgentConfig, RolloutConfig
 from webagent_r1.env import EnvError, WebEnv
 from webagent_r1.envpool import EnvPool
-from webagent_r1.policy.base import Completion, Engine, SamplingParams
+from webagent_r1.policy.base import Completion, Engine, SamplingParams, weight_version_of
 from webagent_r1.types import Action, Observation, Task, Trajectory, Turn, describe_task
 
 __all__ = [
@@ -130,6 +130,10 @@ class EnginePolicy:
     on which other episodes shared its batch (``HFEngine`` merges them into one decode again).
     An engine with ``wants_messages = True`` (a chat-only API) gets the messages instead.
 
+    Completions that come back without a ``weight_version`` from an engine that has one are
+    stamped with the engine's version when the request was made (engines that can change
+    weights mid-request, such as ``HFEngine`` and ``VLLMEngine``, stamp their own).
+
     Args:
         engine: the engine.
     """
@@ -143,6 +147,15 @@ class EnginePolicy:
     async def act(
         self, states: list[Any], inputs: list[TurnInput], params: SamplingParams
     ) -> list[Completion]:
+        version = weight_version_of(self.engine)
+        return [
+            c
+            if c.weight_version is not None or version is None
+            else dataclasses.replace(c, weight_version=version)
+            for c in await self._generate(inputs, params)
+        ]
+
+    async def _generate(self, inputs: list[TurnInput], params: SamplingParams) -> list[Completion]:
         generate_chat = getattr(self.engine, "generate_chat", None)
         if getattr(self.engine, "wants_messages", False) and generate_chat is not None:
             return await generate_chat([i.messages for i in inputs], params)
@@ -285,6 +298,7 @@ class _Episode:
                     "generate_s": g1 - g0,
                     "env_s": e1 - e0,
                 },
+                weight_version=comp.weight_version,
             )
         )
         if not comp.trainable:
@@ -306,8 +320,10 @@ class _Episode:
         self.traj.info["error"] = msg
 
     def close(self) -> None:
-        """Record the wall time and drop the policy's state."""
+        """Record the wall time and the weight versions sampled from; drop the policy's state."""
         self.traj.info["wall_s"] = time.time() - self.t0
+        versions = {t.weight_version for t in self.traj.turns if t.weight_version is not None}
+        self.traj.info["weight_versions"] = sorted(versions)
         if self.state is not None:
             self.policy.end(self.state)
             self.state = None

@@ -68,6 +68,11 @@ def validate_trajectory(traj: Trajectory) -> None:
             )
         if not all(isinstance(x, (int, float)) for x in turn.completion_logprobs):
             raise TrajectoryFileError(f"turn {k}: completion_logprobs must be numbers")
+        v = turn.weight_version
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
+            raise TrajectoryFileError(
+                f"turn {k}: weight_version must be a non-negative integer or null, got {v!r}"
+            )
 
 
 def write_trajectories(trajs: Iterable[Trajectory], path: str | Path, append: bool = False) -> int:

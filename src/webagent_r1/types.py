@@ -197,6 +197,9 @@ class Turn:
 
     ``prompt_ids`` is what the policy was conditioned on (context compression already
     applied); ``completion_ids`` are the sampled ids, never a re-tokenisation of ``text``.
+    ``weight_version`` is the version of the policy weights the completion was sampled from
+    (the trainer's optimizer-step count; None when the engine does not track versions, and
+    in files written before the field existed).
     """
 
     prompt_ids: list[int]
@@ -207,6 +210,7 @@ class Turn:
     observation: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    weight_version: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -8,7 +8,7 @@ uses the ids that were sampled (DESIGN.md, "Policy engines").
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 
 @dataclass
@@ -49,6 +49,10 @@ class Completion:
     """'stop' (eos or a stop string) or 'length'."""
     trainable: bool = True
     """False when the ids are not the engine's own (e.g. a text-only API)."""
+    weight_version: int | None = None
+    """``weight_version`` of the engine's weights this completion was sampled from (the
+    trainer's optimizer-step count, see ``train/weight_sync.py``); None when the engine does
+    not track versions."""
 
 
 @runtime_checkable
@@ -58,3 +62,28 @@ class Engine(Protocol):
     async def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
         """Sample one completion per prompt."""
         ...
+
+
+@runtime_checkable
+class VersionedEngine(Protocol):
+    """An engine that knows which version of the policy weights it samples from.
+
+    ``weight_version`` is 0 at start and then the trainer's optimizer-step count of the weights
+    in force. An engine that shares the trainer's model object (``HFEngine`` in the trainer)
+    has its version set by ``WeightSync`` after each update; one that holds its own copy
+    (vLLM, a remote server) receives the new weights through ``update_weights``. Engines stamp
+    each ``Completion`` with the version it was sampled from.
+    """
+
+    weight_version: int
+
+    def update_weights(self, weights: Any, version: int | None = None) -> Any:
+        """Load ``weights`` (a state dict, or (name, tensor) pairs) and set ``weight_version``
+        to ``version`` (default: one more). May be a coroutine function."""
+        ...
+
+
+def weight_version_of(engine: Any) -> int | None:
+    """The engine's ``weight_version``, or None when it does not track one."""
+    v = getattr(engine, "weight_version", None)
+    return v if isinstance(v, int) and not isinstance(v, bool) else None

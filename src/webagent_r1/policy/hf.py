@@ -127,7 +127,9 @@ class HFEngine:
     the same process may share the model object, so that an optimizer step is seen by the next
     generation without a copy; it must then hold ``engine.lock`` while it changes the weights,
     or call ``update_weights`` (which loads a state dict under the lock), so that no batch is
-    decoded from half-updated weights.
+    decoded from half-updated weights. ``weight_version`` (0 at start) is stamped on every
+    completion; ``WeightSync`` sets it after each update of a shared model, and
+    ``update_weights`` sets it when it loads new weights.
 
     Args:
         model: a causal LM (may be shared with the trainer, see above).
@@ -164,6 +166,8 @@ class HFEngine:
         self.eos_ids = {tokenizer.eos_token_id}
         self.lock = threading.Lock()
         """Held while the model decodes or its weights change: it is not thread-safe."""
+        self.weight_version = 0
+        """Version of the weights in force (``VersionedEngine``); change it under ``lock``."""
         # transformers 5 renamed the KV-cache argument from past_key_values to cache.
         params = inspect.signature(model.forward).parameters
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
@@ -213,15 +217,23 @@ class HFEngine:
                 out.extend(self._generate_batch(prompts[i:j], params, seeds[i:j]))
         return out
 
-    def update_weights(self, state_dict: dict[str, torch.Tensor], strict: bool = True) -> None:
+    def update_weights(
+        self,
+        state_dict: dict[str, torch.Tensor],
+        version: int | None = None,
+        *,
+        strict: bool = True,
+    ) -> None:
         """Load new weights into the model between two decodes (under ``lock``).
 
         Args:
             state_dict: parameter name → tensor (any device; copied into the model's).
+            version: the new ``weight_version`` (default: one more than now).
             strict: every key must match (as ``nn.Module.load_state_dict``).
         """
         with self.lock, torch.no_grad():
             self.model.load_state_dict(state_dict, strict=strict)
+            self.weight_version = self.weight_version + 1 if version is None else version
 
     def close(self) -> None:
         """Stop the worker thread (queued requests are still answered first)."""
@@ -383,6 +395,7 @@ class HFEngine:
                 logprobs=logps[b],
                 text=self.tokenizer.decode(tokens[b], skip_special_tokens=True),
                 finish_reason=finish[b],
+                weight_version=self.weight_version,  # the caller holds the lock
             )
             for b in range(B)
         ]

@@ -7,7 +7,8 @@ One training step (WebAgent-R1, Sec. 3.2; DESIGN.md, "M-GRPO"):
    templates with mixed outcomes, see ``train/curriculum.py``); with several processes, each
    rolls out its share;
 2. roll out G trajectories per task with the asynchronous rollout (``rollout.collect``),
-   sampling from the current policy (the engine shares the trainer's model object);
+   sampling from the current policy (``train.generation_engine``: the HF engine shares the
+   trainer's model object; a vLLM engine holds its own copy);
 3. build one sample per turn from the stored ids (never re-tokenised); group-normalised
    advantages; groups whose rewards are all equal carry no gradient and are skipped (counted);
    env-error episodes are never trained on as failures;
@@ -15,7 +16,9 @@ One training step (WebAgent-R1, Sec. 3.2; DESIGN.md, "M-GRPO"):
    sampler's stored log-probs) and the reference log-probs when β > 0;
 5. μ policy iterations over the batch, each one optimizer step of the clipped surrogate with
    the chosen normalisation (``algos/mgrpo.py``), gradients accumulated over micro-batches;
-6. the engine samples from the updated weights from the next step on.
+6. the engine samples from the updated weights from the next step on: ``WeightSync.push``
+   (``train/weight_sync.py``) bumps the shared engine's ``weight_version`` or loads the new
+   weights into the vLLM engine; every turn records the version it was sampled from.
 
 Unlike the published code, the update attends over the full prompt each turn was sampled
 from (observations included), and μ > 1 is supported so the ratio clip really acts.
@@ -23,6 +26,7 @@ from (observations included), and μ > 1 is supported so the ratio clip really a
 
 from __future__ import annotations
 
+import inspect
 import json
 import random
 import time
@@ -53,10 +57,19 @@ from webagent_r1.train.setup import (
     lr_factor,
     trainable_parameters,
 )
+from webagent_r1.train.weight_sync import WeightSync
 from webagent_r1.trajectories import Sample, turn_samples, write_trajectories
 from webagent_r1.types import Task
 
-__all__ = ["RLBatch", "RLResult", "build_rl_batch", "mgrpo_update", "step_tasks", "train_rl"]
+__all__ = [
+    "RLBatch",
+    "RLResult",
+    "build_rl_batch",
+    "generation_engine",
+    "mgrpo_update",
+    "step_tasks",
+    "train_rl",
+]
 
 
 @dataclass
@@ -247,6 +260,32 @@ def mgrpo_update(
     return metrics
 
 
+def generation_engine(cfg: Config, model: Any, tokenizer: Any) -> Any:
+    """The engine M-GRPO samples with (``train.generation_engine``).
+
+    'hf': an ``HFEngine`` over the trainer's very model object (no copy, no transfer).
+    'vllm': a ``VLLMEngine`` on the GPU built from ``model.name``'s files; the trainer pushes
+    its own weights into it before the first rollout and after every update.
+
+    Raises:
+        VLLMUnavailableError: 'vllm' without vLLM installed (CUDA GPUs only).
+    """
+    if cfg.train.generation_engine == "vllm":
+        from webagent_r1.policy.vllm import VLLMEngine
+
+        return VLLMEngine(cfg.model.name, cfg.vllm, seed=cfg.seed)
+    from webagent_r1.policy.hf import HFEngine
+
+    return HFEngine(
+        unwrap_model(model),
+        tokenizer,
+        cfg.model.autocast_bf16,
+        max_batch_size=cfg.rollout.max_batch_size,
+        batch_wait_ms=cfg.rollout.batch_wait_ms,
+        batch_wait_fraction=cfg.rollout.batch_wait_fraction,
+    )
+
+
 @dataclass
 class RLResult:
     """What an M-GRPO run produced."""
@@ -280,9 +319,8 @@ async def train_rl(
         Final checkpoint, evaluation history and wall time.
     """
     from webagent_r1.browser import Browser
-    from webagent_r1.envpool import LocalEnvPool
+    from webagent_r1.envpool import make_env_pool
     from webagent_r1.evaluate import eval_subset, evaluate_policy
-    from webagent_r1.policy.hf import HFEngine
     from webagent_r1.tasks.sources import task_source
 
     t0 = time.time()
@@ -315,14 +353,10 @@ async def train_rl(
         ref_model, _ = load_policy(cfg, start_from)
         ref_model.eval().requires_grad_(False)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    engine = HFEngine(
-        unwrap_model(model),
-        tokenizer,
-        cfg.model.autocast_bf16,
-        max_batch_size=cfg.rollout.max_batch_size,
-        batch_wait_ms=cfg.rollout.batch_wait_ms,
-        batch_wait_fraction=cfg.rollout.batch_wait_fraction,
-    )
+    engine = generation_engine(cfg, model, tokenizer)
+    # Each process pushes to its own engine (in-process vLLM); a shared HF engine only has
+    # its version set. A copy starts from the model's files: give it the trainer's weights.
+    sync = WeightSync(engine, model, rank=dist.rank, every_rank=True, version=start)
     logger = MetricLogger(
         stage, dist.main, tcfg.tensorboard, tcfg.wandb_project if dist.main else None, to_dict(cfg)
     )
@@ -336,16 +370,17 @@ async def train_rl(
     def count_tokens(text: str) -> int:
         return len(tokenizer(text, add_special_tokens=False).input_ids)
 
-    backend = source.start()
-    browser = await Browser.launch(cfg.browser)
-    pool = LocalEnvPool(
-        browser,
+    local = cfg.rollout.env_pool == "local"
+    backend = source.start() if local else None  # Ray workers start their own sites
+    browser = await Browser.launch(cfg.browser) if local else None
+    pool = make_env_pool(
+        cfg,
         cfg.rollout.max_concurrent_episodes,
-        cfg.env,
-        cfg.observation,
-        backend,
-        source.evaluator,
-        count_tokens,
+        browser=browser,
+        backend=backend,
+        evaluator=source.evaluator,
+        count_tokens=count_tokens,
+        tokenizer_name=start_from,
     )
 
     def over_budget() -> bool:
@@ -385,6 +420,8 @@ async def train_rl(
         clock["eval_s"] = max(clock["eval_s"], time.time() - e0)
 
     try:
+        if not sync.shared:
+            logger.log(start, await sync.push(start))
         if start == 0:
             await run_eval(0)
         for step in range(start, rl.steps):
@@ -437,8 +474,15 @@ async def train_rl(
             write_trajectories(trajs, stage / "rollouts" / f"step-{step:06d}-rank{dist.rank}.jsonl")
             batch = build_rl_batch(groups, rl.advantage_scale, rl.drop_equal_groups)
             u0 = time.time()
-            metrics = mgrpo_update(model, opt, batch, cfg, pad_id, dist, ref_model, engine.lock)
+            sleeps = bool(getattr(engine, "sleeps", False))
+            if sleeps:  # vLLM frees its GPU memory for the update
+                await engine.sleep()
+            lock = getattr(engine, "lock", None)
+            metrics = mgrpo_update(model, opt, batch, cfg, pad_id, dist, ref_model, lock)
             done = step + 1
+            if sleeps:
+                await engine.wake_up()
+            metrics.update(await sync.push(done))
             counts = dist.all_reduce_sum(
                 [
                     stats.episodes - stats.dropped,
@@ -502,9 +546,12 @@ async def train_rl(
                 break
     finally:
         await pool.close()
-        await browser.close()
+        if browser is not None:
+            await browser.close()
         source.stop()
-        engine.close()
+        res = engine.close()
+        if inspect.isawaitable(res):
+            await res
         logger.close()
     final = latest_checkpoint(ckpt_root)
     if final is None:

@@ -1,0 +1,504 @@
+"""vLLM engine: the ``Engine`` protocol over vLLM's asynchronous engine, in-process, on GPU.
+
+Token ids go in (a ``TokensPrompt``: no re-tokenisation), and each request asks for the
+log-prob of its sampled tokens (``logprobs=0``), so a completion carries exactly what the
+trainer needs: ids, their log-probs, the text (for parsing the action) and the finish reason.
+Many episodes call ``generate`` at once; vLLM's own scheduler batches their requests.
+
+Weights: the engine holds its own copy. ``update_weights(state_dict, version)`` stages the new
+weights as safetensors shards (``/dev/shm`` when it has room) and has every vLLM worker load
+them in place through ``collective_rpc`` into ``WeightLoaderExtension`` (a worker extension,
+``worker_extension_cls``), which calls the model's own ``load_weights`` (so Hugging Face
+parameter names work, fused q/k/v included); then the prefix cache is reset, since its KV
+entries came from the old weights. An update waits for the requests in flight and holds new
+ones back until it is done, so every completion is stamped with the one ``weight_version``
+that produced it. ``sleep()`` / ``wake_up()`` (``vllm.enable_sleep_mode``) free vLLM's GPU
+memory while the trainer updates on the same GPU.
+
+Written against the vLLM V1 API (``vllm.v1.engine.async_llm.AsyncLLM``: ``from_engine_args``,
+``generate``, ``collective_rpc``, ``reset_prefix_cache``, ``sleep``, ``wake_up``,
+``shutdown``) as it stands in vLLM 0.10-0.11 and on main; it needs at least vLLM 0.8.5 (V1
+``AsyncLLM.collective_rpc``, ``worker_extension_cls``). Engine arguments the installed vLLM
+does not know (``logprobs_mode`` before it existed) are left out. Not yet run on a GPU:
+``scripts/gpu_check.sh`` is the check.
+
+The pure parts (sampling-parameter mapping, output conversion, shard staging) are separate
+functions, tested on CPU without vLLM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from webagent_r1.config import VLLMConfig
+from webagent_r1.policy.base import Completion, SamplingParams
+
+__all__ = [
+    "INSTALL_HINT",
+    "LOAD_METHOD",
+    "VLLMEngine",
+    "VLLMUnavailableError",
+    "WeightLoaderExtension",
+    "engine_kwargs",
+    "require_vllm",
+    "sampled_logprobs",
+    "sampling_kwargs",
+    "save_shard",
+    "shard_groups",
+    "to_completion",
+]
+
+INSTALL_HINT = (
+    "the vllm engine needs vLLM, which runs on CUDA GPUs only (no CPU wheel): on a GPU "
+    "machine, pip install 'webagent-r1[vllm]'"
+)
+WORKER_EXTENSION = "webagent_r1.policy.vllm.WeightLoaderExtension"
+"""Qualified name of the worker extension (vLLM imports it in its worker processes)."""
+LOAD_METHOD = "webagent_load_weight_shard"
+"""The extension's method that ``collective_rpc`` calls on every worker."""
+
+
+class VLLMUnavailableError(ImportError):
+    """vLLM is not installed (or too old); the message says how to install it."""
+
+
+def require_vllm() -> Any:
+    """The ``vllm`` module.
+
+    Raises:
+        VLLMUnavailableError: vLLM is not installed (it has no CPU build).
+    """
+    try:
+        import vllm
+    except ImportError:
+        raise VLLMUnavailableError(INSTALL_HINT) from None
+    return vllm
+
+
+# --------------------------------------------------------------------------------------
+# Pure mapping between our types and vLLM's (tested on CPU with stand-in objects)
+# --------------------------------------------------------------------------------------
+
+
+def sampling_kwargs(params: SamplingParams, seed: int | None = None) -> dict[str, Any]:
+    """Keyword arguments of ``vllm.SamplingParams`` for one request of ``params``.
+
+    Args:
+        params: our sampling parameters (temperature 0 = greedy in both).
+        seed: this request's seed (``row_seeds``: one per prompt of a call); None: unseeded.
+    """
+    return {
+        "n": 1,
+        "temperature": params.temperature,
+        "top_p": params.top_p,
+        "max_tokens": params.max_new_tokens,
+        "stop": list(params.stop),
+        "include_stop_str_in_output": True,  # our contract: the stop string is kept
+        "seed": seed,
+        "logprobs": 0,  # the sampled token's log-prob only
+        "skip_special_tokens": True,  # text for parsing, as HFEngine decodes it
+    }
+
+
+def engine_kwargs(
+    model_path: str, cfg: VLLMConfig, seed: int = 0, known: Iterable[str] | None = None
+) -> dict[str, Any]:
+    """Keyword arguments of ``vllm.AsyncEngineArgs`` for ``cfg``.
+
+    Args:
+        model_path: a local Hugging Face model folder (``resolve_model``).
+        cfg: the ``vllm`` config section.
+        seed: the engine's base seed.
+        known: the field names of the installed ``AsyncEngineArgs``; arguments it lacks are
+            left out (None keeps all).
+
+    Raises:
+        VLLMUnavailableError: the installed vLLM has no worker extensions (too old to update
+            weights in place).
+    """
+    kw: dict[str, Any] = {
+        "model": model_path,
+        "tokenizer": model_path,
+        "dtype": cfg.dtype,
+        "gpu_memory_utilization": cfg.gpu_memory_utilization,
+        "tensor_parallel_size": cfg.tensor_parallel_size,
+        "max_model_len": cfg.max_model_len,
+        "enable_sleep_mode": cfg.enable_sleep_mode,
+        "enable_prefix_caching": cfg.enable_prefix_caching,
+        "enforce_eager": cfg.enforce_eager,
+        "seed": seed,
+        "worker_extension_cls": WORKER_EXTENSION,
+        "logprobs_mode": cfg.logprobs_mode,
+        "disable_log_stats": True,
+    }
+    if known is None:
+        return kw
+    names = set(known)
+    if "worker_extension_cls" not in names:
+        raise VLLMUnavailableError(
+            "this vLLM is too old to update weights in place (no worker_extension_cls): "
+            "pip install 'vllm>=0.8.5'"
+        )
+    return {k: v for k, v in kw.items() if k in names}
+
+
+def sampled_logprobs(token_ids: Sequence[int], logprobs: Any) -> list[float]:
+    """The log-prob of each sampled id from vLLM's per-position logprob entries.
+
+    Args:
+        token_ids: the sampled ids.
+        logprobs: one entry per position, each a mapping id → ``Logprob`` (``.logprob``) or
+            id → float, holding at least the sampled id (``logprobs=0`` returns just it).
+
+    Raises:
+        ValueError: no log-probs (the request did not ask for them), a length mismatch, or a
+            position without its sampled id.
+    """
+    if logprobs is None:
+        raise ValueError("vLLM returned no log-probs: the request must set logprobs=0")
+    entries = list(logprobs)
+    if len(entries) != len(token_ids):
+        raise ValueError(
+            f"vLLM returned {len(entries)} log-prob entries for {len(token_ids)} sampled ids"
+        )
+    out = []
+    for pos, (tok, entry) in enumerate(zip(token_ids, entries, strict=True)):
+        if tok not in entry:
+            raise ValueError(f"position {pos}: the sampled id {tok} has no log-prob")
+        lp = entry[tok]
+        out.append(float(getattr(lp, "logprob", lp)))
+    return out
+
+
+def to_completion(output: Any, version: int | None = None) -> Completion:
+    """Our ``Completion`` from a vLLM ``CompletionOutput`` (``token_ids``, ``logprobs``,
+    ``text``, ``finish_reason``), stamped with the weight version it was sampled from.
+
+    Raises:
+        RuntimeError: vLLM aborted the request.
+    """
+    reason = output.finish_reason
+    if reason == "abort":
+        raise RuntimeError("vLLM aborted the request (engine shutting down or out of memory)")
+    ids = [int(t) for t in output.token_ids]
+    return Completion(
+        token_ids=ids,
+        logprobs=sampled_logprobs(ids, output.logprobs),
+        text=output.text,
+        finish_reason="length" if reason == "length" else "stop",
+        weight_version=version,
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Weight staging: safetensors shards the workers load (tested on CPU)
+# --------------------------------------------------------------------------------------
+
+
+def shard_groups(
+    items: Sequence[tuple[str, torch.Tensor]], shard_bytes: int, dtype: torch.dtype | None = None
+) -> list[list[tuple[str, torch.Tensor]]]:
+    """Split (name, tensor) pairs, in order, into groups of at most ``shard_bytes`` each (a
+    larger tensor gets a group of its own); sizes counted in ``dtype`` when given."""
+    groups: list[list[tuple[str, torch.Tensor]]] = []
+    size = 0
+    for name, t in items:
+        n = t.numel() * (torch.empty((), dtype=dtype).element_size() if dtype else t.element_size())
+        if not groups or (size + n > shard_bytes and groups[-1]):
+            groups.append([])
+            size = 0
+        groups[-1].append((name, t))
+        size += n
+    return groups
+
+
+def save_shard(
+    items: Sequence[tuple[str, torch.Tensor]], path: str | Path, dtype: torch.dtype | None = None
+) -> int:
+    """Write (name, tensor) pairs as one safetensors file on CPU, cast to ``dtype``.
+
+    Tensors that share storage (tied embeddings) are written as separate copies, which
+    safetensors requires.
+
+    Returns:
+        Bytes of tensor data written.
+    """
+    from safetensors.torch import save_file
+
+    out: dict[str, torch.Tensor] = {}
+    seen: set[int] = set()
+    for name, t in items:
+        c = t.detach().to("cpu", dtype=dtype or t.dtype)
+        ptr = c.untyped_storage().data_ptr()
+        if ptr in seen or not c.is_contiguous():
+            c = c.contiguous().clone()
+        seen.add(c.untyped_storage().data_ptr())
+        out[name] = c
+    save_file(out, str(path))
+    return sum(t.numel() * t.element_size() for t in out.values())
+
+
+def staging_dir(cfg: VLLMConfig, need_bytes: int) -> Path:
+    """Where shards are written: ``cfg.weight_dir``, else /dev/shm when it has room for two
+    shards, else the temporary folder."""
+    if cfg.weight_dir:
+        path = Path(cfg.weight_dir)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK) and shutil.disk_usage(shm).free > 2 * need_bytes:
+        return shm
+    return Path(tempfile.gettempdir())
+
+
+class WeightLoaderExtension:
+    """Mixed into vLLM's GPU worker class (``worker_extension_cls``); runs in the workers.
+
+    ``self`` is the worker, so ``self.model_runner.model`` is its model.
+    """
+
+    def webagent_load_weight_shard(self, path: str) -> int:
+        """Load one safetensors shard into the worker's model in place; returns tensors read."""
+        from safetensors.torch import load_file
+
+        weights = load_file(path)
+        model: Any = self.model_runner.model  # type: ignore[attr-defined]
+        model = getattr(model, "runnable", model)  # under a CUDA-graph wrapper in some releases
+        model.load_weights(weights.items())
+        return len(weights)
+
+
+# --------------------------------------------------------------------------------------
+# The engine
+# --------------------------------------------------------------------------------------
+
+
+def _model_folder(name: str) -> str:
+    from webagent_r1.policy.models import resolve_model
+
+    path = resolve_model(name)
+    if os.path.isfile(os.path.join(path, "adapter_config.json")):
+        raise ValueError(
+            f"{path} holds LoRA adapters only; vLLM needs full weights: pass the merged model "
+            "(train.merge_lora_on_save=true) or the base model (the trainer pushes its weights)"
+        )
+    return path
+
+
+class VLLMEngine:
+    """Engine over an in-process vLLM ``AsyncLLM`` (its engine core runs in a child process).
+
+    Args:
+        model: registry name, local folder or hub id of the model (full weights).
+        cfg: the ``vllm`` config section.
+        seed: vLLM's base seed (requests with a seed use their own).
+
+    Raises:
+        VLLMUnavailableError: vLLM is not installed or too old (CUDA GPUs only).
+    """
+
+    def __init__(self, model: str, cfg: VLLMConfig | None = None, *, seed: int = 0) -> None:
+        vllm = require_vllm()
+        cfg = cfg or VLLMConfig()
+        try:
+            from vllm.engine.arg_utils import AsyncEngineArgs
+            from vllm.v1.engine.async_llm import AsyncLLM
+        except ImportError:
+            raise VLLMUnavailableError(
+                f"vLLM {getattr(vllm, '__version__', '?')} has no V1 AsyncLLM: "
+                "pip install 'vllm>=0.8.5'"
+            ) from None
+        path = _model_folder(model)
+        known = [f.name for f in dataclasses.fields(AsyncEngineArgs)]
+        llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**engine_kwargs(path, cfg, seed, known)))
+        extra: dict[str, Any] = {}
+        try:  # only the final output of each request (no per-token streaming)
+            from vllm.sampling_params import RequestOutputKind
+
+            extra["output_kind"] = RequestOutputKind.FINAL_ONLY
+        except ImportError:  # pragma: no cover - older releases: the last output is final
+            pass
+        self._setup(llm, vllm.SamplingParams, cfg, extra)
+        self.model_path = path
+
+    @classmethod
+    def from_llm(
+        cls,
+        llm: Any,
+        sampling_cls: Any,
+        cfg: VLLMConfig | None = None,
+        sampling_extra: dict[str, Any] | None = None,
+    ) -> VLLMEngine:
+        """An engine over an already built ``AsyncLLM``-like object (and tests' stand-ins)."""
+        self = cls.__new__(cls)
+        self._setup(llm, sampling_cls, cfg or VLLMConfig(), sampling_extra or {})
+        self.model_path = ""
+        return self
+
+    def _setup(
+        self, llm: Any, sampling_cls: Any, cfg: VLLMConfig, sampling_extra: dict[str, Any]
+    ) -> None:
+        self.llm = llm
+        self.cfg = cfg
+        self._sampling_cls = sampling_cls
+        self._sampling_extra = sampling_extra
+        self.weight_version = 0
+        """Version of the weights in force (``VersionedEngine``)."""
+        self.sleeping = False
+        self.generated_tokens = 0
+        """Completion tokens sampled so far."""
+        self.synced_bytes = 0
+        """Weight bytes staged for the workers so far."""
+        self._ids = itertools.count()
+        self._prefix = uuid.uuid4().hex[:8]
+        self._inflight = 0
+        self._idle = asyncio.Event()  # set while no generate call is in flight
+        self._idle.set()
+        self._open = asyncio.Event()  # cleared while weights change or the engine sleeps
+        self._open.set()
+        self._changing = asyncio.Lock()  # one weight update / sleep / wake-up at a time
+
+    @property
+    def sleeps(self) -> bool:
+        """Whether the trainer should put the engine to sleep during updates."""
+        return self.cfg.enable_sleep_mode
+
+    # ---------------------------------------------------------------- Engine
+
+    async def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
+        """Sample one completion per prompt (row b seeded with ``params.seed + b``).
+
+        Waits while the weights are being updated or the engine sleeps; every completion of
+        the call comes from the one weight version stamped on it.
+        """
+        from webagent_r1.policy.hf import row_seeds
+
+        if not prompts:
+            return []
+        if any(len(p) == 0 for p in prompts):
+            raise ValueError("every prompt needs at least one token")
+        while not self._open.is_set():  # closed again by the time this waiter runs: wait on
+            await self._open.wait()
+        self._inflight += 1
+        self._idle.clear()
+        version = self.weight_version
+        seeds = row_seeds(params, len(prompts))
+        try:
+            outs = await asyncio.gather(
+                *(self._one(p, params, s) for p, s in zip(prompts, seeds, strict=True))
+            )
+        finally:
+            self._inflight -= 1
+            if self._inflight == 0:
+                self._idle.set()
+        comps = [to_completion(o, version) for o in outs]
+        self.generated_tokens += sum(len(c.token_ids) for c in comps)
+        return comps
+
+    async def _one(self, prompt: list[int], params: SamplingParams, seed: int | None) -> Any:
+        sp = self._sampling_cls(**sampling_kwargs(params, seed), **self._sampling_extra)
+        request_id = f"webagent-{self._prefix}-{next(self._ids)}"
+        final = None
+        async for out in self.llm.generate({"prompt_token_ids": list(prompt)}, sp, request_id):
+            final = out
+        if final is None or not final.outputs:
+            raise RuntimeError(f"vLLM returned no output for request {request_id}")
+        return final.outputs[0]
+
+    # ---------------------------------------------------------------- weights
+
+    async def update_weights(
+        self,
+        weights: Mapping[str, torch.Tensor] | Iterable[tuple[str, torch.Tensor]],
+        version: int | None = None,
+    ) -> None:
+        """Load new weights into every worker in place and set ``weight_version``.
+
+        Args:
+            weights: a state dict or (name, tensor) pairs, Hugging Face names (the model's
+                ``load_weights`` maps them); any device and dtype (cast to ``vllm.dtype``).
+            version: the new version (default: one more than now).
+
+        Raises:
+            RuntimeError: the engine is asleep (call ``wake_up`` first).
+        """
+        items = list(weights.items()) if isinstance(weights, Mapping) else list(weights)
+        dtype = None if self.cfg.dtype == "auto" else getattr(torch, self.cfg.dtype)
+        shard_bytes = self.cfg.shard_mb * 2**20
+        async with self._changing:
+            if self.sleeping:
+                raise RuntimeError(
+                    "the vLLM engine is asleep: call wake_up() before update_weights()"
+                )
+            self._open.clear()
+            try:
+                await self._update(items, dtype, shard_bytes, version)
+            finally:
+                self._open.set()
+
+    async def _update(
+        self,
+        items: list[tuple[str, torch.Tensor]],
+        dtype: torch.dtype | None,
+        shard_bytes: int,
+        version: int | None,
+    ) -> None:
+        """Stage the shards, have every worker load them, reset the prefix cache (gate closed)."""
+        await self._idle.wait()  # requests in flight finish on the old weights
+        folder = staging_dir(self.cfg, shard_bytes)
+        for k, group in enumerate(shard_groups(items, shard_bytes, dtype)):
+            path = folder / f"webagent-weights-{self._prefix}-{os.getpid()}-{k}.safetensors"
+            try:
+                self.synced_bytes += await asyncio.to_thread(save_shard, group, path, dtype)
+                await self.llm.collective_rpc(LOAD_METHOD, args=(str(path),))
+            finally:
+                path.unlink(missing_ok=True)
+        await self.llm.reset_prefix_cache()  # cached KV came from the old weights
+        self.weight_version = self.weight_version + 1 if version is None else version
+
+    # ---------------------------------------------------------------- GPU sharing
+
+    async def sleep(self, level: int | None = None) -> None:
+        """Free vLLM's GPU memory (``vllm.enable_sleep_mode``) after the requests in flight.
+
+        Args:
+            level: 1 offloads the weights to CPU memory, 2 drops them (default
+                ``vllm.sleep_level``); the KV cache is dropped either way.
+        """
+        if not self.cfg.enable_sleep_mode:
+            raise RuntimeError("sleep() needs vllm.enable_sleep_mode=true when the engine starts")
+        async with self._changing:
+            if self.sleeping:
+                return
+            self._open.clear()
+            try:
+                await self._idle.wait()
+                await self.llm.sleep(level or self.cfg.sleep_level)
+            except BaseException:
+                self._open.set()
+                raise
+            self.sleeping = True
+
+    async def wake_up(self) -> None:
+        """Take the GPU memory back; generation resumes (after a weight sync, for level 2)."""
+        async with self._changing:
+            if not self.sleeping:
+                return
+            await self.llm.wake_up()
+            self.sleeping = False
+            self._open.set()
+
+    def close(self) -> None:
+        """Shut the engine core down (its process and GPU memory)."""
+        self.llm.shutdown()

@@ -1,0 +1,180 @@
+"""Weight sync: after every optimizer step, the sampler gets the trainer's new weights.
+
+Every engine carries a ``weight_version`` (``policy/base.py: VersionedEngine``): the trainer's
+optimizer-step count of the weights it samples from, stamped on each completion, so each turn
+of a trajectory records the policy it came from (``Turn.weight_version``).
+
+``WeightSync.push(step)`` handles both kinds of engine:
+
+- an engine that shares the trainer's model object (``HFEngine`` in ``train_rl``) already sees
+  the new weights: only its version changes (under its lock);
+- an engine that holds its own copy (``VLLMEngine``, a remote server) gets the full state dict
+  through ``update_weights(state_dict, version)``. With an ``accelerate`` accelerator whose
+  weights are sharded (FSDP, DeepSpeed ZeRO-3), the state dict is gathered with
+  ``accelerator.get_state_dict`` on every process (a collective); otherwise each process holds
+  the whole model (``train/setup.py``: gradients are all-reduced, weights replicated). A LoRA
+  model is pushed with its adapters merged, under the base model's parameter names.
+
+Which processes push: by default rank 0 only (one inference service for all trainers); with
+``every_rank=True`` each process pushes to its own engine (an in-process vLLM per trainer
+process, as ``train_rl`` builds it).
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from webagent_r1.train.batching import unwrap_model
+
+__all__ = ["SyncRecord", "WeightSync", "full_state_dict", "shares_model", "state_dict_bytes"]
+
+
+@dataclass
+class SyncRecord:
+    """One ``push``: which step's weights, how long it took, how much was sent."""
+
+    step: int
+    version: int
+    seconds: float
+    bytes: int
+    pushed: bool
+    """False when nothing was sent (a shared model, or a process that does not push)."""
+
+
+def shares_model(engine: Any, model: Any) -> bool:
+    """Whether ``engine`` samples from the trainer's very model object (no copy to update)."""
+    own = getattr(engine, "model", None)
+    return own is not None and own is unwrap_model(model)
+
+
+def state_dict_bytes(state_dict: dict[str, torch.Tensor]) -> int:
+    """Bytes of the tensors of ``state_dict``."""
+    return sum(t.numel() * t.element_size() for t in state_dict.values())
+
+
+def _merged_lora_state_dict(model: Any) -> dict[str, torch.Tensor]:
+    """The state dict of a PEFT model with its adapters merged, under the base names."""
+    model.merge_adapter()
+    try:
+        inner = unwrap_model(model)
+        out = {}
+        for name, t in inner.state_dict().items():
+            if ".lora_" in name:
+                continue
+            # clone: unmerge_adapter changes the merged weights back in place
+            out[name.replace(".base_layer.", ".")] = t.detach().clone()
+        return out
+    finally:
+        model.unmerge_adapter()
+
+
+def full_state_dict(model: Any, accelerator: Any = None) -> dict[str, torch.Tensor]:
+    """The trainer model's full state dict, as an inference engine loads it.
+
+    Args:
+        model: the trainer's model (may be wrapped in DDP / PEFT).
+        accelerator: an ``accelerate.Accelerator`` when one prepared the model: its
+            ``get_state_dict`` gathers sharded weights (call it on every process).
+
+    Returns:
+        Parameter name → tensor (detached; engines copy what they keep).
+    """
+    if accelerator is not None:
+        return dict(accelerator.get_state_dict(model))
+    if hasattr(model, "merge_adapter") and hasattr(model, "unmerge_adapter"):
+        return _merged_lora_state_dict(model)
+    return {k: v.detach() for k, v in unwrap_model(model).state_dict().items()}
+
+
+class WeightSync:
+    """Keeps an engine's weights and ``weight_version`` in step with the trainer.
+
+    Args:
+        engine: the sampling engine.
+        model: the trainer's model.
+        rank: this process's rank.
+        every_rank: every process pushes to its own engine (in-process engines); False: only
+            rank 0 pushes (one engine serves all processes).
+        accelerator: gathers sharded weights (see ``full_state_dict``).
+        shared: whether the engine shares ``model``; None finds out (``shares_model``).
+        version: the version of the weights at start (the step a resumed run starts from).
+    """
+
+    def __init__(
+        self,
+        engine: Any,
+        model: Any,
+        *,
+        rank: int = 0,
+        every_rank: bool = False,
+        accelerator: Any = None,
+        shared: bool | None = None,
+        version: int = 0,
+    ) -> None:
+        self.engine = engine
+        self.model = model
+        self.rank = rank
+        self.every_rank = every_rank
+        self.accelerator = accelerator
+        self.shared = shares_model(engine, model) if shared is None else shared
+        self.version = version
+        self.history: list[SyncRecord] = []
+        """One record per ``push``, in order."""
+        if self.shared:
+            self._set_shared_version(version)
+
+    @property
+    def pushes(self) -> bool:
+        """Whether this process sends weights to its engine."""
+        return self.every_rank or self.rank == 0
+
+    async def push(self, step: int) -> dict[str, float]:
+        """Give the engine the trainer's weights after optimizer step ``step``.
+
+        Returns:
+            ``sync/…`` metrics of this push (``sync/seconds``, ``sync/bytes``,
+            ``sync/version``).
+        """
+        t0 = time.perf_counter()
+        nbytes, pushed = 0, False
+        if self.shared:
+            self._set_shared_version(step)
+        else:
+            # Under sharding the gather is a collective: every process takes part.
+            gather = self.accelerator is not None or self.pushes
+            state = full_state_dict(self.model, self.accelerator) if gather else None
+            if self.pushes and state is not None:
+                nbytes = state_dict_bytes(state)
+                res = self.engine.update_weights(state, step)
+                if inspect.isawaitable(res):
+                    await res
+                pushed = True
+        self.version = step
+        rec = SyncRecord(step, step, time.perf_counter() - t0, nbytes, pushed)
+        self.history.append(rec)
+        return self.metrics()
+
+    def metrics(self) -> dict[str, float]:
+        """``sync/…`` metrics of the latest push (empty before the first)."""
+        if not self.history:
+            return {}
+        rec = self.history[-1]
+        return {
+            "sync/seconds": rec.seconds,
+            "sync/bytes": float(rec.bytes),
+            "sync/version": float(rec.version),
+            "sync/total_seconds": sum(r.seconds for r in self.history),
+        }
+
+    def _set_shared_version(self, version: int) -> None:
+        lock = getattr(self.engine, "lock", None)
+        if lock is None:
+            self.engine.weight_version = version
+            return
+        with lock:  # no batch is stamped while the version changes
+            self.engine.weight_version = version
