@@ -218,6 +218,9 @@ class RolloutConfig:
 GENERATION_ENGINES = ("hf", "vllm")
 """Engines M-GRPO can sample with (``train.generation_engine``)."""
 
+SHARDING_MODES = ("none", "fsdp")
+"""How the trainer's weights are laid out over processes (``train.sharding``)."""
+
 
 @dataclass
 class VLLMConfig:
@@ -320,8 +323,29 @@ class TrainConfig:
     """What M-GRPO samples with: 'hf' (the trainer's own model object, no copy) or 'vllm'
     (an in-process vLLM engine on the GPU, settings in ``vllm``, given the new weights after
     every update by ``train/weight_sync.py``)."""
+    sharding: str = "none"
+    """'none': every process holds the whole model, gradients are summed once per step (DDP
+    style); 'fsdp': parameters, gradients and optimizer state are split over the processes
+    (PyTorch FSDP2, the ZeRO-3 layout; ``train/sharding.py``), for models whose training
+    state does not fit one GPU. Checkpoints stay Hugging Face folders. Full fine-tuning only;
+    one process works too (nothing is split). With 'hf' generation each process samples from
+    its own full copy of the weights, refreshed after every update."""
 
     def __post_init__(self) -> None:
+        _check(
+            self.sharding in SHARDING_MODES,
+            f"train.sharding must be one of {', '.join(SHARDING_MODES)}, got {self.sharding!r}",
+        )
+        _check(
+            not (self.sharding == "fsdp" and self.lora_r),
+            "train.sharding=fsdp trains every weight and does not shard LoRA adapters: set "
+            "train.lora_r=0, or keep LoRA with train.sharding=none",
+        )
+        _check(
+            not (self.sharding == "fsdp" and self.trainable_layers),
+            "train.sharding=fsdp trains every weight: set train.trainable_layers=0, or use "
+            "train.sharding=none",
+        )
         _check(
             self.generation_engine in GENERATION_ENGINES,
             f"train.generation_engine must be one of {', '.join(GENERATION_ENGINES)}, "

@@ -25,7 +25,16 @@ import torch
 from webagent_r1.policy.hf import autocast_ctx
 from webagent_r1.trajectories import Sample
 
-__all__ = ["MicroBatch", "collate", "completion_logprobs", "micro_batches", "unwrap_model"]
+__all__ = [
+    "CompletionLM",
+    "MicroBatch",
+    "collate",
+    "completion_logits",
+    "completion_logprobs",
+    "micro_batches",
+    "padding_batch",
+    "unwrap_model",
+]
 
 
 def micro_batches(lengths: Sequence[int], token_budget: int) -> list[list[int]]:
@@ -113,6 +122,80 @@ def unwrap_model(model: Any) -> Any:
     return model
 
 
+def completion_logits(
+    lm: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    rows: torch.Tensor,
+    cols: torch.Tensor,
+    autocast_bf16: bool = True,
+) -> torch.Tensor:
+    """Logits at the positions that predict completion tokens (the LM head runs there only).
+
+    Args:
+        lm: a Hugging Face causal LM (PEFT's LoRA layers may be injected in it).
+        input_ids: (B, T) right-padded ids.
+        attention_mask: (B, T) 1 on real tokens.
+        rows: (N,) row of each completion token.
+        cols: (N,) column of the position that predicts it.
+        autocast_bf16: run under bf16 autocast where the hardware has native bf16.
+
+    Returns:
+        (N, V) logits, in the dtype the head produced.
+    """
+    backbone = lm.get_decoder()
+    head = lm.get_output_embeddings()
+    device = input_ids.device
+    with autocast_ctx(device, autocast_bf16):
+        out = backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
+        hidden = out.last_hidden_state  # (B, T, H)
+        picked = hidden[rows, cols]  # (N, H): completion positions
+        return head(picked)  # (N, V): the LM head only where a loss is taken
+
+
+class CompletionLM(torch.nn.Module):
+    """A causal LM whose ``forward`` is ``completion_logits``.
+
+    It exists for sharded training (``train/sharding.py``): FSDP gathers a unit's parameters
+    in the hooks around its ``forward``, and ``completion_logits`` calls the decoder and the
+    head separately, so the root unit (embeddings, final norm, head) must be a module whose
+    own ``forward`` does both. The LM is ``module`` (``unwrap_model`` finds it).
+    """
+
+    def __init__(self, lm: Any) -> None:
+        super().__init__()
+        self.module = lm
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        rows: torch.Tensor,
+        cols: torch.Tensor,
+        autocast_bf16: bool = True,
+    ) -> torch.Tensor:
+        """(N, V) logits of ``completion_logits`` over ``self.module``."""
+        return completion_logits(self.module, input_ids, attention_mask, rows, cols, autocast_bf16)
+
+
+def padding_batch(pad_id: int) -> MicroBatch:
+    """A one-row, one-completion-token micro-batch whose loss is multiplied by zero.
+
+    Under sharding every forward and backward is a collective, so a process with fewer
+    micro-batches than the others runs this one until the counts match.
+    """
+    z = torch.zeros(1, dtype=torch.long)
+    return MicroBatch(
+        input_ids=torch.full((1, 2), pad_id, dtype=torch.long),
+        attention_mask=torch.ones((1, 2), dtype=torch.long),
+        rows=z,
+        cols=z.clone(),
+        targets=torch.full((1,), pad_id, dtype=torch.long),
+        sample=z.clone(),
+        offset=z.clone(),
+    )
+
+
 def completion_logprobs(
     model: Any,
     mb: MicroBatch,
@@ -122,7 +205,8 @@ def completion_logprobs(
     """log π(completion token | everything before it) for every completion token of ``mb``.
 
     Args:
-        model: a Hugging Face causal LM (possibly PEFT-wrapped).
+        model: a Hugging Face causal LM (possibly PEFT-wrapped), or a ``CompletionLM``
+            (sharded by ``train/sharding.py``).
         mb: the micro-batch.
         temperature: divide the logits by it, as the sampler did (so ratios compare like
             with like); 0 or 1 leaves them as they are.
@@ -133,19 +217,17 @@ def completion_logprobs(
         (N,) fp32 log-probs, differentiable when grad is enabled.
     """
     lm = unwrap_model(model)
-    backbone = lm.get_decoder()
-    head = lm.get_output_embeddings()
-    device = head.weight.device
-    with autocast_ctx(device, autocast_bf16):
-        out = backbone(
-            input_ids=mb.input_ids.to(device),
-            attention_mask=mb.attention_mask.to(device),
-            use_cache=False,
-        )
-        hidden = out.last_hidden_state  # (B, T, H)
-        picked = hidden[mb.rows.to(device), mb.cols.to(device)]  # (N, H): completion positions
-        logits = head(picked)  # (N, V): the LM head only where a loss is taken
-    logits = logits.float()
+    device = lm.get_output_embeddings().weight.device
+    args = (
+        mb.input_ids.to(device),
+        mb.attention_mask.to(device),
+        mb.rows.to(device),
+        mb.cols.to(device),
+        autocast_bf16,
+    )
+    # through the wrapper's own forward when there is one (FSDP's hooks run around it)
+    logits = model(*args) if isinstance(model, CompletionLM) else completion_logits(lm, *args)
+    logits = logits.float()  # (N, V)
     if temperature > 0 and temperature != 1.0:
         logits = logits / temperature
     logp = torch.log_softmax(logits, dim=-1)  # (N, V)

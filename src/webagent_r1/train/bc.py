@@ -9,6 +9,10 @@ Training is budgeted in optimizer steps (FACTS.md: steps and data decide BC, not
 k takes the next ``bc.batch_size`` samples of a seeded per-epoch shuffle, so the data order
 is a function of the step alone and a resumed run sees exactly the batches it would have.
 A held-out share of whole trajectories gives the held-out loss.
+
+With ``train.sharding: fsdp`` the policy is sharded over the processes (``train/sharding.py``):
+FSDP reduces the gradients, every process runs as many micro-batches as the busiest one, and
+checkpoints gather the weights into a Hugging Face folder and keep the optimizer sharded.
 """
 
 from __future__ import annotations
@@ -24,22 +28,26 @@ import torch
 
 from webagent_r1.algos.sft import bc_loss
 from webagent_r1.config import Config, to_dict
-from webagent_r1.train.batching import collate, completion_logprobs, micro_batches
+from webagent_r1.train.batching import collate, completion_logprobs, micro_batches, padding_batch
 from webagent_r1.train.checkpoint import (
     latest_checkpoint,
     load_trainer_state,
+    restore_optimizer,
     rng_state,
     save_checkpoint,
+    save_sharded_checkpoint,
     set_rng,
 )
 from webagent_r1.train.logging import MetricLogger
 from webagent_r1.train.setup import (
     Dist,
     build_optimizer,
+    grad_norm_and_clip,
     load_policy,
     lr_factor,
     trainable_parameters,
 )
+from webagent_r1.train.sharding import is_sharded, shard_model
 from webagent_r1.trajectories import Sample, read_trajectories, turn_samples
 from webagent_r1.types import Trajectory
 
@@ -95,6 +103,7 @@ def bc_backward(
     autocast_bf16: bool,
     total_tokens: int | None = None,
     grad: bool = True,
+    dist: Dist | None = None,
 ) -> tuple[float, int]:
     """Accumulate the BC loss gradient of ``samples`` (token-mean over the whole batch).
 
@@ -107,6 +116,8 @@ def bc_backward(
         total_tokens: completion tokens of the batch over all processes (weights 1/total);
             default: this process's own.
         grad: backpropagate (False: only measure the loss).
+        dist: the processes sharing a sharded model: each runs as many micro-batches as the
+            busiest (padding ones add nothing); None: this process alone.
 
     Returns:
         (this process's share of the loss, its completion tokens).
@@ -114,12 +125,14 @@ def bc_backward(
     n_tok = sum(len(s.input_ids) - s.prompt_len for s in samples)
     total = total_tokens or n_tok
     loss_sum = 0.0
-    for idx in micro_batches([len(s.input_ids) for s in samples], token_budget):
-        mb = collate(samples, idx, pad_id)
+    groups = micro_batches([len(s.input_ids) for s in samples], token_budget)
+    n_mb = (dist or Dist()).all_reduce_max(len(groups)) if is_sharded(model) else len(groups)
+    for k in range(n_mb):
+        mb = collate(samples, groups[k], pad_id) if k < len(groups) else padding_batch(pad_id)
         with torch.set_grad_enabled(grad):
             logp = completion_logprobs(model, mb, autocast_bf16=autocast_bf16)  # (N,)
-            weights = torch.full_like(logp, 1.0 / max(total, 1))
-            loss = bc_loss(logp, weights)
+            scale = 1.0 / max(total, 1) if k < len(groups) else 0.0
+            loss = bc_loss(logp, torch.full_like(logp, scale))
         if grad:
             loss.backward()
         loss_sum += float(loss.detach())
@@ -139,15 +152,6 @@ def heldout_loss(
     finally:
         model.train(was_training)
     return loss
-
-
-def _grad_norm_and_clip(params: list[torch.nn.Parameter], max_norm: float) -> float:
-    grads = [p for p in params if p.grad is not None]
-    if not grads:
-        return 0.0
-    if max_norm > 0:
-        return float(torch.nn.utils.clip_grad_norm_(grads, max_norm))
-    return float(torch.norm(torch.stack([p.grad.norm() for p in grads])))
 
 
 def train_bc(
@@ -191,29 +195,32 @@ def train_bc(
     torch.manual_seed(cfg.seed)
     random.seed(cfg.seed)
     model, tokenizer = load_policy(cfg, str(ckpt / "model") if ckpt else None)
+    sharded = tcfg.sharding == "fsdp"
+    if sharded:
+        model = shard_model(model)
     params = trainable_parameters(model)
     opt = build_optimizer(params, bcfg.lr, tcfg)
     if ckpt is not None:
         state = load_trainer_state(ckpt)
-        opt.load_state_dict(state["optimizer"])
+        restore_optimizer(ckpt, state, model, opt)
         set_rng(state["rng"])
         start = int(state["step"])
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     logger = MetricLogger(
         stage, dist.main, tcfg.tensorboard, tcfg.wandb_project if dist.main else None, to_dict(cfg)
     )
-    if dist.main and start == 0:
-        logger.log(
-            0,
-            {
-                "bc/train_samples": len(train_s),
-                "bc/heldout_samples": len(held_s),
-                "bc/heldout_loss": heldout_loss(
-                    model, held_s, pad_id, tcfg.token_budget, cfg.model.autocast_bf16
-                )
-                or 0.0,
-            },
-        )
+    # sharded, a forward is a collective: every process measures the held-out loss
+    if (dist.main or sharded) and start == 0:
+        held0 = heldout_loss(model, held_s, pad_id, tcfg.token_budget, cfg.model.autocast_bf16)
+        if dist.main:
+            logger.log(
+                0,
+                {
+                    "bc/train_samples": len(train_s),
+                    "bc/heldout_samples": len(held_s),
+                    "bc/heldout_loss": held0 or 0.0,
+                },
+            )
     last_held: float | None = None
     bar = _bar(progress and dist.main, bcfg.steps, start, "BC")
     try:
@@ -227,11 +234,18 @@ def train_bc(
             [total_tok] = dist.all_reduce_sum([float(local_tok)])
             opt.zero_grad(set_to_none=True)
             loss, _ = bc_backward(
-                model, mine, pad_id, tcfg.token_budget, cfg.model.autocast_bf16, int(total_tok)
+                model,
+                mine,
+                pad_id,
+                tcfg.token_budget,
+                cfg.model.autocast_bf16,
+                int(total_tok),
+                dist=dist,
             )
-            dist.all_reduce_grads(params)
+            if not sharded:  # FSDP has reduce-scattered the gradients in the backward
+                dist.all_reduce_grads(params)
             [loss] = dist.all_reduce_sum([loss])
-            gnorm = _grad_norm_and_clip(params, tcfg.max_grad_norm)
+            gnorm = grad_norm_and_clip(params, tcfg.max_grad_norm)
             opt.step()
             n_tokens = sum(len(s.input_ids) for s in mine)
             metrics = {
@@ -269,6 +283,12 @@ def train_bc(
 
 
 def _save(root: Path, step: int, model: Any, tok: Any, opt: Any, cfg: Config, dist: Dist) -> None:
+    if is_sharded(model):  # a collective: every process gathers and writes its shard
+        state = {"step": step, "rng": rng_state()}
+        save_sharded_checkpoint(
+            root, step, model, opt, tok, state, dist, keep=cfg.train.keep_checkpoints
+        )
+        return
     if dist.main:
         state = {"step": step, "optimizer": opt.state_dict(), "rng": rng_state()}
         save_checkpoint(

@@ -5,6 +5,9 @@ Layout of ``<run_dir>/<stage>/checkpoints/step-000040/``::
     model/             save_pretrained: weights (or LoRA adapters) + config + tokenizer
     model-merged/      optional: LoRA merged into the base model (``train.merge_lora_on_save``)
     trainer_state.pt   optimizer, scheduler, RNG states, step, data position, metrics so far
+    optimizer/         sharded runs only (``train.sharding: fsdp``): the optimizer state, one
+                       shard per process (torch.distributed.checkpoint), instead of the
+                       optimizer in trainer_state.pt; ``model/`` is the gathered full model
     meta.json          written last: a checkpoint without it is incomplete and never loaded
 
 Everything is written into a temporary sibling folder first and renamed into place at the
@@ -21,11 +24,24 @@ import re
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-__all__ = ["latest_checkpoint", "load_trainer_state", "rng_state", "save_checkpoint", "set_rng"]
+from webagent_r1.config import ConfigError
+
+if TYPE_CHECKING:
+    from webagent_r1.train.setup import Dist
+
+__all__ = [
+    "latest_checkpoint",
+    "load_trainer_state",
+    "restore_optimizer",
+    "rng_state",
+    "save_checkpoint",
+    "save_sharded_checkpoint",
+    "set_rng",
+]
 
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 
@@ -69,13 +85,7 @@ def save_checkpoint(
     Returns:
         The checkpoint folder.
     """
-    root = Path(ckpt_dir)
-    root.mkdir(parents=True, exist_ok=True)
-    final = root / f"step-{step:06d}"
-    tmp = root / f".tmp-step-{step:06d}-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
+    tmp = _begin(ckpt_dir, step)
     model.save_pretrained(tmp / "model")
     if tokenizer is not None:
         tokenizer.save_pretrained(tmp / "model")
@@ -86,6 +96,103 @@ def save_checkpoint(
         merged.save_pretrained(tmp / "model-merged")
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp / "model-merged")
+    return _commit(tmp, step, trainer_state, keep)
+
+
+def save_sharded_checkpoint(
+    ckpt_dir: str | Path,
+    step: int,
+    model: Any,
+    optimizer: Any,
+    tokenizer: Any,
+    trainer_state: dict[str, Any],
+    dist: Dist,
+    keep: int = 2,
+) -> Path:
+    """``save_checkpoint`` for a sharded model: called by every process (collectives).
+
+    1) the full weights are gathered to rank 0 (on the CPU), which writes ``model/`` with
+    ``save_pretrained``, an ordinary Hugging Face folder; 2) every process writes its shard of
+    the optimizer state into ``optimizer/`` of the same temporary folder (the processes must
+    share the file system); 3) rank 0 writes ``trainer_state.pt`` (without the optimizer) and
+    ``meta.json`` and renames the folder into place, as ``save_checkpoint`` does.
+
+    Args:
+        ckpt_dir: the stage's ``checkpoints/`` folder.
+        step: the folder's step.
+        model: the sharded policy (``sharding.shard_model``).
+        optimizer: its optimizer (over the sharded parameters).
+        tokenizer: saved next to the model.
+        trainer_state: RNG / data position / metrics (rank 0's is written).
+        dist: the training processes.
+        keep: checkpoints kept.
+
+    Returns:
+        The checkpoint folder (the same on every process).
+    """
+    from webagent_r1.train.batching import unwrap_model
+    from webagent_r1.train.sharding import full_state_dict, save_sharded_optimizer
+
+    weights = full_state_dict(model, all_ranks=False)  # rank 0: every tensor; others: {}
+    tmp = None
+    if dist.main:
+        tmp = _begin(ckpt_dir, step)
+        # the LM's config and file layout, the gathered weights instead of its own shards
+        unwrap_model(model).save_pretrained(tmp / "model", state_dict=weights)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(tmp / "model")
+    del weights
+    tmp = Path(dist.broadcast_object(str(tmp) if tmp is not None else None))
+    save_sharded_optimizer(model, optimizer, tmp / "optimizer")
+    dist.barrier()  # every shard is on disk before rank 0 renames the folder
+    if dist.main:
+        _commit(tmp, step, {**trainer_state, "sharded_optimizer": "optimizer"}, keep)
+    dist.barrier()
+    return Path(ckpt_dir) / f"step-{step:06d}"
+
+
+def restore_optimizer(ckpt: str | Path, state: dict[str, Any], model: Any, optimizer: Any) -> None:
+    """Load checkpoint ``ckpt``'s optimizer state: sharded (``optimizer/``) or whole.
+
+    Args:
+        ckpt: the checkpoint folder.
+        state: its ``load_trainer_state``.
+        model: the policy as the trainer built it (sharded or not).
+        optimizer: its fresh optimizer.
+
+    Raises:
+        ConfigError: the checkpoint was written with the other ``train.sharding``.
+    """
+    from webagent_r1.train.sharding import is_sharded, load_sharded_optimizer
+
+    saved_sharded = "sharded_optimizer" in state
+    if saved_sharded != is_sharded(model):
+        was = "fsdp" if saved_sharded else "none"
+        raise ConfigError(
+            f"{ckpt} was written with train.sharding={was}: resume it with the same setting, "
+            f"or start a new run from its model/ folder (init_from={Path(ckpt) / 'model'})"
+        )
+    if saved_sharded:
+        load_sharded_optimizer(model, optimizer, Path(ckpt) / state["sharded_optimizer"])
+    else:
+        optimizer.load_state_dict(state["optimizer"])
+
+
+def _begin(ckpt_dir: str | Path, step: int) -> Path:
+    """A fresh temporary folder next to where checkpoint ``step`` will be."""
+    root = Path(ckpt_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = root / f".tmp-step-{step:06d}-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    return tmp
+
+
+def _commit(tmp: Path, step: int, trainer_state: dict[str, Any], keep: int) -> Path:
+    """Write the trainer state and ``meta.json``, flush, rename into place, prune."""
+    root = tmp.parent
+    final = root / f"step-{step:06d}"
     torch.save(trainer_state, tmp / "trainer_state.pt")
     meta = {"step": step, "time": time.time(), "complete": True}
     (tmp / "meta.json").write_text(json.dumps(meta))

@@ -20,12 +20,17 @@ One training step (WebAgent-R1, Sec. 3.2; DESIGN.md, "M-GRPO"):
    (``train/weight_sync.py``) bumps the shared engine's ``weight_version`` or loads the new
    weights into the vLLM engine; every turn records the version it was sampled from.
 
+With ``train.sharding: fsdp`` the policy is sharded over the processes (``train/sharding.py``);
+the HF engine then samples from a full copy of the weights on each process, which
+``WeightSync`` refreshes after every update.
+
 Unlike the published code, the update attends over the full prompt each turn was sampled
 from (observations included), and μ > 1 is supported so the ratio clip really acts.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import random
@@ -40,12 +45,20 @@ from webagent_r1.algos.mgrpo import NORMALIZERS, group_advantages, mgrpo_loss
 from webagent_r1.config import Config, to_dict
 from webagent_r1.policy.base import SamplingParams
 from webagent_r1.rollout import Group, RolloutStats, collect
-from webagent_r1.train.batching import collate, completion_logprobs, micro_batches, unwrap_model
+from webagent_r1.train.batching import (
+    collate,
+    completion_logprobs,
+    micro_batches,
+    padding_batch,
+    unwrap_model,
+)
 from webagent_r1.train.checkpoint import (
     latest_checkpoint,
     load_trainer_state,
+    restore_optimizer,
     rng_state,
     save_checkpoint,
+    save_sharded_checkpoint,
     set_rng,
 )
 from webagent_r1.train.curriculum import Curriculum, collect_step, step_tasks
@@ -53,10 +66,12 @@ from webagent_r1.train.logging import MetricLogger
 from webagent_r1.train.setup import (
     Dist,
     build_optimizer,
+    grad_norm_and_clip,
     load_policy,
     lr_factor,
     trainable_parameters,
 )
+from webagent_r1.train.sharding import is_sharded, shard_model
 from webagent_r1.train.weight_sync import WeightSync
 from webagent_r1.trajectories import Sample, turn_samples, write_trajectories
 from webagent_r1.types import Task
@@ -133,9 +148,23 @@ def _token_tensors(batch: RLBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Te
     )
 
 
+def _micro_batch_count(model: Any, groups: list[list[int]], dist: Dist | None) -> int:
+    """Micro-batches to run: this process's, or under sharding the most of any process (each
+    forward and backward is then a collective; the extra ones are ``padding_batch``)."""
+    if not is_sharded(model):
+        return len(groups)
+    return (dist or Dist()).all_reduce_max(len(groups))
+
+
 @torch.no_grad()
 def _all_logprobs(
-    model: Any, samples: list[Sample], pad_id: int, budget: int, temp: float, bf16: bool
+    model: Any,
+    samples: list[Sample],
+    pad_id: int,
+    budget: int,
+    temp: float,
+    bf16: bool,
+    dist: Dist | None = None,
 ) -> torch.Tensor:
     """(N,) log-probs of every completion token of ``samples`` in flat order, no grad."""
     n = sum(len(s.input_ids) - s.prompt_len for s in samples)
@@ -146,8 +175,12 @@ def _all_logprobs(
         starts.append(k)
         k += len(s.input_ids) - s.prompt_len
     st = torch.tensor(starts, dtype=torch.long)
-    for idx in micro_batches([len(s.input_ids) for s in samples], budget):
-        mb = collate(samples, idx, pad_id)
+    groups = micro_batches([len(s.input_ids) for s in samples], budget)
+    for k in range(_micro_batch_count(model, groups, dist)):
+        if k >= len(groups):  # keeps step with the other processes; its result is unused
+            completion_logprobs(model, padding_batch(pad_id), temp, bf16)
+            continue
+        mb = collate(samples, groups[k], pad_id)
         lp = completion_logprobs(model, mb, temp, bf16).float().cpu()
         out[st[mb.sample] + mb.offset] = lp
     return out
@@ -204,10 +237,8 @@ def mgrpo_update(
     # sampler's log-probs as stored (cheaper; ratios then include sampler numerics).
     if rl.old_logprobs == "sampler":
         old = torch.tensor([lp for s in samples for lp in s.old_logprobs], dtype=torch.float)
-    else:
-        old = (
-            _all_logprobs(model, samples, pad_id, budget, temp, bf16) if samples else torch.zeros(0)
-        )
+    else:  # (sharded, a process without samples still takes part in the forwards)
+        old = _all_logprobs(model, samples, pad_id, budget, temp, bf16, dist)
     ref = None
     if rl.beta > 0:
         if ref_model is None:
@@ -215,11 +246,16 @@ def mgrpo_update(
         ref = _all_logprobs(ref_model, samples, pad_id, budget, temp, bf16) if samples else None
     st = torch.tensor(starts, dtype=torch.long)
     sums = {"loss": 0.0, "clip_frac": 0.0, "kl": 0.0, "ratio": 0.0, "grad_norm": 0.0}
+    groups = micro_batches([len(s.input_ids) for s in samples], budget)
+    n_mb = _micro_batch_count(model, groups, dist)
     for _ in range(rl.mu):
         optimizer.zero_grad(set_to_none=True)
         loss_sum, clip_n, kl_n, ratio_n = 0.0, 0.0, 0.0, 0.0
-        for idx in micro_batches([len(s.input_ids) for s in samples], budget):
-            mb = collate(samples, idx, pad_id)
+        for k in range(n_mb):
+            if k >= len(groups):  # sharded: keep step with the other processes, add nothing
+                (completion_logprobs(model, padding_batch(pad_id), temp, bf16).sum() * 0).backward()
+                continue
+            mb = collate(samples, groups[k], pad_id)
             flat = st[mb.sample] + mb.offset  # (n,) positions in the batch's token order
             logp = completion_logprobs(model, mb, temp, bf16).cpu()  # (n,)
             loss, stats = mgrpo_loss(
@@ -237,13 +273,10 @@ def mgrpo_update(
             clip_n += stats.clip_frac * n
             kl_n += stats.kl * n
             ratio_n += stats.ratio_mean * n
-        dist.all_reduce_grads(params)
+        if not is_sharded(model):  # FSDP has reduce-scattered the gradients in the backward
+            dist.all_reduce_grads(params)
         loss_sum, clip_n, kl_n, ratio_n = dist.all_reduce_sum([loss_sum, clip_n, kl_n, ratio_n])
-        grads = [p for p in params if p.grad is not None]
-        if tcfg.max_grad_norm > 0 and grads:
-            gn = float(torch.nn.utils.clip_grad_norm_(grads, tcfg.max_grad_norm))
-        else:
-            gn = float(torch.norm(torch.stack([p.grad.norm() for p in grads]))) if grads else 0.0
+        gn = grad_norm_and_clip(params, tcfg.max_grad_norm)
         if lock is not None:
             with lock:
                 optimizer.step()
@@ -260,12 +293,21 @@ def mgrpo_update(
     return metrics
 
 
-def generation_engine(cfg: Config, model: Any, tokenizer: Any) -> Any:
+def generation_engine(cfg: Config, model: Any, tokenizer: Any, source: str | None = None) -> Any:
     """The engine M-GRPO samples with (``train.generation_engine``).
 
-    'hf': an ``HFEngine`` over the trainer's very model object (no copy, no transfer).
+    'hf': an ``HFEngine`` over the trainer's very model object (no copy, no transfer); when
+    the trainer's model is sharded (``train.sharding: fsdp``), over a full copy of it loaded
+    from ``source``, which the trainer refreshes after every update (``WeightSync``).
     'vllm': a ``VLLMEngine`` on the GPU built from ``model.name``'s files; the trainer pushes
     its own weights into it before the first rollout and after every update.
+
+    Args:
+        cfg: the run's config.
+        model: the trainer's policy.
+        tokenizer: its tokenizer.
+        source: the model folder / name the policy was loaded from (default ``model.name``);
+            only read for a copy of a sharded model.
 
     Raises:
         VLLMUnavailableError: 'vllm' without vLLM installed (CUDA GPUs only).
@@ -274,10 +316,15 @@ def generation_engine(cfg: Config, model: Any, tokenizer: Any) -> Any:
         from webagent_r1.policy.vllm import VLLMEngine
 
         return VLLMEngine(cfg.model.name, cfg.vllm, seed=cfg.seed)
-    from webagent_r1.policy.hf import HFEngine
+    from webagent_r1.policy.hf import HFEngine, load_model
 
+    if is_sharded(model):  # a shard cannot sample: a full copy (weights pushed after updates)
+        copy_cfg = dataclasses.replace(cfg.model, name=source or cfg.model.name)
+        sampler = load_model(copy_cfg).requires_grad_(False)
+    else:
+        sampler = unwrap_model(model)
     return HFEngine(
-        unwrap_model(model),
+        sampler,
         tokenizer,
         cfg.model.autocast_bf16,
         max_batch_size=cfg.rollout.max_batch_size,
@@ -332,7 +379,10 @@ async def train_rl(
     ckpt = latest_checkpoint(ckpt_root) if resume else None
     torch.manual_seed(cfg.seed)
     random.seed(cfg.seed)
-    model, tokenizer = load_policy(cfg, str(ckpt / "model") if ckpt else start_from)
+    policy_from = str(ckpt / "model") if ckpt else start_from
+    model, tokenizer = load_policy(cfg, policy_from)
+    if tcfg.sharding == "fsdp":
+        model = shard_model(model)
     params = trainable_parameters(model)
     opt = build_optimizer(params, rl.lr, tcfg)
     start, history = 0, []
@@ -343,7 +393,7 @@ async def train_rl(
     if ckpt is not None:
         state = load_trainer_state(ckpt)
         saved_curriculum = state.get("curriculum")  # absent in checkpoints of older runs
-        opt.load_state_dict(state["optimizer"])
+        restore_optimizer(ckpt, state, model, opt)
         set_rng(state["rng"])
         start, history = int(state["step"]), list(state.get("eval_history", []))
         clock["prior_s"] = float(state.get("wall_s", 0.0))
@@ -353,9 +403,10 @@ async def train_rl(
         ref_model, _ = load_policy(cfg, start_from)
         ref_model.eval().requires_grad_(False)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    engine = generation_engine(cfg, model, tokenizer)
-    # Each process pushes to its own engine (in-process vLLM); a shared HF engine only has
-    # its version set. A copy starts from the model's files: give it the trainer's weights.
+    engine = generation_engine(cfg, model, tokenizer, policy_from)
+    # Each process pushes to its own engine (in-process vLLM, or the HF copy of a sharded
+    # model); a shared HF engine only has its version set. A copy starts from the model's
+    # files: give it the trainer's weights.
     sync = WeightSync(engine, model, rank=dist.rank, every_rank=True, version=start)
     logger = MetricLogger(
         stage, dist.main, tcfg.tensorboard, tcfg.wandb_project if dist.main else None, to_dict(cfg)
@@ -600,16 +651,16 @@ def _save(
     wall: dict[str, float] | None = None,
     curriculum: Curriculum | None = None,
 ) -> None:
+    state: dict[str, Any] = {"step": step, "rng": rng_state(), "eval_history": history}
+    state.update(wall or {})
+    if curriculum is not None:  # success estimates and instance use: resumes draw alike
+        state["curriculum"] = curriculum.state_dict()
+    if is_sharded(model):  # a collective: every process gathers and writes its shard
+        keep = cfg.train.keep_checkpoints
+        save_sharded_checkpoint(root, step, model, opt, tok, state, dist, keep=keep)
+        return
     if dist.main:
-        state = {
-            "step": step,
-            "optimizer": opt.state_dict(),
-            "rng": rng_state(),
-            "eval_history": history,
-            **(wall or {}),
-        }
-        if curriculum is not None:  # success estimates and instance use: resumes draw alike
-            state["curriculum"] = curriculum.state_dict()
+        state["optimizer"] = opt.state_dict()
         save_checkpoint(
             root,
             step,

@@ -4,7 +4,9 @@ The trainers run as one process or under ``accelerate launch`` with several: ``D
 the process group (gloo on CPU, nccl on GPU). Gradients are all-reduced once per optimizer
 step (summed: every loss is a weighted sum whose weights are normalised over all processes'
 tokens), which works the same for full fine-tuning and LoRA and never needs DDP's forward
-wrapper, so the sampler can share the very model object the optimizer updates.
+wrapper, so the sampler can share the very model object the optimizer updates. With
+``train.sharding: fsdp`` the model is sharded instead (``train/sharding.py``) and FSDP reduces
+the gradients itself.
 """
 
 from __future__ import annotations
@@ -19,7 +21,14 @@ import torch
 from webagent_r1.config import Config, ModelConfig, TrainConfig
 from webagent_r1.policy.hf import load_tokenizer, pick_device
 
-__all__ = ["Dist", "build_optimizer", "load_policy", "lr_factor", "trainable_parameters"]
+__all__ = [
+    "Dist",
+    "build_optimizer",
+    "grad_norm_and_clip",
+    "load_policy",
+    "lr_factor",
+    "trainable_parameters",
+]
 
 
 @dataclass
@@ -42,6 +51,8 @@ class Dist:
             return cls()
         import torch.distributed as dist
 
+        if torch.cuda.is_available():  # one GPU per process: device "cuda" is this one
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         if not dist.is_initialized():
             backend = "nccl" if torch.cuda.is_available() else "gloo"
             dist.init_process_group(backend=backend)
@@ -56,6 +67,16 @@ class Dist:
         t = torch.tensor(values, dtype=torch.float64)
         dist.all_reduce(t)
         return t.tolist()
+
+    def all_reduce_max(self, value: int) -> int:
+        """The largest ``value`` over all processes."""
+        if self.world == 1:
+            return value
+        import torch.distributed as dist
+
+        t = torch.tensor([value], dtype=torch.long)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return int(t.item())
 
     def all_reduce_grads(self, params: list[torch.nn.Parameter]) -> None:
         """Sum gradients over processes (one flat buffer: one collective per step)."""
@@ -187,6 +208,23 @@ def _with_lora(model: Any, tcfg: TrainConfig) -> Any:
 def trainable_parameters(model: Any) -> list[torch.nn.Parameter]:
     """Parameters the optimizer updates (all, or the LoRA adapters only)."""
     return [p for p in model.parameters() if p.requires_grad]
+
+
+def grad_norm_and_clip(params: list[torch.nn.Parameter], max_norm: float) -> float:
+    """Global L2 norm of the gradients of ``params``, clipped to ``max_norm`` (0: not clipped).
+
+    Sharded parameters (FSDP's DTensors) hold a shard of each gradient: the norm of the
+    shards is reduced over the processes (``full_tensor``), so every process clips alike.
+    """
+    with_grad = [p for p in params if p.grad is not None]
+    if not with_grad:
+        return 0.0
+    norm = torch.nn.utils.get_total_norm([p.grad for p in with_grad])
+    if hasattr(norm, "full_tensor"):  # a DTensor: partial norms of the local shards
+        norm = norm.full_tensor()
+    if max_norm > 0:  # (what clip_grad_norm_ does, with the reduced norm)
+        torch.nn.utils.clip_grads_with_norm_(with_grad, max_norm, norm)
+    return float(norm)
 
 
 def build_optimizer(params: list[torch.nn.Parameter], lr: float, tcfg: TrainConfig) -> Any:

@@ -8,11 +8,13 @@ of a trajectory records the policy it came from (``Turn.weight_version``).
 
 - an engine that shares the trainer's model object (``HFEngine`` in ``train_rl``) already sees
   the new weights: only its version changes (under its lock);
-- an engine that holds its own copy (``VLLMEngine``, a remote server) gets the full state dict
-  through ``update_weights(state_dict, version)``. With an ``accelerate`` accelerator whose
-  weights are sharded (FSDP, DeepSpeed ZeRO-3), the state dict is gathered with
-  ``accelerator.get_state_dict`` on every process (a collective); otherwise each process holds
-  the whole model (``train/setup.py``: gradients are all-reduced, weights replicated). A LoRA
+- an engine that holds its own copy (``VLLMEngine``, a remote server, the ``HFEngine`` copy of a
+  sharded trainer) gets the full state dict through ``update_weights(state_dict, version)``.
+  A model sharded by ``train/sharding.py`` (``train.sharding: fsdp``) is gathered with
+  ``torch.distributed.checkpoint``'s full state dict on every process (a collective: each
+  process takes part even when it does not push); a model that an ``accelerate`` accelerator
+  sharded, with ``accelerator.get_state_dict`` (also a collective); otherwise each process
+  holds the whole model (``train/setup.py``: gradients are all-reduced, weights replicated). A LoRA
   model is pushed with its adapters merged, under the base model's parameter names.
 
 Which processes push: by default rank 0 only (one inference service for all trainers); with
@@ -30,6 +32,8 @@ from typing import Any
 import torch
 
 from webagent_r1.train.batching import unwrap_model
+from webagent_r1.train.sharding import full_state_dict as sharded_full_state_dict
+from webagent_r1.train.sharding import is_sharded
 
 __all__ = ["SyncRecord", "WeightSync", "full_state_dict", "shares_model", "state_dict_bytes"]
 
@@ -73,17 +77,24 @@ def _merged_lora_state_dict(model: Any) -> dict[str, torch.Tensor]:
         model.unmerge_adapter()
 
 
-def full_state_dict(model: Any, accelerator: Any = None) -> dict[str, torch.Tensor]:
+def full_state_dict(
+    model: Any, accelerator: Any = None, all_ranks: bool = True
+) -> dict[str, torch.Tensor]:
     """The trainer model's full state dict, as an inference engine loads it.
 
     Args:
-        model: the trainer's model (may be wrapped in DDP / PEFT).
+        model: the trainer's model (may be wrapped in DDP / PEFT, or sharded by
+            ``train/sharding.py``: then call it on every process).
         accelerator: an ``accelerate.Accelerator`` when one prepared the model: its
             ``get_state_dict`` gathers sharded weights (call it on every process).
+        all_ranks: for a sharded model, every process gets the full weights on its device
+            (an engine per process); False: rank 0 gets them on the CPU, the others nothing.
 
     Returns:
         Parameter name → tensor (detached; engines copy what they keep).
     """
+    if is_sharded(model):
+        return sharded_full_state_dict(model, all_ranks=all_ranks)
     if accelerator is not None:
         return dict(accelerator.get_state_dict(model))
     if hasattr(model, "merge_adapter") and hasattr(model, "unmerge_adapter"):
@@ -100,7 +111,8 @@ class WeightSync:
         rank: this process's rank.
         every_rank: every process pushes to its own engine (in-process engines); False: only
             rank 0 pushes (one engine serves all processes).
-        accelerator: gathers sharded weights (see ``full_state_dict``).
+        accelerator: gathers sharded weights (see ``full_state_dict``); a model sharded by
+            ``train/sharding.py`` needs none.
         shared: whether the engine shares ``model``; None finds out (``shares_model``).
         version: the version of the weights at start (the step a resumed run starts from).
     """
@@ -146,8 +158,12 @@ class WeightSync:
             self._set_shared_version(step)
         else:
             # Under sharding the gather is a collective: every process takes part.
-            gather = self.accelerator is not None or self.pushes
-            state = full_state_dict(self.model, self.accelerator) if gather else None
+            sharded = self.accelerator is not None or is_sharded(self.model)
+            state = (
+                full_state_dict(self.model, self.accelerator, all_ranks=self.every_rank)
+                if sharded or self.pushes
+                else None
+            )
             if self.pushes and state is not None:
                 nbytes = state_dict_bytes(state)
                 res = self.engine.update_weights(state, step)
