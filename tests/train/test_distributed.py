@@ -7,11 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from safetensors.torch import load_file
 
 from tests.train.tiny import make_tiny_model, make_trajectories
-from webagent_r1.trajectories import write_trajectories
+from webagent_r1.train.logging import read_metrics
+from webagent_r1.trajectories import read_trajectories, write_trajectories
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -64,3 +66,46 @@ def test_two_processes_match_one(tmp_path: Path) -> None:
     for k in a:
         assert torch.allclose(a[k], b[k], atol=1e-5), f"{k}: 2 processes differ from 1"
     assert any(not torch.equal(start[k], a[k]) for k in a)
+
+
+@pytest.mark.browser
+def test_two_processes_run_mgrpo_steps(tmp_path: Path) -> None:
+    """M-GRPO under ``accelerate launch`` with 2 CPU processes: each rolls out its share of
+    a step's tasks in its own Chromium, the update and checkpoint happen once."""
+    make_tiny_model(tmp_path / "model")
+    accelerate = Path(sys.executable).parent / "accelerate"
+    cmd = [
+        str(accelerate),
+        "launch",
+        "--config_file",
+        str(ROOT / "configs" / "accelerate" / "two-processes.yaml"),
+        "--main_process_port",
+        "29534",
+        "-m",
+        "webagent_r1.cli",
+        "train",
+        f"model.name={tmp_path / 'model'}",
+        "model.device=cpu",
+        "model.autocast_bf16=false",
+        f"run_dir={tmp_path / 'run'}",
+        "bc.steps=0",
+        "rl.steps=1",
+        "rl.tasks_per_step=2",
+        "rl.eval_tasks=2",
+        "rl.drop_equal_groups=false",  # the random model fails: still run the update
+        "rollout.group_size=2",
+        "rollout.max_concurrent_episodes=2",
+        "rollout.max_new_tokens=6",
+        "env.max_turns=2",
+        "train.tensorboard=false",
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    stage = tmp_path / "run" / "rl"
+    shares = [read_trajectories(stage / "rollouts" / f"step-000000-rank{r}.jsonl") for r in (0, 1)]
+    assert [len(s) for s in shares] == [2, 2]  # one task (a group of 2) per process
+    assert {t.task_id for t in shares[0]}.isdisjoint({t.task_id for t in shares[1]})
+    rows = [r for r in read_metrics(stage / "metrics.jsonl") if "train/loss" in r]
+    assert len(rows) == 1 and rows[0]["train/groups_used"] == 2  # counted over both processes
+    assert (stage / "checkpoints" / "step-000001" / "model" / "config.json").is_file()
