@@ -11,11 +11,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from tests.train.launch import launch_two
 from tests.train.tiny import make_tiny_model, make_trajectories
 from webagent_r1.train.logging import read_metrics
 from webagent_r1.trajectories import read_trajectories, write_trajectories
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _overrides(tmp: Path, run: str) -> list[str]:
@@ -45,21 +44,7 @@ def test_two_processes_match_one(tmp_path: Path) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     one = [sys.executable, "-m", "webagent_r1.cli", "sft", *_overrides(tmp_path, "one")]
     subprocess.run(one, check=True, env=env, capture_output=True)
-    accelerate = Path(sys.executable).parent / "accelerate"
-    two = [
-        str(accelerate),
-        "launch",
-        "--config_file",
-        str(ROOT / "configs" / "accelerate" / "two-processes.yaml"),
-        "--main_process_port",
-        "29533",
-        "-m",
-        "webagent_r1.cli",
-        "sft",
-        *_overrides(tmp_path, "two"),
-    ]
-    out = subprocess.run(two, env=env, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-2000:]
+    out = launch_two(29533, "sft", *_overrides(tmp_path, "two"))
     assert out.stdout.count("BC done") == 2, "both processes must run the training loop"
     a, b = _final(tmp_path, "one"), _final(tmp_path, "two")
     start = load_file(tmp_path / "model" / "model.safetensors")
@@ -73,16 +58,8 @@ def test_two_processes_run_mgrpo_steps(tmp_path: Path) -> None:
     """M-GRPO under ``accelerate launch`` with 2 CPU processes: each rolls out its share of
     a step's tasks in its own Chromium, the update and checkpoint happen once."""
     make_tiny_model(tmp_path / "model")
-    accelerate = Path(sys.executable).parent / "accelerate"
-    cmd = [
-        str(accelerate),
-        "launch",
-        "--config_file",
-        str(ROOT / "configs" / "accelerate" / "two-processes.yaml"),
-        "--main_process_port",
-        "29534",
-        "-m",
-        "webagent_r1.cli",
+    launch_two(
+        29534,
         "train",
         f"model.name={tmp_path / 'model'}",
         "model.device=cpu",
@@ -98,10 +75,8 @@ def test_two_processes_run_mgrpo_steps(tmp_path: Path) -> None:
         "rollout.max_new_tokens=6",
         "env.max_turns=2",
         "train.tensorboard=false",
-    ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-    assert out.returncode == 0, out.stderr[-3000:]
+        timeout=900,
+    )
     stage = tmp_path / "run" / "rl"
     shares = [read_trajectories(stage / "rollouts" / f"step-000000-rank{r}.jsonl") for r in (0, 1)]
     assert [len(s) for s in shares] == [2, 2]  # one task (a group of 2) per process

@@ -24,11 +24,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from tests.train.launch import launch_two
 from tests.train.tiny import make_tiny_model, make_trajectories
 from webagent_r1.config import ConfigError, TrainConfig, load_config
 from webagent_r1.trajectories import turn_samples, write_trajectories
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_sharding_config_is_checked() -> None:
@@ -200,24 +199,7 @@ def _ckpt(tmp: Path, run: str, step: int) -> Path:
 
 
 def _launch(tmp: Path, run: str, port: int, *extra: str) -> None:
-    accelerate = Path(sys.executable).parent / "accelerate"
-    cmd = [
-        str(accelerate),
-        "launch",
-        "--config_file",
-        str(ROOT / "configs" / "accelerate" / "two-processes.yaml"),
-        "--main_process_port",
-        str(port),
-        "-m",
-        "webagent_r1.cli",
-        "sft",
-        *_overrides(tmp, run),
-        "train.sharding=fsdp",
-        *extra,
-    ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
+    out = launch_two(port, "sft", *_overrides(tmp, run), "train.sharding=fsdp", *extra)
     assert out.stdout.count("BC done") == 2, "both processes must run the training loop"
 
 
