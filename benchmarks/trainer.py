@@ -1,7 +1,8 @@
 """Trainer throughput and memory: one M-GRPO update against TRL's GRPOTrainer, in one process.
 
     python benchmarks/trainer.py [--prompts 2] [--group 4] [--prompt-len 512] [--completion-len 64]
-                                 [--reps 3] [--no-trl] [--no-recompute]
+                                 [--reps 3] [--no-trl] [--no-recompute] [--no-unshared]
+                                 [--rollouts FILE]
     webagent-r1 bench trainer [same options]
 
 Both sides train the same model (the default policy from ``train.setup.load_policy``: the
@@ -20,7 +21,14 @@ Sides:
     ``rl.old_logprobs=sampler``: the completions' stored log-probs, computed once by the same
     model before timing (so the first ratio is 1), which is what TRL does at μ = 1 (it reuses
     the detached log-probs of the loss forward). The whole batch is one micro-batch
-    (``train.token_budget`` = B·G·(P+C)), as TRL runs it in one forward.
+    (``train.token_budget`` = B·G·(P+C)), as TRL runs it in one forward. With the default
+    ``train.share_prompts=true`` the G completions of a prompt share one row, the prompt
+    computed once (``train/batching.py``), so ours does less work than TRL for the same
+    update.
+``ours_unshared``
+    The same call with ``train.share_prompts=false``: every completion with its own copy of
+    the prompt, as TRL lays the batch out (the like-for-like comparison of the two update
+    implementations). ``--no-unshared`` leaves it out.
 ``ours_recompute``
     The same call with the project's default ``rl.old_logprobs=recompute``: an extra no-grad
     forward for π_old (TRL skips it at μ = 1). Reported for information; ``--no-recompute``
@@ -43,10 +51,18 @@ Sides:
     ``model.zero_grad()``. The advantages fed to it are exactly those ``build_rl_batch``
     computed for ours.
 
+Real rollouts (``--rollouts runs/…/rl/rollouts/step-000001-rank0.jsonl``): instead of the
+synthetic batch, the groups of a trajectory file the trainer wrote, multi-turn, with the
+sampler's stored log-probs; groups whose rewards are all equal are dropped as in training, and
+micro-batches follow ``train.token_budget`` (default 8192 here, the CPU recipe's). TRL is left
+out (its GRPOTrainer takes single-turn prompt/completion pairs): this mode measures what
+shared prompts save on the prompts rollouts really produce.
+
 Timing: one warm-up update per side (not counted: first-call allocations, AdamW state), then
 ``reps`` updates per side, alternating (the order flips every repetition) so that load on a
 shared machine hits both alike. tokens/s = B·G·(P+C) / wall time of one update (median over
-repetitions); every prompt and completion token goes through the forward and backward. The
+repetitions), counting every prompt once per completion as TRL processes it (with shared
+prompts ours runs fewer tokens for the same update, and its tokens/s is that much higher). The
 process's CPU time per update (``time.process_time``, all threads) is reported too: on a machine
 shared with other work it varies less than wall time (``tokens_per_cpu_s``).
 
@@ -70,7 +86,8 @@ has native bf16, else both run in fp32 (``setup.autocast_active`` says which ran
 ``model.autocast_bf16=false`` forces fp32 everywhere.
 
 Prints JSON: per side, update seconds per repetition, tokens/s, peak memory; the ratios
-ours / TRL of tokens/s (>= 1: ours not slower) and of peak memory (<= 1: ours not larger); the
+ours / TRL of tokens/s (>= 1: ours not slower) and of peak memory (<= 1: ours not larger), for
+ours and for ours_unshared; the speed-up of shared prompts (ours / ours_unshared); the
 gradient norm of the warm-up update of each side (same weights, same batch: they should agree
 up to bf16 rounding, a check that both compute the same loss).
 """
@@ -101,6 +118,7 @@ from webagent_r1.rollout import Group
 from webagent_r1.train.batching import collate, completion_logprobs, micro_batches
 from webagent_r1.train.rl import RLBatch, build_rl_batch, mgrpo_update
 from webagent_r1.train.setup import build_optimizer, load_policy, trainable_parameters
+from webagent_r1.trajectories import read_trajectories
 from webagent_r1.types import Task, Trajectory, Turn
 
 # ---------------------------------------------------------------------------------------------
@@ -249,6 +267,17 @@ def synthetic_groups(
     return out
 
 
+def rollout_groups(path: str) -> list[Group]:
+    """The groups of a trajectory file (by ``group_id``, in file order)."""
+    by_id: dict[Any, list[Trajectory]] = {}
+    for t in read_trajectories(path):
+        by_id.setdefault(t.group_id, []).append(t)
+    return [
+        Group(Task(task_id=str(ts[0].task_id), sites=[], intent="", start_url=""), ts)
+        for ts in by_id.values()
+    ]
+
+
 @torch.no_grad()
 def _store_logprobs(model: Any, groups: list[Group], cfg: Config, pad_id: int) -> None:
     """Put the model's own log-probs in every turn (π_old for ``old_logprobs=sampler``)."""
@@ -358,6 +387,8 @@ def run(
     recompute: bool = True,
     overrides: list[str] | None = None,
     progress: bool = True,
+    unshared: bool = True,
+    rollouts: str | None = None,
 ) -> dict[str, Any]:
     """Time one update of each side ``reps`` times, alternating, and measure peak memory.
 
@@ -373,6 +404,8 @@ def run(
         overrides: config overrides (``section.key=value``) for ours; ``model.autocast_bf16``
             and the ``rl``/``train`` optimisation settings also configure TRL's side.
         progress: print each timed update to stderr.
+        unshared: also time ours with ``train.share_prompts=false``.
+        rollouts: a trajectory file to take the groups from (then no TRL; B, G, P, C unused).
 
     Returns:
         ``{"setup": {...}, "ours": {...}, "trl": {...}, "ours_recompute": {...},
@@ -384,36 +417,54 @@ def run(
     have_trl = importlib.util.find_spec("trl") is not None
     if with_trl and not have_trl:
         raise RuntimeError("TRL is not installed: pip install -e '.[bench]' (or pass --no-trl)")
-    use_trl = have_trl if with_trl is None else with_trl
+    use_trl = (have_trl if with_trl is None else with_trl) and rollouts is None
+    real = rollout_groups(rollouts) if rollouts else None
     n_tokens = prompts * group * (prompt_len + completion_len)
     base = [
         "rl.mu=1",
         "rl.beta=0",
         "rl.drop_equal_groups=true",
         f"rollout.max_new_tokens={completion_len}",
-        f"train.token_budget={max(64, n_tokens)}",  # one micro-batch, as TRL's one forward
+        # one micro-batch, as TRL's one forward; real rollouts: the recipe's budget
+        f"train.token_budget={8192 if real else max(64, n_tokens)}",
     ]
     cfg = load_config(None, base + ["rl.old_logprobs=sampler"] + list(overrides or []))
     cfg_re = load_config(None, base + ["rl.old_logprobs=recompute"] + list(overrides or []))
+    cfg_un = load_config(
+        None,
+        base + ["rl.old_logprobs=sampler", "train.share_prompts=false"] + list(overrides or []),
+    )
     t0 = time.time()
     model, tokenizer = load_policy(cfg)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     twin = copy.deepcopy(model) if use_trl else None  # TRL patches its model's forward
-    groups = synthetic_groups(
-        prompts, group, prompt_len, completion_len, model.config.vocab_size, seed
-    )
-    _store_logprobs(model, groups, cfg, pad_id)
+    if real is not None:
+        groups = real  # the sampler's log-probs are stored in the file
+    else:
+        groups = synthetic_groups(
+            prompts, group, prompt_len, completion_len, model.config.vocab_size, seed
+        )
+        _store_logprobs(model, groups, cfg, pad_id)
     batch = build_rl_batch(groups, cfg.rl.advantage_scale, cfg.rl.drop_equal_groups)
-    assert batch.groups_used == prompts and len(batch.samples) == prompts * group
+    if real is None:
+        assert batch.groups_used == prompts and len(batch.samples) == prompts * group
+    elif not batch.samples:
+        raise ValueError(f"{rollouts}: no group with mixed rewards (nothing to train on)")
+    else:
+        n_tokens = sum(len(smp.input_ids) for smp in batch.samples)
 
     opt = build_optimizer(trainable_parameters(model), cfg.rl.lr, cfg.train)
     sides: dict[str, Callable[[], float]] = {"ours": _ours(model, opt, cfg, batch, pad_id)}
+    if unshared:
+        sides["ours_unshared"] = _ours(model, opt, cfg_un, batch, pad_id)
     if recompute:
         sides["ours_recompute"] = _ours(model, opt, cfg_re, batch, pad_id)
     out: dict[str, Any] = {}
     trl_version = None
     if use_trl:
         sides["trl"], trl_version = _trl(twin, tokenizer, cfg, batch, group, completion_len)
+    elif real is not None:
+        out["trl"] = {"skipped": "multi-turn rollouts (TRL takes single-turn pairs)"}
     else:
         out["trl"] = {"skipped": "trl not installed (pip install -e '.[bench]')"}
     models = [model] + ([twin] if twin is not None else [])
@@ -479,7 +530,20 @@ def run(
         out["ratio_peak_memory_ours_over_trl"] = round(o[key] / max(t[key], 1e-9), 3)
         out["ours_not_slower"] = out["ratio_tokens_per_s_ours_over_trl"] >= 1.0
         out["ours_not_more_memory"] = out["ratio_peak_memory_ours_over_trl"] <= 1.0
+        if "ours_unshared" in sides:
+            u = out["ours_unshared"]
+            out["ratio_tokens_per_s_unshared_over_trl"] = round(
+                u["tokens_per_s"] / t["tokens_per_s"], 3
+            )
+            out["ratio_peak_memory_unshared_over_trl"] = round(u[key] / max(t[key], 1e-9), 3)
+    if "ours_unshared" in sides:
+        out["speedup_shared_prompts"] = round(
+            out["ours"]["tokens_per_s"] / out["ours_unshared"]["tokens_per_s"], 3
+        )
     out["setup"] = {
+        "rollouts": rollouts,
+        "groups_used": batch.groups_used,
+        "turn_samples": len(batch.samples),
         "model": cfg.model.name,
         "device": str(next(model.parameters()).device),
         "autocast_bf16": cfg.model.autocast_bf16,
@@ -512,6 +576,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-trl", action="store_true", help="leave TRL out")
     ap.add_argument("--no-recompute", action="store_true", help="leave ours_recompute out")
+    ap.add_argument("--no-unshared", action="store_true", help="leave ours_unshared out")
+    ap.add_argument("--rollouts", help="take the groups from this trajectory file (no TRL)")
     ap.add_argument("--no-progress", action="store_true")
     ap.add_argument(
         "overrides",
@@ -530,6 +596,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         not a.no_recompute,
         a.overrides,
         not a.no_progress,
+        not a.no_unshared,
+        a.rollouts,
     )
     print(json.dumps(out, indent=1))
     return out

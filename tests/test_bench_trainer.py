@@ -76,7 +76,7 @@ def test_tiny_run_reports_both_sides() -> None:
         progress=False,
     )
     assert out["setup"]["tokens_per_update"] == 1 * 2 * (32 + 8)
-    sides = ["ours", "trl"] if have_trl else ["ours"]
+    sides = ["ours", "ours_unshared", "trl"] if have_trl else ["ours", "ours_unshared"]
     for side in sides:
         r = out[side]
         assert r["tokens_per_s"] > 0 and r["tokens_per_cpu_s"] > 0
@@ -91,5 +91,40 @@ def test_tiny_run_reports_both_sides() -> None:
         # same weights, same batch, same loss weights: the same gradient up to bf16 rounding
         g_ours, g_trl = out["ours"]["warmup_grad_norm"], out["trl"]["warmup_grad_norm"]
         assert abs(g_ours - g_trl) <= 0.05 * g_trl
+        assert out["ratio_tokens_per_s_unshared_over_trl"] > 0
     else:
         assert "not installed" in out["trl"]["skipped"]
+    assert out["speedup_shared_prompts"] > 0
+
+
+def test_rollouts_mode_times_a_trajectory_file_shared_and_unshared(tmp_path: Path) -> None:
+    from tests.train.tiny import make_tiny_model, make_trajectories
+    from webagent_r1.trajectories import write_trajectories
+
+    bench = load_bench()
+    tiny = make_tiny_model(tmp_path / "tiny")
+    trajs = make_trajectories(6, seed=2)
+    for i, t in enumerate(trajs):
+        t.group_id = i // 3  # two groups of three, one prompt per group's first turn
+        t.reward = float(i % 2)
+        t.turns[0].prompt_ids = list(trajs[3 * (i // 3)].turns[0].prompt_ids)
+    trajs[5].reward = trajs[3].reward = trajs[4].reward = 1.0  # group 1: all equal, dropped
+    path = tmp_path / "rollouts.jsonl"
+    write_trajectories(trajs, path)
+    groups = bench.rollout_groups(str(path))
+    assert [len(g.trajectories) for g in groups] == [3, 3]
+    out = bench.run(
+        reps=1,
+        recompute=False,
+        overrides=[f"model.name={tiny}", "model.autocast_bf16=false"],
+        progress=False,
+        rollouts=str(path),
+    )
+    assert out["setup"]["groups_used"] == 1
+    assert out["setup"]["turn_samples"] == sum(len(t.turns) for t in trajs[:3])
+    assert out["setup"]["tokens_per_update"] == sum(
+        len(u.prompt_ids) + len(u.completion_ids) for t in trajs[:3] for u in t.turns
+    )
+    assert "multi-turn" in out["trl"]["skipped"]
+    assert out["ours"]["tokens_per_s"] > 0 and out["ours_unshared"]["tokens_per_s"] > 0
+    assert out["speedup_shared_prompts"] > 0

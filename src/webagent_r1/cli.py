@@ -639,6 +639,7 @@ def bench_trainer(
     seed: Annotated[int, typer.Option(help="Seed of the token ids.")] = 0,
     trl: Annotated[bool, typer.Option(help="Include TRL's GRPOTrainer (bench extra).")] = True,
     recompute: Annotated[bool, typer.Option(help="Also time rl.old_logprobs=recompute.")] = True,
+    unshared: Annotated[bool, typer.Option(help="Also time train.share_prompts=false.")] = True,
     overrides: OverridesArg = None,
 ) -> None:
     """One M-GRPO update vs TRL's GRPOTrainer: tokens/s, peak memory (benchmarks/trainer.py)."""
@@ -652,7 +653,16 @@ def bench_trainer(
         raise typer.Exit(2)
     module = _benchmark("trainer")
     out = module.run(
-        prompts, group, prompt_len, completion_len, reps, seed, trl, recompute, overrides
+        prompts,
+        group,
+        prompt_len,
+        completion_len,
+        reps,
+        seed,
+        trl,
+        recompute,
+        overrides,
+        unshared=unshared,
     )
     print(json.dumps(out, indent=1))
 

@@ -285,6 +285,11 @@ class TrainConfig:
 
     token_budget: int = 4096
     """Most tokens (padded) in one forward/backward micro-batch; larger batches accumulate."""
+    share_prompts: bool = True
+    """M-GRPO updates: turn samples with identical prompt ids (a group's first turns, and
+    later turns where episodes took the same actions) share one row, the prompt computed
+    once, with a block attention mask; the log-probs are those of separate rows. Needs
+    'sdpa' or 'eager' attention (otherwise one sample per row)."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass (less memory, ~30% slower)."""
     lora_r: int = 0

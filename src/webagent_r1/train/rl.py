@@ -46,10 +46,11 @@ from webagent_r1.config import Config, to_dict
 from webagent_r1.policy.base import SamplingParams
 from webagent_r1.rollout import Group, RolloutStats, collect
 from webagent_r1.train.batching import (
-    collate,
+    collate_rows,
     completion_logprobs,
-    micro_batches,
+    pack_plan,
     padding_batch,
+    supports_shared_prompts,
     unwrap_model,
 )
 from webagent_r1.train.checkpoint import (
@@ -148,7 +149,12 @@ def _token_tensors(batch: RLBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Te
     )
 
 
-def _micro_batch_count(model: Any, groups: list[list[int]], dist: Dist | None) -> int:
+def _plan(model: Any, samples: list[Sample], budget: int, share: bool) -> list[list[list[int]]]:
+    """Micro-batches of rows (``batching.pack_plan``), sharing prompts where the model can."""
+    return pack_plan(samples, budget, share and supports_shared_prompts(model))
+
+
+def _micro_batch_count(model: Any, groups: list[Any], dist: Dist | None) -> int:
     """Micro-batches to run: this process's, or under sharding the most of any process (each
     forward and backward is then a collective; the extra ones are ``padding_batch``)."""
     if not is_sharded(model):
@@ -165,6 +171,7 @@ def _all_logprobs(
     temp: float,
     bf16: bool,
     dist: Dist | None = None,
+    share: bool = False,
 ) -> torch.Tensor:
     """(N,) log-probs of every completion token of ``samples`` in flat order, no grad."""
     n = sum(len(s.input_ids) - s.prompt_len for s in samples)
@@ -175,12 +182,12 @@ def _all_logprobs(
         starts.append(k)
         k += len(s.input_ids) - s.prompt_len
     st = torch.tensor(starts, dtype=torch.long)
-    groups = micro_batches([len(s.input_ids) for s in samples], budget)
+    groups = _plan(model, samples, budget, share)
     for k in range(_micro_batch_count(model, groups, dist)):
         if k >= len(groups):  # keeps step with the other processes; its result is unused
             completion_logprobs(model, padding_batch(pad_id), temp, bf16)
             continue
-        mb = collate(samples, groups[k], pad_id)
+        mb = collate_rows(samples, groups[k], pad_id)
         lp = completion_logprobs(model, mb, temp, bf16).float().cpu()
         out[st[mb.sample] + mb.offset] = lp
     return out
@@ -217,6 +224,7 @@ def mgrpo_update(
     temp = cfg.rollout.temperature if cfg.rollout.temperature > 0 else 1.0
     bf16 = cfg.model.autocast_bf16
     budget = tcfg.token_budget
+    share = tcfg.share_prompts
     params = trainable_parameters(model)
     local_traj, local_tok = float(batch.n_traj), 0.0
     traj_t, turn_t, adv_t, starts = _token_tensors(batch)
@@ -238,15 +246,19 @@ def mgrpo_update(
     if rl.old_logprobs == "sampler":
         old = torch.tensor([lp for s in samples for lp in s.old_logprobs], dtype=torch.float)
     else:  # (sharded, a process without samples still takes part in the forwards)
-        old = _all_logprobs(model, samples, pad_id, budget, temp, bf16, dist)
+        old = _all_logprobs(model, samples, pad_id, budget, temp, bf16, dist, share)
     ref = None
     if rl.beta > 0:
         if ref_model is None:
             raise ValueError("rl.beta > 0 needs a reference model")
-        ref = _all_logprobs(ref_model, samples, pad_id, budget, temp, bf16) if samples else None
+        ref = (
+            _all_logprobs(ref_model, samples, pad_id, budget, temp, bf16, share=share)
+            if samples
+            else None
+        )
     st = torch.tensor(starts, dtype=torch.long)
     sums = {"loss": 0.0, "clip_frac": 0.0, "kl": 0.0, "ratio": 0.0, "grad_norm": 0.0}
-    groups = micro_batches([len(s.input_ids) for s in samples], budget)
+    groups = _plan(model, samples, budget, share)
     n_mb = _micro_batch_count(model, groups, dist)
     for _ in range(rl.mu):
         optimizer.zero_grad(set_to_none=True)
@@ -255,7 +267,7 @@ def mgrpo_update(
             if k >= len(groups):  # sharded: keep step with the other processes, add nothing
                 (completion_logprobs(model, padding_batch(pad_id), temp, bf16).sum() * 0).backward()
                 continue
-            mb = collate(samples, groups[k], pad_id)
+            mb = collate_rows(samples, groups[k], pad_id)
             flat = st[mb.sample] + mb.offset  # (n,) positions in the batch's token order
             logp = completion_logprobs(model, mb, temp, bf16).cpu()  # (n,)
             loss, stats = mgrpo_loss(
