@@ -1,6 +1,6 @@
 """The quickstart end to end at the smallest scale: every stage, the report, the viewer, the table.
 
-The real quickstart uses the bundled model (about 15 minutes); this runs the same code with a
+The real quickstart uses the bundled model (about 10 minutes); this runs the same code with a
 tiny random model so that the pipeline (demonstrations by the experts in real Chromium, base
 evaluation, BC, M-GRPO with evaluations, report, plots, viewer) is checked on every CI run.
 """

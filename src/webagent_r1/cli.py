@@ -233,7 +233,7 @@ def quickstart(
     config: ConfigOpt = None,
     overrides: OverridesArg = None,
 ) -> None:
-    """The whole pipeline at toy scale on this machine (~15 min on 2 cores): demonstrations,
+    """The whole pipeline at toy scale on this machine (~10 min on 2 cores): demonstrations,
     base model, BC, M-GRPO, report, viewer. Replaces runs/quickstart."""
     from webagent_r1.quickstart import run_quickstart
 

@@ -293,7 +293,7 @@ class TrainConfig:
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass (less memory, ~30% slower)."""
     lora_r: int = 0
-    """LoRA rank; 0 trains every weight (LoRA matters for 3B+ on GPU, FACTS.md)."""
+    """LoRA rank; 0 trains every weight (LoRA matters for 3B+ on GPU)."""
     lora_alpha: int = 32
     """LoRA scaling numerator (scale = alpha / r)."""
     lora_dropout: float = 0.0

@@ -1,4 +1,4 @@
-"""``webagent-r1 quickstart``: the whole pipeline on this machine, in about 15 minutes.
+"""``webagent-r1 quickstart``: the whole pipeline on this machine, in about 10 minutes.
 
 With the embedded sites in real headless Chromium and the bundled SmolLM2-135M-Instruct on the
 CPU, at toy scale (the shortest tasks, a few steps of each stage): it generates BC
