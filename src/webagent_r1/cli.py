@@ -571,6 +571,54 @@ def compare(
         print(f"plot: {p}")
 
 
+@app.command("compare-evals")
+def compare_evals(
+    evals: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="EVAL",
+            help="The baseline first, then the others: `eval --out-dir` folders or trajectory "
+            "JSONL files (e.g. RUN/rl/eval/step-000012.jsonl) of the same tasks.",
+        ),
+    ],
+    label: Annotated[
+        list[str] | None,
+        typer.Option("--label", help="A name per EVAL, in order (default: folder names)."),
+    ] = None,
+    max_turns: Annotated[
+        int | None,
+        typer.Option(help="Which turn budget of a --max-turns sweep (default: the largest)."),
+    ] = None,
+    out: Annotated[
+        str | None, typer.Option("--out", help="Also write the markdown here (and .json).")
+    ] = None,
+) -> None:
+    """Paired comparison, task by task: B − A with a bootstrap interval, sign tests, per site."""
+    import json
+    from pathlib import Path
+
+    from webagent_r1.report import ReportError
+    from webagent_r1.report.paired import compare_files, render_paired_markdown, to_json
+
+    try:
+        comparisons, problems = compare_files(evals, label, max_turns)
+    except ReportError as e:
+        from rich.markup import escape
+
+        console.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(2) from None
+    for p in problems:
+        console.print(f"note: {p}", markup=False)
+    md = render_paired_markdown(comparisons)
+    print(md)
+    if out:
+        path = Path(out)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(md)
+        path.with_suffix(".json").write_text(json.dumps(to_json(comparisons), indent=1))
+        print(f"comparison: {path}")
+
+
 bench_app = typer.Typer(help="Performance benchmarks (see benchmarks/).", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
 

@@ -1,0 +1,439 @@
+"""Paired comparison of two evaluations of the same tasks: is one model really better?
+
+Two models evaluated on the same tasks (``webagent-r1 eval --out-dir``, or the evaluation
+trajectories of a recipe, ``rl/eval/step-*.jsonl``) are compared task by task, which is far
+more sensitive than comparing two success rates with their separate intervals: most tasks are
+solved by both or by neither, and only the tasks where the two differ carry evidence.
+
+Per task ``t`` with ``k`` scored episodes each (``env_error`` episodes are not scored, as in
+``evaluate.EvalRun``): ``d_t = success_B(t) - success_A(t)``, a rate in [-1, 1]. Reported:
+
+- success of each on the common tasks (episodes pooled) with its 95% Wilson interval;
+- the difference, ``mean_t d_t``, with a 95% paired bootstrap interval (tasks resampled with
+  replacement, seeded, so the same files give the same interval);
+- tasks better / worse / tied, and the exact two-sided **sign test** on better vs worse
+  (H0: a task is as likely to get better as worse);
+- the two-sided **sign-flip permutation test** of ``mean_t d_t`` (H0: the labels A and B are
+  exchangeable within each task): exact over all ``2^n`` sign patterns of the ``n`` non-zero
+  ``d_t`` when ``n <= 16``, else 20,000 seeded random patterns;
+- pass@k of each when ``k > 1``;
+- the same better/worse counts and successes per site and per template.
+
+``webagent-r1 compare-evals A B [C ...]`` compares B, C, ... each against A.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import random
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from webagent_r1.evaluate import wilson_interval
+from webagent_r1.report.load import ReportError, read_jsonl_rows
+
+__all__ = [
+    "EvalOutcomes",
+    "GroupDiff",
+    "PairedComparison",
+    "bootstrap_interval",
+    "compare_files",
+    "compare_paired",
+    "load_outcomes",
+    "render_paired_markdown",
+    "sign_flip_p",
+    "sign_test_p",
+    "to_json",
+]
+
+BOOTSTRAP_REPS = 10_000
+PERMUTATION_REPS = 20_000
+EXACT_PERMUTATION_MAX = 16
+"""Up to this many non-zero task differences the sign-flip test enumerates every pattern."""
+
+
+@dataclass
+class EvalOutcomes:
+    """Successes per task of one evaluation."""
+
+    label: str
+    source: Path
+    """The trajectory file read."""
+    outcomes: dict[str, list[int]]
+    """``task_id -> [1 or 0 per scored episode]``, in file order."""
+    site: dict[str, str]
+    template: dict[str, str]
+    env_errors: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+def _trajectory_file(path: Path, max_turns: int | None) -> Path:
+    """The trajectory JSONL of ``path``: the file itself, or one named by an eval folder."""
+    if path.is_file():
+        return path
+    if not path.is_dir():
+        raise ReportError(f"{str(path)!r} not found: pass an eval folder or a trajectory JSONL")
+    ej = path / "eval.json"
+    if not ej.is_file():
+        raise ReportError(
+            f"{str(path)!r} has no eval.json: pass the --out-dir of `webagent-r1 eval` or a "
+            "trajectory JSONL file (e.g. RUN/rl/eval/step-000012.jsonl)"
+        )
+    try:
+        d = json.loads(ej.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ReportError(f"{ej}: cannot read it as JSON ({e})") from None
+    results = [
+        r
+        for r in (d.get("results") if isinstance(d, dict) else None) or []
+        if isinstance(r, dict) and isinstance(r.get("trajectories"), str)
+    ]
+    if not results:
+        raise ReportError(f"{ej}: no result names its trajectory file ('trajectories')")
+    if max_turns is not None:
+        results = [r for r in results if r.get("max_turns") == max_turns]
+        if not results:
+            raise ReportError(f"{ej}: no result with max_turns {max_turns}")
+    # The largest turn budget of a test-time-scaling sweep, as `eval --out` keeps.
+    best = max(results, key=lambda r: r.get("max_turns") or 0)
+    f = path / best["trajectories"]
+    if not f.is_file():
+        raise ReportError(f"{ej} names {best['trajectories']!r}, which is not in {str(path)!r}")
+    return f
+
+
+def load_outcomes(path: str | Path, label: str, max_turns: int | None = None) -> EvalOutcomes:
+    """Read the per-task successes of an eval folder or a trajectory JSONL file.
+
+    Raises:
+        ReportError: nothing readable there, or no scored episode in it.
+    """
+    f = _trajectory_file(Path(path), max_turns)
+    problems: list[str] = []
+    rows = read_jsonl_rows(f, problems, str(f))
+    out = EvalOutcomes(label, f, defaultdict(list), {}, {}, problems=problems)
+    bad = 0
+    for r in rows:
+        tid, reward = r.get("task_id"), r.get("reward")
+        if (
+            not isinstance(tid, str)
+            or isinstance(reward, bool)
+            or not isinstance(reward, int | float)
+        ):
+            bad += 1
+            continue
+        if r.get("status") == "env_error":
+            out.env_errors += 1
+            continue
+        out.outcomes[tid].append(int(reward == 1.0))
+        task = (r.get("info") or {}).get("task") if isinstance(r.get("info"), dict) else None
+        task = task if isinstance(task, dict) else {}
+        out.site[tid] = str(task.get("site") or tid.split(".", 1)[0])
+        out.template[tid] = str(task.get("template") or tid.split("/", 1)[0])
+    if bad:
+        problems.append(f"{f}: skipped {bad} row(s) without a task_id and a numeric reward")
+    if not out.outcomes:
+        raise ReportError(f"{f}: no scored episode (task_id and reward) in it")
+    out.outcomes = dict(out.outcomes)
+    return out
+
+
+def sign_test_p(better: int, worse: int) -> float:
+    """Exact two-sided sign test: P(a split at least this uneven | each side p = 1/2)."""
+    n = better + worse
+    if n == 0:
+        return 1.0
+    k = min(better, worse)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+def sign_flip_p(diffs: Sequence[float], seed: int = 0) -> float:
+    """Two-sided sign-flip permutation test of ``mean(diffs)`` against 0.
+
+    Exact over all sign patterns of the non-zero differences when there are at most
+    ``EXACT_PERMUTATION_MAX`` of them, else ``PERMUTATION_REPS`` seeded random patterns (with
+    the observed pattern counted, so p > 0).
+    """
+    nz = [abs(d) for d in diffs if d != 0]
+    if not nz:
+        return 1.0
+    observed = abs(sum(d for d in diffs if d != 0))
+    tol = 1e-9 * max(1.0, observed)
+    if len(nz) <= EXACT_PERMUTATION_MAX:
+        hits = total = 0
+        for signs in itertools.product((1, -1), repeat=len(nz)):
+            total += 1
+            hits += abs(sum(s * d for s, d in zip(signs, nz, strict=True))) >= observed - tol
+        return hits / total
+    rng = random.Random(seed)
+    hits = 1  # the observed pattern
+    for _ in range(PERMUTATION_REPS):
+        s = sum(d if rng.random() < 0.5 else -d for d in nz)
+        hits += abs(s) >= observed - tol
+    return hits / (PERMUTATION_REPS + 1)
+
+
+def bootstrap_interval(
+    diffs: Sequence[float], seed: int = 0, reps: int = BOOTSTRAP_REPS
+) -> tuple[float, float]:
+    """95% percentile interval of ``mean(diffs)`` over tasks resampled with replacement."""
+    n = len(diffs)
+    if n == 0:
+        return (0.0, 0.0)
+    rng = random.Random(seed)
+    means = sorted(sum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(reps))
+    return means[int(0.025 * (reps - 1))], means[math.ceil(0.975 * (reps - 1))]
+
+
+@dataclass
+class GroupDiff:
+    """One site's or template's row: successes of A and B, tasks better and worse in B."""
+
+    name: str
+    tasks: int
+    ok_a: int
+    n_a: int
+    ok_b: int
+    n_b: int
+    better: int
+    worse: int
+
+
+@dataclass
+class PairedComparison:
+    """B against A on the tasks both evaluated (fractions in [0, 1])."""
+
+    a: str
+    b: str
+    tasks: int
+    only_a: int
+    only_b: int
+    ok_a: int
+    n_a: int
+    ok_b: int
+    n_b: int
+    diff: float
+    """``mean_t d_t``: B's success minus A's, tasks weighted equally."""
+    diff_ci: tuple[float, float]
+    better: int
+    worse: int
+    tied: int
+    sign_p: float
+    flip_p: float
+    pass_a: float | None
+    """pass@k of A on the common tasks (k = its fewest episodes on a task); None when k = 1."""
+    pass_b: float | None
+    k_a: int
+    k_b: int
+    by_site: list[GroupDiff]
+    by_template: list[GroupDiff]
+
+    @property
+    def success_a(self) -> float:
+        return self.ok_a / self.n_a if self.n_a else 0.0
+
+    @property
+    def success_b(self) -> float:
+        return self.ok_b / self.n_b if self.n_b else 0.0
+
+
+def _rate(xs: list[int]) -> float:
+    return sum(xs) / len(xs)
+
+
+def _pass_at_k(outcomes: dict[str, list[int]], tasks: list[str]) -> tuple[float | None, int]:
+    k = min(len(outcomes[t]) for t in tasks)
+    if k <= 1:
+        return None, k
+    return sum(any(outcomes[t]) for t in tasks) / len(tasks), k
+
+
+def _groups(
+    a: EvalOutcomes, b: EvalOutcomes, tasks: list[str], key: dict[str, str]
+) -> list[GroupDiff]:
+    rows: dict[str, GroupDiff] = {}
+    for t in tasks:
+        name = key.get(t, "?")
+        g = rows.setdefault(name, GroupDiff(name, 0, 0, 0, 0, 0, 0, 0))
+        oa, ob = a.outcomes[t], b.outcomes[t]
+        g.tasks += 1
+        g.ok_a, g.n_a = g.ok_a + sum(oa), g.n_a + len(oa)
+        g.ok_b, g.n_b = g.ok_b + sum(ob), g.n_b + len(ob)
+        d = _rate(ob) - _rate(oa)
+        g.better += d > 0
+        g.worse += d < 0
+    return [rows[k] for k in sorted(rows)]
+
+
+def compare_paired(a: EvalOutcomes, b: EvalOutcomes, seed: int = 0) -> PairedComparison:
+    """B against A, task by task, on the tasks both scored.
+
+    Raises:
+        ReportError: the two share no task.
+    """
+    tasks = sorted(set(a.outcomes) & set(b.outcomes))
+    if not tasks:
+        raise ReportError(
+            f"{a.label} and {b.label} share no task: compare evaluations of the same tasks "
+            "(same config, split and --sample)"
+        )
+    diffs = [_rate(b.outcomes[t]) - _rate(a.outcomes[t]) for t in tasks]
+    better, worse = sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)
+    pass_a, k_a = _pass_at_k(a.outcomes, tasks)
+    pass_b, k_b = _pass_at_k(b.outcomes, tasks)
+    return PairedComparison(
+        a=a.label,
+        b=b.label,
+        tasks=len(tasks),
+        only_a=len(set(a.outcomes) - set(tasks)),
+        only_b=len(set(b.outcomes) - set(tasks)),
+        ok_a=sum(sum(a.outcomes[t]) for t in tasks),
+        n_a=sum(len(a.outcomes[t]) for t in tasks),
+        ok_b=sum(sum(b.outcomes[t]) for t in tasks),
+        n_b=sum(len(b.outcomes[t]) for t in tasks),
+        diff=sum(diffs) / len(diffs),
+        diff_ci=bootstrap_interval(diffs, seed),
+        better=better,
+        worse=worse,
+        tied=len(tasks) - better - worse,
+        sign_p=sign_test_p(better, worse),
+        flip_p=sign_flip_p(diffs, seed),
+        pass_a=pass_a,
+        pass_b=pass_b,
+        k_a=k_a,
+        k_b=k_b,
+        by_site=_groups(a, b, tasks, a.site | b.site),
+        by_template=_groups(a, b, tasks, a.template | b.template),
+    )
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def _pts(x: float) -> str:
+    return f"{100 * x:+.1f}"
+
+
+def _succ(ok: int, n: int) -> str:
+    lo, hi = wilson_interval(ok, n)
+    return f"{ok}/{n} = {_pct(ok / n if n else 0.0)} ({_pct(lo)}-{_pct(hi)})"
+
+
+def _table(header: list[str], body: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(row) + " |" for row in body]
+
+
+def render_paired_markdown(comparisons: Sequence[PairedComparison]) -> str:
+    """Markdown: one summary table, then per-site and per-template rows of each comparison."""
+    lines = ["# Paired comparison of evaluations", ""]
+    body = []
+    for c in comparisons:
+        lo, hi = c.diff_ci
+        pk = (
+            f"{_pct(c.pass_a)} → {_pct(c.pass_b)}"
+            if c.pass_a is not None and c.pass_b is not None
+            else "–"
+        )
+        body.append(
+            [
+                f"{c.b} vs {c.a}",
+                str(c.tasks),
+                _succ(c.ok_a, c.n_a),
+                _succ(c.ok_b, c.n_b),
+                f"{_pts(c.diff)} ({_pts(lo)} to {_pts(hi)})",
+                f"{c.better} / {c.worse} / {c.tied}",
+                f"{c.sign_p:.3f}",
+                f"{c.flip_p:.3f}",
+                pk,
+            ]
+        )
+    header = [
+        "B vs A",
+        "tasks",
+        "success A (95% CI)",
+        "success B (95% CI)",
+        "B − A, points (95% bootstrap CI)",
+        "tasks better / worse / tied",
+        "sign test p",
+        "sign-flip p",
+        "pass@k A → B",
+    ]
+    lines += _table(header, body)
+    lines += [
+        "",
+        "Tasks weighted equally; p-values two-sided. A difference is clear when its interval "
+        "excludes 0 and p < 0.05.",
+    ]
+    for c in comparisons:
+        notes = []
+        if c.only_a or c.only_b:
+            notes.append(
+                f"Compared on the {c.tasks} common tasks; {c.only_a} only in {c.a}, "
+                f"{c.only_b} only in {c.b}."
+            )
+        lines += ["", f"## {c.b} vs {c.a}", *(["", *notes] if notes else [])]
+        for title, rows in (("site", c.by_site), ("template", c.by_template)):
+            lines += [""]
+            lines += _table(
+                [title, "tasks", "A", "B", "better / worse"],
+                [
+                    [
+                        g.name,
+                        str(g.tasks),
+                        f"{g.ok_a}/{g.n_a}",
+                        f"{g.ok_b}/{g.n_b}",
+                        f"{g.better} / {g.worse}",
+                    ]
+                    for g in rows
+                ],
+            )
+    return "\n".join(lines) + "\n"
+
+
+def compare_files(
+    paths: Sequence[str | Path],
+    labels: Sequence[str] | None = None,
+    max_turns: int | None = None,
+    seed: int = 0,
+) -> tuple[list[PairedComparison], list[str]]:
+    """Compare ``paths[1:]`` each against ``paths[0]``; also returns the problems noticed.
+
+    Raises:
+        ReportError: fewer than two paths, labels that do not match, or unreadable inputs.
+    """
+    if len(paths) < 2:
+        raise ReportError("pass at least two evaluations: the baseline first, then the others")
+    if labels and len(labels) != len(paths):
+        raise ReportError(f"{len(labels)} label(s) for {len(paths)} evaluation(s): give one each")
+    names = list(labels) if labels else [_default_label(Path(p)) for p in paths]
+    outs = [load_outcomes(p, n, max_turns) for p, n in zip(paths, names, strict=True)]
+    problems = [p for o in outs for p in o.problems]
+    problems += [
+        f"{o.label}: {o.env_errors} env_error episode(s) not scored" for o in outs if o.env_errors
+    ]
+    return [compare_paired(outs[0], o, seed) for o in outs[1:]], problems
+
+
+def _default_label(p: Path) -> str:
+    """A short name: the folder, or ``parent/file`` for a trajectory file."""
+    return p.name if p.is_dir() else f"{p.parent.name}/{p.stem}"
+
+
+def to_json(comparisons: Sequence[PairedComparison]) -> list[dict[str, Any]]:
+    """JSON-ready rows (fractions in [0, 1])."""
+    out = []
+    for c in comparisons:
+        d = {k: v for k, v in vars(c).items() if k not in ("by_site", "by_template")}
+        d["success_a"], d["success_b"] = c.success_a, c.success_b
+        d["by_site"] = [vars(g) for g in c.by_site]
+        d["by_template"] = [vars(g) for g in c.by_template]
+        out.append(d)
+    return out

@@ -1,0 +1,174 @@
+"""Paired comparison of evaluations (``report/paired.py``, ``webagent-r1 compare-evals``).
+
+The two evaluations written here, two episodes per task (sites from ``info["task"]``)::
+
+    task     site  A      B      d = B - A
+    x.a/0    x     1 0    1 1    +0.5
+    x.a/1    x     0 0    1 0    +0.5
+    y.b/0    y     1 1    1 1     0
+    y.b/1    y     0 1    0 0    -0.5
+    y.b/2    y     -      1 1    (only in B)
+
+    → 4 common tasks, A 4/8, B 5/8, mean d = 0.5 / 4 = +0.125, better 2 / worse 1 / tied 1,
+      sign test p = 2 * (C(3,0) + C(3,1)) / 2^3 = 1.0, sign-flip p = 1.0 (every pattern of
+      ±0.5 three times has |sum| >= 0.5), pass@2: A 3/4, B 3/4.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.report.conftest import traj
+from webagent_r1.cli import app
+from webagent_r1.report.load import ReportError
+from webagent_r1.report.paired import (
+    bootstrap_interval,
+    compare_files,
+    load_outcomes,
+    render_paired_markdown,
+    sign_flip_p,
+    sign_test_p,
+)
+from webagent_r1.trajectories import write_trajectories
+
+A = {"x.a/0": [1, 0], "x.a/1": [0, 0], "y.b/0": [1, 1], "y.b/1": [0, 1]}
+B = {"x.a/0": [1, 1], "x.a/1": [1, 0], "y.b/0": [1, 1], "y.b/1": [0, 0], "y.b/2": [1, 1]}
+
+
+def write_eval(folder: Path, outcomes: dict[str, list[int]], extra_rows: str = "") -> Path:
+    """An ``eval --out-dir`` folder: eval.json naming a trajectory file of real trajectories."""
+    trajs = []
+    for tid, rewards in outcomes.items():
+        for r in rewards:
+            t = traj(tid, 1, float(r))
+            t.info["task"] = {"site": tid[0], "template": tid.split("/")[0], "intent": "?"}
+            trajs.append(t)
+    folder.mkdir(parents=True)
+    write_trajectories(trajs, folder / "trajectories-t4.jsonl")
+    if extra_rows:
+        with (folder / "trajectories-t4.jsonl").open("a") as f:
+            f.write(extra_rows)
+    results = [{"max_turns": 4, "trajectories": "trajectories-t4.jsonl"}]
+    (folder / "eval.json").write_text(json.dumps({"results": results}))
+    return folder
+
+
+def test_sign_test_hand_values() -> None:
+    assert sign_test_p(0, 0) == 1.0
+    assert sign_test_p(5, 0) == pytest.approx(2 / 32)
+    assert sign_test_p(1, 1) == 1.0
+    # 13 better, 6 worse: 2 * sum_{i<=6} C(19, i) / 2^19 = 2 * 43796 / 524288
+    assert sign_test_p(13, 6) == pytest.approx(2 * 43796 / 2**19)
+    assert sign_test_p(6, 13) == sign_test_p(13, 6)
+
+
+def test_sign_flip_exact_and_sampled() -> None:
+    # 3 x +1: only all-plus and all-minus reach |sum| = 3 → 2 / 8
+    assert sign_flip_p([1, 1, 1, 0]) == pytest.approx(0.25)
+    # |±0.5 ±0.25 ±1| >= 1.25 for 4 of the 8 patterns (1.75, 1.25 and their negatives)
+    assert sign_flip_p([0.5, -0.25, 0, 1]) == pytest.approx(0.5)
+    assert sign_flip_p([0, 0]) == 1.0
+    # 20 non-zero differences: sampled patterns; exact p would be 2 / 2^20
+    p = sign_flip_p([1.0] * 20, seed=3)
+    assert 0 < p < 1e-3
+    assert p == sign_flip_p([1.0] * 20, seed=3)
+
+
+def test_bootstrap_interval() -> None:
+    assert bootstrap_interval([0.25] * 7) == (0.25, 0.25)
+    diffs = [1.0, 0.0, 0.0, -0.5, 0.5, 0.0, 1.0, 0.0]
+    lo, hi = bootstrap_interval(diffs, seed=1)
+    assert lo < sum(diffs) / len(diffs) < hi
+    assert lo >= -0.5 and hi <= 1.0
+    assert (lo, hi) == bootstrap_interval(diffs, seed=1)
+
+
+def test_compare_two_eval_folders(tmp_path: Path) -> None:
+    a = write_eval(tmp_path / "bc", A)
+    b = write_eval(tmp_path / "rl", B)
+    [c], problems = compare_files([a, b])
+    assert problems == []
+    assert (c.a, c.b, c.tasks, c.only_a, c.only_b) == ("bc", "rl", 4, 0, 1)
+    assert (c.ok_a, c.n_a, c.ok_b, c.n_b) == (4, 8, 5, 8)
+    assert c.diff == pytest.approx(0.125)
+    assert (c.better, c.worse, c.tied) == (2, 1, 1)
+    assert c.sign_p == pytest.approx(1.0)
+    assert c.flip_p == pytest.approx(1.0)
+    assert (c.pass_a, c.pass_b, c.k_a) == (0.75, 0.75, 2)
+    lo, hi = c.diff_ci
+    assert lo <= c.diff <= hi
+    sites = {g.name: (g.ok_a, g.n_a, g.ok_b, g.n_b, g.better, g.worse) for g in c.by_site}
+    assert sites == {"x": (1, 4, 3, 4, 2, 0), "y": (3, 4, 2, 4, 0, 1)}
+    md = render_paired_markdown([c])
+    assert "| rl vs bc | 4 | 4/8 = 50.0%" in md
+    assert "+12.5" in md
+    assert "1 only in rl" in md
+
+
+def test_env_errors_and_bad_rows_are_not_scored(tmp_path: Path) -> None:
+    err = traj("x.a/0", 1, 0.0, status="env_error").to_dict()
+    rows = json.dumps(err) + "\n" + json.dumps({"task_id": "x.a/0", "reward": "yes"}) + "\n"
+    folder = write_eval(tmp_path / "e", A, extra_rows=rows + "{not json\n")
+    out = load_outcomes(folder, "e")
+    assert out.outcomes["x.a/0"] == [1, 0]
+    assert out.env_errors == 1
+    assert any("skipped 1 row(s) without a task_id" in p for p in out.problems)
+    assert any("not JSON objects" in p for p in out.problems)
+
+
+def test_trajectory_file_and_turn_budget(tmp_path: Path) -> None:
+    folder = write_eval(tmp_path / "sweep", A)
+    write_trajectories([traj("x.a/0", 1, 1.0)], folder / "trajectories-t2.jsonl")
+    results = [
+        {"max_turns": 2, "trajectories": "trajectories-t2.jsonl"},
+        {"max_turns": 4, "trajectories": "trajectories-t4.jsonl"},
+    ]
+    (folder / "eval.json").write_text(json.dumps({"results": results}))
+    assert load_outcomes(folder, "s").source.name == "trajectories-t4.jsonl"
+    assert load_outcomes(folder, "s", max_turns=2).outcomes == {"x.a/0": [1]}
+    direct = load_outcomes(folder / "trajectories-t4.jsonl", "f")
+    assert direct.outcomes == A
+    with pytest.raises(ReportError, match="no result with max_turns 9"):
+        load_outcomes(folder, "s", max_turns=9)
+
+
+def test_clear_errors(tmp_path: Path) -> None:
+    a = write_eval(tmp_path / "a", A)
+    other = write_eval(tmp_path / "o", {"z.c/0": [1]})
+    with pytest.raises(ReportError, match="share no task"):
+        compare_files([a, other])
+    with pytest.raises(ReportError, match="at least two"):
+        compare_files([a])
+    with pytest.raises(ReportError, match="1 label"):
+        compare_files([a, other], labels=["only-one"])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ReportError, match="no eval.json"):
+        load_outcomes(tmp_path / "empty", "x")
+    (tmp_path / "empty.jsonl").write_text("\n")
+    with pytest.raises(ReportError, match="no scored episode"):
+        load_outcomes(tmp_path / "empty.jsonl", "x")
+    with pytest.raises(ReportError, match="not found"):
+        load_outcomes(tmp_path / "missing", "x")
+
+
+def test_cli_compare_evals(tmp_path: Path) -> None:
+    a = write_eval(tmp_path / "bc", A)
+    b = write_eval(tmp_path / "rl", B)
+    out = tmp_path / "cmp" / "paired.md"
+    res = CliRunner().invoke(
+        app, ["compare-evals", str(a), str(b), "--label", "BC", "--label", "RL", "--out", str(out)]
+    )
+    assert res.exit_code == 0, res.output
+    assert "| RL vs BC | 4 |" in res.output
+    assert out.read_text() in res.output
+    [row] = json.loads(out.with_suffix(".json").read_text())
+    assert row["diff"] == pytest.approx(0.125)
+    assert math.isclose(row["success_b"], 5 / 8)
+    bad = CliRunner().invoke(app, ["compare-evals", str(a), str(tmp_path / "nope")])
+    assert bad.exit_code == 2
+    assert "not found" in bad.output
