@@ -66,6 +66,19 @@ def test_full_run_sections_and_plots(run_dir: Path) -> None:
         assert_png(run_dir / "plots" / name)
 
 
+def test_rl_evals_compared_task_by_task(run_dir: Path) -> None:
+    md = build_report(run_dir).read_text()
+    # step 0: t1 fail, t2 ok; step 4: t1 ok, t2 ok, t3 fail (only there), t4 env_error
+    assert "## M-GRPO against its start, task by task (step 0 → step 4)" in md
+    assert "on the 2 tasks both evaluated: 1/2 → 2/2; difference +50.0 points" in md
+    assert "better / worse / tied: 1 / 0 / 1; sign test p = 1.000" in md
+    # evaluations of different tasks: noted, no section
+    write_trajectories([traj("other", 1, 1.0)], run_dir / "rl" / "eval" / "step-000004.jsonl")
+    md = build_report(run_dir).read_text()
+    assert "task by task" not in md.split("## Problems")[0]
+    assert "paired comparison of RL evaluations skipped" in md
+
+
 def test_success_rows_sources(run_dir: Path) -> None:
     rows = success_rows(load_run(run_dir))
     assert [r.label for r in rows] == [

@@ -445,6 +445,36 @@ def _make_plots(
     return made
 
 
+def _paired_section(data: RunData) -> list[str]:
+    """The RL stage's last evaluation against its first (the start: BC for R1), task by task."""
+    from webagent_r1.report.paired import compare_paired, load_outcomes
+
+    if len(data.rl_eval_files) < 2:
+        return []
+    (s0, f0), (s1, f1) = data.rl_eval_files[0], data.rl_eval_files[-1]
+    try:
+        a = load_outcomes(f0, f"step {s0}")
+        b = load_outcomes(f1, f"step {s1}")
+        c = compare_paired(a, b)
+    except ReportError as e:
+        data.problems.append(f"paired comparison of RL evaluations skipped: {e}")
+        return []
+    lo, hi = c.diff_ci
+    lines = [
+        f"## M-GRPO against its start, task by task (step {s0} → step {s1})",
+        "",
+        f"- Success on the {c.tasks} tasks both evaluated: {c.ok_a}/{c.n_a} → {c.ok_b}/{c.n_b}; "
+        f"difference {100 * c.diff:+.1f} points (95% paired bootstrap interval "
+        f"{100 * lo:+.1f} to {100 * hi:+.1f}).",
+        f"- Tasks better / worse / tied: {c.better} / {c.worse} / {c.tied}; sign test "
+        f"p = {c.sign_p:.3f}, sign-flip test p = {c.flip_p:.3f}.",
+        f"- Sources: {data.rel(f0)}, {data.rel(f1)}. `webagent-r1 compare-evals` compares any "
+        "two evaluations this way (sample several episodes per task for a finer test).",
+        "",
+    ]
+    return lines
+
+
 def build_report_files(run_dir: str | Path) -> ReportFiles:
     """Write ``<run_dir>/report.md`` and ``<run_dir>/plots/*.png`` from the folder's logs.
 
@@ -507,6 +537,7 @@ def build_report_files(run_dir: str | Path) -> ReportFiles:
         md.append("")
     else:
         md += ["No evaluation results found (no summary.json stages, no eval.json).", ""]
+    md += _paired_section(data)
     for ef in data.eval_files:
         md += _eval_section(data, ef)
     if data.summary:
