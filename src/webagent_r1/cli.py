@@ -326,11 +326,13 @@ def train(
     import json
 
     from webagent_r1.config import load_config
-    from webagent_r1.train.recipe import run_recipe
+    from webagent_r1.train.recipe import paired_line, run_recipe
 
     cfg = load_config(config, overrides or [])
     summary = run_recipe(cfg, resume=resume)
     print(json.dumps({"success": summary["success"], "wall_s": summary["wall_s"]}, indent=1))
+    if line := paired_line(summary):
+        print(line)
     print(f"summary: {os.path.join(cfg.run_dir, 'summary.json')}")
 
 

@@ -145,11 +145,55 @@ def run_recipe(cfg: Config, resume: bool = False, progress: bool = True) -> dict
             "start": hist[0] if hist else None,
             "final": hist[-1] if hist else None,
             "history": hist,
+            "paired": _paired_rl(cfg, hist),
         }
     summary["wall_s"] = summary.get("wall_s", 0.0) + time.time() - t_all
     summary["success"] = _successes(summary)
     _save_summary(cfg, summary)
     return summary
+
+
+def _paired_rl(cfg: Config, hist: list[dict[str, float]]) -> dict[str, Any] | None:
+    """The RL stage's last evaluation against its first, task by task (``report/paired.py``);
+    None with fewer than two evaluations or unreadable files."""
+    from webagent_r1.report.load import ReportError
+    from webagent_r1.report.paired import compare_paired, load_outcomes
+
+    if len(hist) < 2:
+        return None
+    folder = Path(cfg.run_dir) / "rl" / "eval"
+    first, last = int(hist[0]["step"]), int(hist[-1]["step"])
+    try:
+        c = compare_paired(
+            load_outcomes(folder / f"step-{first:06d}.jsonl", f"step {first}"),
+            load_outcomes(folder / f"step-{last:06d}.jsonl", f"step {last}"),
+        )
+    except (ReportError, OSError):
+        return None
+    return {
+        "from_step": first,
+        "to_step": last,
+        "tasks": c.tasks,
+        "diff": c.diff,
+        "diff_ci": list(c.diff_ci),
+        "better": c.better,
+        "worse": c.worse,
+        "sign_p": c.sign_p,
+        "flip_p": c.flip_p,
+    }
+
+
+def paired_line(summary: dict[str, Any]) -> str | None:
+    """One line on the RL stage's last evaluation against its first, or None without one."""
+    p = (summary.get("stages", {}).get("rl") or {}).get("paired")
+    if not p:
+        return None
+    lo, hi = p["diff_ci"]
+    return (
+        f"M-GRPO vs its start, task by task ({p['tasks']} tasks): {100 * p['diff']:+.1f} points "
+        f"(95% CI {100 * lo:+.1f} to {100 * hi:+.1f}), {p['better']} better, {p['worse']} "
+        f"worse, sign test p = {p['sign_p']:.2f}"
+    )
 
 
 def _successes(summary: dict[str, Any]) -> dict[str, float | None]:
