@@ -53,7 +53,6 @@ def test_quickstart_runs_every_stage(tmp_path: Path, capsys) -> None:
     assert summary["stages"]["rl"]["steps"] == 1
     paired = summary["stages"]["rl"]["paired"]  # the 2 eval tasks before and after M-GRPO
     assert (paired["from_step"], paired["to_step"], paired["tasks"]) == (0, 1, 2)
-    assert paired["better"] + paired["worse"] <= 2 and 0 <= paired["sign_p"] <= 1
     assert (run / "report.md").is_file() and (run / "viewer.html").is_file()
     assert (run / "plots" / "sites.png").is_file()
     printed = capsys.readouterr().out

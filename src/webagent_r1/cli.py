@@ -602,6 +602,12 @@ def compare_evals(
     from webagent_r1.report import ReportError
     from webagent_r1.report.paired import compare_files, render_paired_markdown, to_json
 
+    if out and (Path(out).suffix == ".json" or Path(out).is_dir()):
+        raise typer.BadParameter(
+            "--out takes a markdown file such as runs/compare/paired.md (the .json goes next to "
+            "it)",
+            param_hint="--out",
+        )
     try:
         comparisons, problems = compare_files(evals, label, max_turns)
     except ReportError as e:
@@ -615,10 +621,16 @@ def compare_evals(
     print(md)
     if out:
         path = Path(out)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(md)
-        path.with_suffix(".json").write_text(json.dumps(to_json(comparisons), indent=1))
-        print(f"comparison: {path}")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(md)
+            path.with_suffix(".json").write_text(json.dumps(to_json(comparisons), indent=1))
+        except OSError as e:
+            from rich.markup import escape
+
+            console.print(f"[red]error:[/red] cannot write {escape(out)}: {escape(str(e))}")
+            raise typer.Exit(2) from None
+        print(f"comparison: {path} (and {path.with_suffix('.json').name})")
 
 
 bench_app = typer.Typer(help="Performance benchmarks (see benchmarks/).", no_args_is_help=True)

@@ -73,6 +73,9 @@ def test_sign_flip_exact_and_sampled() -> None:
     # |±0.5 ±0.25 ±1| >= 1.25 for 4 of the 8 patterns (1.75, 1.25 and their negatives)
     assert sign_flip_p([0.5, -0.25, 0, 1]) == pytest.approx(0.5)
     assert sign_flip_p([0, 0]) == 1.0
+    # thirds are not exact in binary: ties must still count. Of the 64 patterns of
+    # ±1/3 x4 ±2/3 x2 (observed sum 1/3), |sum| < 1/3 only at sum 0: 14 patterns → 50/64
+    assert sign_flip_p([1 / 3, 1 / 3, 1 / 3, -2 / 3, 2 / 3, -1 / 3]) == pytest.approx(50 / 64)
     # 20 non-zero differences: sampled patterns; exact p would be 2 / 2^20
     p = sign_flip_p([1.0] * 20, seed=3)
     assert 0 < p < 1e-3
@@ -83,9 +86,25 @@ def test_bootstrap_interval() -> None:
     assert bootstrap_interval([0.25] * 7) == (0.25, 0.25)
     diffs = [1.0, 0.0, 0.0, -0.5, 0.5, 0.0, 1.0, 0.0]
     lo, hi = bootstrap_interval(diffs, seed=1)
-    assert lo < sum(diffs) / len(diffs) < hi
-    assert lo >= -0.5 and hi <= 1.0
     assert (lo, hi) == bootstrap_interval(diffs, seed=1)
+    # against the normal approximation: mean 0.25, sd 0.5, se = 0.5 / sqrt(8) = 0.177
+    se = 0.5 / math.sqrt(8)
+    assert lo == pytest.approx(0.25 - 1.96 * se, abs=0.07)
+    assert hi == pytest.approx(0.25 + 1.96 * se, abs=0.07)
+    # not the extremes of the resampled means (-0.5 and 1.0 are reachable)
+    assert lo > -0.2 and hi < 0.7
+
+
+def test_pass_at_k_unbiased_with_unequal_episodes(tmp_path: Path) -> None:
+    # x.a/0: 4 episodes, 1 success in A → pass@2 = 1 - C(3,2)/C(4,2) = 0.5, not 1
+    a = write_eval(tmp_path / "a", {"x.a/0": [0, 0, 0, 1], "x.a/1": [1, 0]})
+    b = write_eval(tmp_path / "b", {"x.a/0": [1, 1, 0, 0], "x.a/1": [0, 0, 0]})
+    [c], _ = compare_files([a, b])
+    assert c.k == 2
+    # A: (0.5 + 1) / 2; B: (1 - C(2,2)/C(4,2)) = 5/6 and 0 → 5/12
+    assert c.pass_a == pytest.approx(0.75)
+    assert c.pass_b == pytest.approx(5 / 12)
+    assert "pass@2: 75.0% → 41.7%" in render_paired_markdown([c])
 
 
 def test_compare_two_eval_folders(tmp_path: Path) -> None:
@@ -99,7 +118,7 @@ def test_compare_two_eval_folders(tmp_path: Path) -> None:
     assert (c.better, c.worse, c.tied) == (2, 1, 1)
     assert c.sign_p == pytest.approx(1.0)
     assert c.flip_p == pytest.approx(1.0)
-    assert (c.pass_a, c.pass_b, c.k_a) == (0.75, 0.75, 2)
+    assert (c.pass_a, c.pass_b, c.k) == (0.75, 0.75, 2)
     lo, hi = c.diff_ci
     assert lo <= c.diff <= hi
     sites = {g.name: (g.ok_a, g.n_a, g.ok_b, g.n_b, g.better, g.worse) for g in c.by_site}
@@ -113,11 +132,13 @@ def test_compare_two_eval_folders(tmp_path: Path) -> None:
 def test_env_errors_and_bad_rows_are_not_scored(tmp_path: Path) -> None:
     err = traj("x.a/0", 1, 0.0, status="env_error").to_dict()
     rows = json.dumps(err) + "\n" + json.dumps({"task_id": "x.a/0", "reward": "yes"}) + "\n"
+    rows += '{"task_id": "x.a/0", "reward": NaN}\n'
+
     folder = write_eval(tmp_path / "e", A, extra_rows=rows + "{not json\n")
     out = load_outcomes(folder, "e")
     assert out.outcomes["x.a/0"] == [1, 0]
     assert out.env_errors == 1
-    assert any("skipped 1 row(s) without a task_id" in p for p in out.problems)
+    assert any("skipped 2 row(s) without a task_id" in p for p in out.problems)
     assert any("not JSON objects" in p for p in out.problems)
 
 
@@ -156,6 +177,35 @@ def test_clear_errors(tmp_path: Path) -> None:
         load_outcomes(tmp_path / "missing", "x")
 
 
+@pytest.mark.parametrize(
+    "eval_json",
+    [
+        '{"results": 5}',
+        '{"results": [{"max_turns": "4", "trajectories": "trajectories-t4.jsonl"}]}',
+        '{"results": [{"max_turns": 4, "trajectories": "gone.jsonl"}]}',
+        "[1, 2]",
+        "{not json",
+    ],
+)
+def test_malformed_eval_json(tmp_path: Path, eval_json: str) -> None:
+    folder = write_eval(tmp_path / "e", A)
+    (folder / "eval.json").write_text(eval_json)
+    with pytest.raises(ReportError, match="eval.json"):
+        load_outcomes(folder, "e")
+    res = CliRunner().invoke(app, ["compare-evals", str(folder), str(folder)])
+    assert res.exit_code == 2 and "error" in res.output
+
+
+def test_undecodable_files(tmp_path: Path) -> None:
+    folder = write_eval(tmp_path / "e", A)
+    (folder / "eval.json").write_bytes(b"\xff\xfe{")
+    with pytest.raises(ReportError, match="cannot read it as JSON"):
+        load_outcomes(folder, "e")
+    (tmp_path / "bin.jsonl").write_bytes(b"\xff\x00\x9c")
+    with pytest.raises(ReportError, match="cannot read it as trajectory JSONL"):
+        load_outcomes(tmp_path / "bin.jsonl", "b")
+
+
 def test_cli_compare_evals(tmp_path: Path) -> None:
     a = write_eval(tmp_path / "bc", A)
     b = write_eval(tmp_path / "rl", B)
@@ -172,3 +222,7 @@ def test_cli_compare_evals(tmp_path: Path) -> None:
     bad = CliRunner().invoke(app, ["compare-evals", str(a), str(tmp_path / "nope")])
     assert bad.exit_code == 2
     assert "not found" in bad.output
+    for wrong in (str(tmp_path / "x.json"), str(tmp_path)):
+        res = CliRunner().invoke(app, ["compare-evals", str(a), str(b), "--out", wrong])
+        assert res.exit_code == 2 and "markdown file" in res.output
+    assert not (tmp_path / "x.json").exists()

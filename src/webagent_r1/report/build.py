@@ -456,7 +456,7 @@ def _paired_section(data: RunData) -> list[str]:
         a = load_outcomes(f0, f"step {s0}")
         b = load_outcomes(f1, f"step {s1}")
         c = compare_paired(a, b)
-    except ReportError as e:
+    except (ReportError, OSError) as e:
         data.problems.append(f"paired comparison of RL evaluations skipped: {e}")
         return []
     lo, hi = c.diff_ci
@@ -468,8 +468,9 @@ def _paired_section(data: RunData) -> list[str]:
         f"{100 * lo:+.1f} to {100 * hi:+.1f}).",
         f"- Tasks better / worse / tied: {c.better} / {c.worse} / {c.tied}; sign test "
         f"p = {c.sign_p:.3f}, sign-flip test p = {c.flip_p:.3f}.",
-        f"- Sources: {data.rel(f0)}, {data.rel(f1)}. `webagent-r1 compare-evals` compares any "
-        "two evaluations this way (sample several episodes per task for a finer test).",
+        f"- Sources: {data.rel(f0)}, {data.rel(f1)} (with several processes, rank 0's share "
+        "of the tasks). `webagent-r1 compare-evals` compares any two evaluations this way "
+        "(sample several episodes per task for a finer test).",
         "",
     ]
     return lines

@@ -16,7 +16,8 @@ Per task ``t`` with ``k`` scored episodes each (``env_error`` episodes are not s
 - the two-sided **sign-flip permutation test** of ``mean_t d_t`` (H0: the labels A and B are
   exchangeable within each task): exact over all ``2^n`` sign patterns of the ``n`` non-zero
   ``d_t`` when ``n <= 16``, else 20,000 seeded random patterns;
-- pass@k of each when ``k > 1``;
+- pass@k of each, unbiased (``1 - C(n-c, k) / C(n, k)`` per task, averaged), for the
+  largest ``k > 1`` that every common task has in both evaluations;
 - the same better/worse counts and successes per site and per template.
 
 ``webagent-r1 compare-evals A B [C ...]`` compares B, C, ... each against A.
@@ -45,6 +46,7 @@ __all__ = [
     "compare_files",
     "compare_paired",
     "load_outcomes",
+    "pass_at_k",
     "render_paired_markdown",
     "sign_flip_p",
     "sign_test_p",
@@ -86,12 +88,15 @@ def _trajectory_file(path: Path, max_turns: int | None) -> Path:
         )
     try:
         d = json.loads(ej.read_text())
-    except (OSError, json.JSONDecodeError) as e:
+    except (OSError, ValueError) as e:  # ValueError: bad JSON or bad UTF-8
         raise ReportError(f"{ej}: cannot read it as JSON ({e})") from None
+    listed = d.get("results") if isinstance(d, dict) else None
     results = [
         r
-        for r in (d.get("results") if isinstance(d, dict) else None) or []
-        if isinstance(r, dict) and isinstance(r.get("trajectories"), str)
+        for r in (listed if isinstance(listed, list) else [])
+        if isinstance(r, dict)
+        and isinstance(r.get("trajectories"), str)
+        and isinstance(r.get("max_turns", 0), int)
     ]
     if not results:
         raise ReportError(f"{ej}: no result names its trajectory file ('trajectories')")
@@ -115,7 +120,10 @@ def load_outcomes(path: str | Path, label: str, max_turns: int | None = None) ->
     """
     f = _trajectory_file(Path(path), max_turns)
     problems: list[str] = []
-    rows = read_jsonl_rows(f, problems, str(f))
+    try:
+        rows = read_jsonl_rows(f, problems, str(f))
+    except (OSError, ValueError) as e:  # unreadable, or not UTF-8 text
+        raise ReportError(f"{f}: cannot read it as trajectory JSONL ({e})") from None
     out = EvalOutcomes(label, f, defaultdict(list), {}, {}, problems=problems)
     bad = 0
     for r in rows:
@@ -124,6 +132,7 @@ def load_outcomes(path: str | Path, label: str, max_turns: int | None = None) ->
             not isinstance(tid, str)
             or isinstance(reward, bool)
             or not isinstance(reward, int | float)
+            or not math.isfinite(reward)
         ):
             bad += 1
             continue
@@ -136,7 +145,7 @@ def load_outcomes(path: str | Path, label: str, max_turns: int | None = None) ->
         out.site[tid] = str(task.get("site") or tid.split(".", 1)[0])
         out.template[tid] = str(task.get("template") or tid.split("/", 1)[0])
     if bad:
-        problems.append(f"{f}: skipped {bad} row(s) without a task_id and a numeric reward")
+        problems.append(f"{f}: skipped {bad} row(s) without a task_id and a finite reward")
     if not out.outcomes:
         raise ReportError(f"{f}: no scored episode (task_id and reward) in it")
     out.outcomes = dict(out.outcomes)
@@ -227,10 +236,10 @@ class PairedComparison:
     sign_p: float
     flip_p: float
     pass_a: float | None
-    """pass@k of A on the common tasks (k = its fewest episodes on a task); None when k = 1."""
+    """Unbiased pass@k of A on the common tasks; None when k < 2."""
     pass_b: float | None
-    k_a: int
-    k_b: int
+    k: int
+    """The fewest episodes of a common task in either evaluation (the k of pass@k)."""
     by_site: list[GroupDiff]
     by_template: list[GroupDiff]
 
@@ -247,11 +256,15 @@ def _rate(xs: list[int]) -> float:
     return sum(xs) / len(xs)
 
 
-def _pass_at_k(outcomes: dict[str, list[int]], tasks: list[str]) -> tuple[float | None, int]:
-    k = min(len(outcomes[t]) for t in tasks)
-    if k <= 1:
-        return None, k
-    return sum(any(outcomes[t]) for t in tasks) / len(tasks), k
+def pass_at_k(outcomes: dict[str, list[int]], tasks: Sequence[str], k: int) -> float:
+    """Unbiased pass@k over ``tasks``: per task with n episodes, c of them successes, the
+    chance that k of the n drawn without replacement hold a success, ``1 - C(n-c,k)/C(n,k)``.
+    Every task must have at least k episodes."""
+    total = 0.0
+    for t in tasks:
+        n, c = len(outcomes[t]), sum(outcomes[t])
+        total += 1.0 - math.comb(n - c, k) / math.comb(n, k)
+    return total / len(tasks)
 
 
 def _groups(
@@ -285,8 +298,9 @@ def compare_paired(a: EvalOutcomes, b: EvalOutcomes, seed: int = 0) -> PairedCom
         )
     diffs = [_rate(b.outcomes[t]) - _rate(a.outcomes[t]) for t in tasks]
     better, worse = sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)
-    pass_a, k_a = _pass_at_k(a.outcomes, tasks)
-    pass_b, k_b = _pass_at_k(b.outcomes, tasks)
+    k = min(min(len(a.outcomes[t]), len(b.outcomes[t])) for t in tasks)
+    pass_a = pass_at_k(a.outcomes, tasks, k) if k > 1 else None
+    pass_b = pass_at_k(b.outcomes, tasks, k) if k > 1 else None
     return PairedComparison(
         a=a.label,
         b=b.label,
@@ -306,8 +320,7 @@ def compare_paired(a: EvalOutcomes, b: EvalOutcomes, seed: int = 0) -> PairedCom
         flip_p=sign_flip_p(diffs, seed),
         pass_a=pass_a,
         pass_b=pass_b,
-        k_a=k_a,
-        k_b=k_b,
+        k=k,
         by_site=_groups(a, b, tasks, a.site | b.site),
         by_template=_groups(a, b, tasks, a.template | b.template),
     )
@@ -338,7 +351,7 @@ def render_paired_markdown(comparisons: Sequence[PairedComparison]) -> str:
     for c in comparisons:
         lo, hi = c.diff_ci
         pk = (
-            f"{_pct(c.pass_a)} → {_pct(c.pass_b)}"
+            f"pass@{c.k}: {_pct(c.pass_a)} → {_pct(c.pass_b)}"
             if c.pass_a is not None and c.pass_b is not None
             else "–"
         )
@@ -364,7 +377,7 @@ def render_paired_markdown(comparisons: Sequence[PairedComparison]) -> str:
         "tasks better / worse / tied",
         "sign test p",
         "sign-flip p",
-        "pass@k A → B",
+        "pass@k, A → B",
     ]
     lines += _table(header, body)
     lines += [
