@@ -42,6 +42,10 @@ def test_bad_values_say_how_to_fix() -> None:
         load_config(None, ["agent.thinking=maybe"])
     with pytest.raises(ConfigError, match="section.key=value"):
         load_config(None, ["max_turns"])
+    with pytest.raises(ConfigError, match="rl.eval_samples must be >= 1"):
+        load_config(None, ["rl.eval_samples=0"])
+    with pytest.raises(ConfigError, match="rl.eval_temperature must be > 0"):
+        load_config(None, ["rl.eval_samples=4", "rl.eval_temperature=0"])
 
 
 def test_missing_and_malformed_files(tmp_path) -> None:

@@ -435,6 +435,12 @@ class RLConfig:
     """Evaluate on the fixed test subset every N steps (0: only before and after)."""
     eval_tasks: int = 48
     """Size of the fixed test subset (0: the whole test split)."""
+    eval_samples: int = 1
+    """Episodes per evaluation task: 1 is greedy; k > 1 samples k at ``eval_temperature``
+    (with the run's seed, so every evaluation draws alike) and adds ``eval/pass_at_k``. A
+    finer measure of a sampled policy, at k times the evaluation time."""
+    eval_temperature: float = 0.7
+    """Sampling temperature of the evaluations when ``eval_samples`` > 1."""
     eval_base: bool = True
     """Recipes: also evaluate the starting model before BC (R1-Zero's first eval is that)."""
     time_budget_min: float = 0.0
@@ -476,6 +482,11 @@ class RLConfig:
         )
         _check(self.eval_every >= 0, "rl.eval_every must be >= 0")
         _check(self.eval_tasks >= 0, "rl.eval_tasks must be >= 0 (0 = whole test split)")
+        _check(self.eval_samples >= 1, "rl.eval_samples must be >= 1 (1 = greedy)")
+        _check(
+            self.eval_samples == 1 or self.eval_temperature > 0,
+            "rl.eval_temperature must be > 0 when rl.eval_samples > 1 (greedy repeats itself)",
+        )
         _check(self.time_budget_min >= 0, "rl.time_budget_min must be >= 0 (0 = no budget)")
         _check(
             self.curriculum in ("uniform", "mixed", "dynamic"),

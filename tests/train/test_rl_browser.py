@@ -81,6 +81,38 @@ async def test_time_budget_stops_early_with_a_final_eval(tmp_path: Path) -> None
     assert [h["step"] for h in res.eval_history] == [0, 1]  # the final eval still ran
 
 
+async def test_sampled_evaluation_with_pass_at_k(tmp_path: Path) -> None:
+    """``rl.eval_samples=2``: two sampled episodes per eval task, pass@2 logged; the samples
+    of a task differ (greedy would repeat itself) and every evaluation draws the same seeds."""
+    model = make_tiny_model(tmp_path / "model")
+    cfg = _config(
+        tmp_path,
+        model,
+        "env.max_turns=1",
+        "rollout.max_new_tokens=6",
+        "rl.steps=1",
+        "rl.eval_tasks=2",
+        "rl.eval_samples=2",
+        "rl.eval_temperature=1.0",
+        "rl.drop_equal_groups=true",  # the random model fails: no update, weights unchanged
+        "tasks.difficulty=1-2",
+    )
+    res = await train_rl(cfg, progress=False)
+    stage = tmp_path / "run" / "rl"
+    first = read_trajectories(stage / "eval" / "step-000000.jsonl")
+    last = read_trajectories(stage / "eval" / "step-000001.jsonl")
+    assert len(first) == 4 and len({t.task_id for t in first}) == 2
+    by_task: dict[str, list[list[int]]] = {}
+    for t in first:
+        by_task.setdefault(t.task_id, []).append(t.turns[0].completion_ids)
+    assert all(a != b for a, b in by_task.values())
+    # no update happened (all groups equal): same weights, same seeds, same samples
+    key = sorted((t.task_id, t.turns[0].completion_ids) for t in first)
+    assert key == sorted((t.task_id, t.turns[0].completion_ids) for t in last)
+    assert all(h["eval/pass_at_2"] == 0.0 and h["eval/episodes"] == 4 for h in res.eval_history)
+    assert res.eval_history[-1]["step"] == 1
+
+
 async def test_dynamic_curriculum_collects_extra_groups_and_keeps_its_state(
     tmp_path: Path,
 ) -> None:

@@ -458,6 +458,16 @@ async def train_rl(
     def wall() -> dict[str, float]:
         return {"wall_s": clock["prior_s"] + time.time() - clock["t0"], "eval_s": clock["eval_s"]}
 
+    # Greedy, or k samples per task with the run's seed: every evaluation draws alike, so the
+    # first and the last differ by the policy only (paired, common random numbers).
+    sampled = rl.eval_samples > 1
+    eval_params = SamplingParams(
+        temperature=rl.eval_temperature if sampled else 0.0,
+        top_p=cfg.rollout.top_p if sampled else 1.0,
+        max_new_tokens=cfg.rollout.max_new_tokens,
+        seed=cfg.seed if sampled else None,
+    )
+
     async def run_eval(step: int) -> None:
         e0 = time.time()
         model.eval()
@@ -468,14 +478,17 @@ async def train_rl(
             mine,
             pool,
             cfg.agent,
-            SamplingParams(temperature=0.0, max_new_tokens=cfg.rollout.max_new_tokens),
+            eval_params,
             cfg.rollout.max_env_retries,
             progress and dist.main,
+            samples=rl.eval_samples,
         )
         model.train()
         m = report.metrics()
         if dist.world > 1:  # combine the shares: success counts per site
             m = _merge_eval(report, dist)
+        if rl.eval_samples > 1:
+            m[f"eval/pass_at_{rl.eval_samples}"] = _merge_pass_at_k(report, dist)
         logger.log(step, m)
         history.append({"step": step, **m})
         if dist.main:
@@ -625,6 +638,16 @@ async def train_rl(
         (stage / "eval_history.json").write_text(json.dumps(history, indent=1))
     steps_done = int(json.loads((final / "meta.json").read_text())["step"])
     return RLResult(final, steps_done, history, time.time() - t0)
+
+
+def _merge_pass_at_k(report: Any, dist: Dist) -> float:
+    """pass@k over every rank's tasks (each rank holds whole tasks, all k episodes)."""
+    per_task: dict[str, bool] = {}
+    for task, tr in zip(report.tasks, report.trajectories, strict=True):
+        if tr.status != "env_error":
+            per_task[task.task_id] = per_task.get(task.task_id, False) or tr.reward == 1.0
+    solved, tasks = dist.all_reduce_sum([sum(per_task.values()), len(per_task)])
+    return solved / tasks if tasks else 0.0
 
 
 def _merge_eval(report: Any, dist: Dist) -> dict[str, float]:
