@@ -75,6 +75,8 @@ _POPUP_READ_JS = (
     "() => { const n = window.__webagentPopup || 0; window.__webagentPopup = 0; return n; }"
 )
 _POPUP_WAIT_S = 2.0
+_BLOCKED_COMMIT_S = 0.5
+"""How long to wait for an aborted navigation's error page to replace an allowed page."""
 
 
 class BrowserError(RuntimeError):
@@ -575,6 +577,15 @@ class BrowserSession:
             return None
         if page.is_closed():
             return None
+        if self._blocked:
+            # The aborted navigation's error page can commit a moment after the action
+            # returned: restoring before it would leave the agent on the error page.
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + _BLOCKED_COMMIT_S
+            while not page.is_closed() and self.allow.allows(page.url) and loop.time() < deadline:
+                await asyncio.sleep(0.02)
+            if page.is_closed():
+                return blocked_message(self._blocked[0])
         if self._blocked or not self.allow.allows(page.url):
             url = self._blocked[0] if self._blocked else page.url
             await self._restore(page, previous)
