@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from webagent_r1.evaluate import wilson_interval
+from webagent_r1.report.build import _md_table
 from webagent_r1.report.load import ReportError, read_jsonl_rows
 
 __all__ = [
@@ -339,11 +340,6 @@ def _succ(ok: int, n: int) -> str:
     return f"{ok}/{n} = {_pct(ok / n if n else 0.0)} ({_pct(lo)}-{_pct(hi)})"
 
 
-def _table(header: list[str], body: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return lines + ["| " + " | ".join(row) + " |" for row in body]
-
-
 def render_paired_markdown(comparisons: Sequence[PairedComparison]) -> str:
     """Markdown: one summary table, then per-site and per-template rows of each comparison."""
     lines = ["# Paired comparison of evaluations", ""]
@@ -379,7 +375,7 @@ def render_paired_markdown(comparisons: Sequence[PairedComparison]) -> str:
         "sign-flip p",
         "pass@k, A → B",
     ]
-    lines += _table(header, body)
+    lines += _md_table(header, body)
     lines += [
         "",
         "Tasks weighted equally; p-values two-sided. A difference is clear when its interval "
@@ -395,7 +391,7 @@ def render_paired_markdown(comparisons: Sequence[PairedComparison]) -> str:
         lines += ["", f"## {c.b} vs {c.a}", *(["", *notes] if notes else [])]
         for title, rows in (("site", c.by_site), ("template", c.by_template)):
             lines += [""]
-            lines += _table(
+            lines += _md_table(
                 [title, "tasks", "A", "B", "better / worse"],
                 [
                     [
