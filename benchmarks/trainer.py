@@ -26,9 +26,10 @@ Sides:
     computed once (``train/batching.py``), so ours does less work than TRL for the same
     update.
 ``ours_unshared``
-    The same call with ``train.share_prompts=false``: every completion with its own copy of
-    the prompt, as TRL lays the batch out (the like-for-like comparison of the two update
-    implementations). ``--no-unshared`` leaves it out.
+    The same call with ``train.share_prompts=false`` and ``train.share_prefix=false``: every
+    completion with its own whole copy of the prompt, as TRL lays the batch out (the
+    like-for-like comparison of the two update implementations). ``--no-unshared`` leaves it
+    out.
 ``ours_recompute``
     The same call with the project's default ``rl.old_logprobs=recompute``: an extra no-grad
     forward for π_old (TRL skips it at μ = 1). Reported for information; ``--no-recompute``
@@ -87,7 +88,7 @@ has native bf16, else both run in fp32 (``setup.autocast_active`` says which ran
 
 Prints JSON: per side, update seconds per repetition, tokens/s, peak memory; the ratios
 ours / TRL of tokens/s (>= 1: ours not slower) and of peak memory (<= 1: ours not larger), for
-ours and for ours_unshared; the speed-up of shared prompts (ours / ours_unshared); the
+ours and for ours_unshared; the speed-up of shared prompts and prefixes (ours / ours_unshared); the
 gradient norm of the warm-up update of each side (same weights, same batch: they should agree
 up to bf16 rounding, a check that both compute the same loss).
 """
@@ -404,7 +405,7 @@ def run(
         overrides: config overrides (``section.key=value``) for ours; ``model.autocast_bf16``
             and the ``rl``/``train`` optimisation settings also configure TRL's side.
         progress: print each timed update to stderr.
-        unshared: also time ours with ``train.share_prompts=false``.
+        unshared: also time ours with ``train.share_prompts=false`` and ``share_prefix=false``.
         rollouts: a trajectory file to take the groups from (then no TRL; B, G, P, C unused).
 
     Returns:
@@ -432,7 +433,9 @@ def run(
     cfg_re = load_config(None, base + ["rl.old_logprobs=recompute"] + list(overrides or []))
     cfg_un = load_config(
         None,
-        base + ["rl.old_logprobs=sampler", "train.share_prompts=false"] + list(overrides or []),
+        base
+        + ["rl.old_logprobs=sampler", "train.share_prompts=false", "train.share_prefix=false"]
+        + list(overrides or []),
     )
     t0 = time.time()
     model, tokenizer = load_policy(cfg)

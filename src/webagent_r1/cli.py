@@ -701,7 +701,9 @@ def bench_trainer(
     seed: Annotated[int, typer.Option(help="Seed of the token ids.")] = 0,
     trl: Annotated[bool, typer.Option(help="Include TRL's GRPOTrainer (bench extra).")] = True,
     recompute: Annotated[bool, typer.Option(help="Also time rl.old_logprobs=recompute.")] = True,
-    unshared: Annotated[bool, typer.Option(help="Also time train.share_prompts=false.")] = True,
+    unshared: Annotated[
+        bool, typer.Option(help="Also time train.share_prompts=false and share_prefix=false.")
+    ] = True,
     overrides: OverridesArg = None,
 ) -> None:
     """One M-GRPO update vs TRL's GRPOTrainer: tokens/s, peak memory (benchmarks/trainer.py)."""

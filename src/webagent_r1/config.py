@@ -290,6 +290,11 @@ class TrainConfig:
     later turns where episodes took the same actions) share one row, the prompt computed
     once, with a block attention mask; the log-probs are those of separate rows. Needs
     'sdpa' or 'eager' attention (otherwise one sample per row)."""
+    share_prefix: bool = True
+    """BC and M-GRPO: the prompt prefix all samples of a micro-batch share (the system prompt)
+    is run once and its KV cache repeated for every row (same log-probs and gradients; a BC
+    step of the CPU recipe ~15% faster). Needs 'sdpa' or 'eager' attention; off under
+    gradient checkpointing and sharding."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass (less memory, ~30% slower)."""
     lora_r: int = 0

@@ -21,10 +21,19 @@ earlier tokens, never a sibling completion) and position ids that restart after 
 each completion. Every completion token then sees exactly the context it was sampled from, and
 the prompt's forward and backward run once instead of once per sample. In M-GRPO rollouts of
 the CPU recipe this cut the tokens of an update to 29-38% of the unshared count.
+
+Shared prefix (``train.share_prefix``): every prompt starts with the same system prompt (289
+of the ~715 tokens of a CPU-recipe prompt). The prefix that all rows of a micro-batch share is
+run once, as a one-row forward whose KV cache is repeated for every row; the rows then hold
+only what follows it, with positions continuing after it. Gradients flow through that cache
+(the repeat sums them back), so log-probs and gradients are those of full rows. On the CPU
+recipe's demonstrations the forward and backward of an 8-sample BC batch took ~30% less time,
+a whole BC step ~15% less.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +53,8 @@ __all__ = [
     "pack_plan",
     "padding_batch",
     "prompt_groups",
+    "shared_prefix_len",
+    "supports_shared_prefix",
     "supports_shared_prompts",
     "unwrap_model",
 ]
@@ -96,8 +107,18 @@ class MicroBatch:
     offset: torch.Tensor
     """(N,) index of each token within its sample's completion."""
     position_ids: torch.Tensor | None = None
-    """(B, T) positions, set only for shared-prompt rows (then ``attention_mask`` is a
-    (B, 1, T, T) boolean block mask, True where a query position may attend a key)."""
+    """(B, T) positions, set for shared-prompt rows (then ``attention_mask`` is a
+    (B, 1, T, P0 + T) boolean block mask, True where a query position may attend a key) and
+    whenever there is a shared prefix."""
+    prefix_ids: torch.Tensor | None = None
+    """(1, P0) the prompt prefix every row shares, run once (``share_prefix``); the rows,
+    columns and masks above then describe the tokens after it (masks have P0 more columns,
+    all attending the prefix)."""
+
+    @property
+    def prefix_len(self) -> int:
+        """P0: tokens of the shared prefix (0 without one)."""
+        return 0 if self.prefix_ids is None else int(self.prefix_ids.shape[1])
 
 
 def prompt_groups(samples: Sequence[Sample]) -> list[list[int]]:
@@ -114,6 +135,35 @@ def prompt_groups(samples: Sequence[Sample]) -> list[list[int]]:
     for i, s in enumerate(samples):
         by_prompt.setdefault(tuple(s.input_ids[: s.prompt_len]), []).append(i)
     return list(by_prompt.values())
+
+
+MIN_SHARED_PREFIX = 16
+"""Shorter shared prefixes are not worth a separate forward."""
+
+
+def shared_prefix_len(prompts: Sequence[Sequence[int]]) -> int:
+    """Length of the prefix that all ``prompts`` share, leaving each at least one token of its
+    own (its last prompt position predicts its first completion token); 0 when there are
+    fewer than two prompts or the prefix is shorter than ``MIN_SHARED_PREFIX``."""
+    if len(prompts) < 2:
+        return 0
+    first = prompts[0]
+    n = min(len(p) for p in prompts) - 1
+    for p in prompts[1:]:
+        n = next((i for i in range(n) if p[i] != first[i]), n)
+    return n if n >= MIN_SHARED_PREFIX else 0
+
+
+def supports_shared_prefix(model: Any) -> bool:
+    """Whether a shared prefix can be run once for a micro-batch of ``model``: attention that
+    takes the rows' masks over a cache ('sdpa', 'eager'), no gradient checkpointing (it drops
+    the cache) and no sharding (the decoder would run twice inside one FSDP forward)."""
+    if isinstance(model, CompletionLM) or not supports_shared_prompts(model):
+        return False
+    lm = unwrap_model(model)
+    # transformers 5 renamed the property (the old name warns)
+    name = "is_activation_checkpointing"
+    return not getattr(lm, name if hasattr(type(lm), name) else "is_gradient_checkpointing", False)
 
 
 def _row_length(samples: Sequence[Sample], group: Sequence[int]) -> int:
@@ -152,7 +202,10 @@ def supports_shared_prompts(model: Any) -> bool:
 
 
 def collate_rows(
-    samples: Sequence[Sample], rows: Sequence[Sequence[int]], pad_id: int
+    samples: Sequence[Sample],
+    rows: Sequence[Sequence[int]],
+    pad_id: int,
+    share_prefix: bool = False,
 ) -> MicroBatch:
     """Build the micro-batch of ``rows`` (each a list of samples with one prompt).
 
@@ -161,22 +214,28 @@ def collate_rows(
     positions ``P … P + len_j - 1`` (P = prompt length) and attend to the prompt and to their
     own completion causally; its first token is predicted from the prompt's last position,
     exactly as in the unshared row. Padding attends only to itself (no empty softmax row).
+    With ``share_prefix`` the prefix all rows' prompts share (``shared_prefix_len``) is left
+    out of the rows, becomes ``prefix_ids``, and every position attends to it.
     """
     if all(len(r) == 1 for r in rows):
-        return collate(samples, [r[0] for r in rows], pad_id)
-    T = max(_row_length(samples, r) for r in rows)
+        return collate(samples, [r[0] for r in rows], pad_id, share_prefix)
+    firsts = [samples[r[0]] for r in rows]
+    n0 = shared_prefix_len([s.input_ids[: s.prompt_len] for s in firsts]) if share_prefix else 0
+    T = max(_row_length(samples, r) for r in rows) - n0
     B = len(rows)
     ids = torch.full((B, T), pad_id, dtype=torch.long)
     pos = torch.zeros((B, T), dtype=torch.long)
     causal = torch.ones((T, T), dtype=torch.bool).tril()  # (T, T)
-    mask = torch.eye(T, dtype=torch.bool).repeat(B, 1, 1)  # (B, T, T): padding sees itself
+    mask = torch.zeros((B, T, n0 + T), dtype=torch.bool)  # (B, T, P0 + T)
+    mask[:, :, :n0] = True  # the shared prefix
+    mask[:, :, n0:] = torch.eye(T, dtype=torch.bool)  # padding sees itself
     r, c, tgt, smp, off = [], [], [], [], []
     for b, row in enumerate(rows):
         first = samples[row[0]]
-        P = first.prompt_len
-        ids[b, :P] = torch.tensor(first.input_ids[:P], dtype=torch.long)
-        pos[b, :P] = torch.arange(P)
-        mask[b, :P, :P] = causal[:P, :P]
+        P = first.prompt_len - n0  # the prompt's tokens in this row
+        ids[b, :P] = torch.tensor(first.input_ids[n0 : first.prompt_len], dtype=torch.long)
+        pos[b, :P] = torch.arange(n0, n0 + P)
+        mask[b, :P, n0 : n0 + P] = causal[:P, :P]
         start = P
         for i in row:
             s = samples[i]
@@ -184,9 +243,9 @@ def collate_rows(
             n = len(comp)
             end = start + n
             ids[b, start:end] = torch.tensor(comp, dtype=torch.long)
-            pos[b, start:end] = torch.arange(P, P + n)
-            mask[b, start:end, :P] = True  # the prompt
-            mask[b, start:end, start:end] = causal[:n, :n]  # its own earlier tokens
+            pos[b, start:end] = torch.arange(n0 + P, n0 + P + n)
+            mask[b, start:end, n0 : n0 + P] = True  # the prompt
+            mask[b, start:end, n0 + start : n0 + end] = causal[:n, :n]  # its own earlier tokens
             r.extend([b] * n)
             # the prompt's last position predicts the first token, then each token the next
             c.extend([P - 1, *range(start, end - 1)][:n])
@@ -196,30 +255,41 @@ def collate_rows(
             start = end
     return MicroBatch(
         input_ids=ids,
-        attention_mask=mask[:, None],  # (B, 1, T, T)
+        attention_mask=mask[:, None],  # (B, 1, T, P0 + T)
         rows=torch.tensor(r, dtype=torch.long),
         cols=torch.tensor(c, dtype=torch.long),
         targets=torch.tensor(tgt, dtype=torch.long),
         sample=torch.tensor(smp, dtype=torch.long),
         offset=torch.tensor(off, dtype=torch.long),
         position_ids=pos,
+        prefix_ids=_prefix_tensor(firsts[0].input_ids, n0),
     )
 
 
-def collate(samples: Sequence[Sample], indices: Sequence[int], pad_id: int) -> MicroBatch:
-    """Build the micro-batch of ``samples[i] for i in indices``."""
+def _prefix_tensor(ids: Sequence[int], n: int) -> torch.Tensor | None:
+    """(1, n) the first ``n`` of ``ids``; None when n is 0."""
+    return torch.tensor([list(ids[:n])], dtype=torch.long) if n else None
+
+
+def collate(
+    samples: Sequence[Sample], indices: Sequence[int], pad_id: int, share_prefix: bool = False
+) -> MicroBatch:
+    """Build the micro-batch of ``samples[i] for i in indices`` (one sample a row, right
+    padding); with ``share_prefix`` the prefix their prompts share becomes ``prefix_ids``."""
     rows_ = [samples[i] for i in indices]
-    T = max(len(s.input_ids) for s in rows_)
+    n0 = shared_prefix_len([s.input_ids[: s.prompt_len] for s in rows_]) if share_prefix else 0
+    T = max(len(s.input_ids) for s in rows_) - n0
     ids = torch.full((len(rows_), T), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(rows_), T), dtype=torch.long)
+    mask = torch.zeros((len(rows_), n0 + T), dtype=torch.long)  # (B, P0 + T)
+    mask[:, :n0] = 1
     r, c, tgt, smp, off = [], [], [], [], []
     for b, (i, s) in enumerate(zip(indices, rows_, strict=True)):
-        n = len(s.input_ids)
-        ids[b, :n] = torch.tensor(s.input_ids, dtype=torch.long)
-        mask[b, :n] = 1
-        n_comp = n - s.prompt_len
+        n = len(s.input_ids) - n0
+        ids[b, :n] = torch.tensor(s.input_ids[n0:], dtype=torch.long)
+        mask[b, n0 : n0 + n] = 1
+        n_comp = len(s.input_ids) - s.prompt_len
         r.extend([b] * n_comp)
-        c.extend(range(s.prompt_len - 1, n - 1))  # position p predicts token p + 1
+        c.extend(range(s.prompt_len - 1 - n0, n - 1))  # position p predicts token p + 1
         tgt.extend(s.input_ids[s.prompt_len :])
         smp.extend([i] * n_comp)
         off.extend(range(n_comp))
@@ -231,6 +301,8 @@ def collate(samples: Sequence[Sample], indices: Sequence[int], pad_id: int) -> M
         targets=torch.tensor(tgt, dtype=torch.long),
         sample=torch.tensor(smp, dtype=torch.long),
         offset=torch.tensor(off, dtype=torch.long),
+        position_ids=(n0 + torch.arange(T)).expand(len(rows_), T).clone() if n0 else None,
+        prefix_ids=_prefix_tensor(rows_[0].input_ids, n0),
     )
 
 
@@ -251,18 +323,21 @@ def completion_logits(
     cols: torch.Tensor,
     autocast_bf16: bool = True,
     position_ids: torch.Tensor | None = None,
+    prefix_ids: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Logits at the positions that predict completion tokens (the LM head runs there only).
 
     Args:
         lm: a Hugging Face causal LM (PEFT's LoRA layers may be injected in it).
         input_ids: (B, T) right-padded ids.
-        attention_mask: (B, T) 1 on real tokens, or a (B, 1, T, T) boolean block mask
-            (shared-prompt rows, with ``position_ids``).
+        attention_mask: (B, P0 + T) 1 on real tokens, or a (B, 1, T, P0 + T) boolean block
+            mask (shared-prompt rows, with ``position_ids``).
         rows: (N,) row of each completion token.
         cols: (N,) column of the position that predicts it.
         autocast_bf16: run under bf16 autocast where the hardware has native bf16.
         position_ids: (B, T) positions (None: 0, 1, 2, … along each row).
+        prefix_ids: (1, P0) ids every row continues (run once, its KV cache repeated for
+            every row); None: the rows are whole.
 
     Returns:
         (N, V) logits, in the dtype the head produced.
@@ -277,15 +352,36 @@ def completion_logits(
             ~attention_mask, torch.finfo(dtype).min
         )
     with autocast_ctx(device, autocast_bf16):
+        cache: dict[str, Any] = {}
+        if prefix_ids is not None:
+            cache = _prefix_cache(backbone, lm.config, prefix_ids, int(input_ids.shape[0]))
         out = backbone(
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=position_ids,
-            use_cache=False,
+            use_cache=bool(cache),
+            **cache,
         )
         hidden = out.last_hidden_state  # (B, T, H)
         picked = hidden[rows, cols]  # (N, H): completion positions
         return head(picked)  # (N, V): the LM head only where a loss is taken
+
+
+def _prefix_cache(backbone: Any, config: Any, prefix_ids: torch.Tensor, rows: int) -> dict:
+    """Run ``prefix_ids`` (1, P0) through ``backbone`` once and return the keyword argument
+    that hands its KV cache, repeated for ``rows`` rows, to the next call. The cache keeps
+    the autograd graph: the rows' gradients reach the prefix's activations, summed."""
+    from transformers import DynamicCache
+
+    try:
+        cache = DynamicCache(config=config)
+    except TypeError:  # transformers 4.x
+        cache = DynamicCache()
+    # transformers 5 renamed the KV-cache argument from past_key_values to cache.
+    kw = "cache" if "cache" in inspect.signature(backbone.forward).parameters else "past_key_values"
+    backbone(input_ids=prefix_ids, use_cache=True, **{kw: cache})
+    cache.batch_repeat_interleave(rows)
+    return {kw: cache}
 
 
 class CompletionLM(torch.nn.Module):
@@ -309,10 +405,18 @@ class CompletionLM(torch.nn.Module):
         cols: torch.Tensor,
         autocast_bf16: bool = True,
         position_ids: torch.Tensor | None = None,
+        prefix_ids: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """(N, V) logits of ``completion_logits`` over ``self.module``."""
         return completion_logits(
-            self.module, input_ids, attention_mask, rows, cols, autocast_bf16, position_ids
+            self.module,
+            input_ids,
+            attention_mask,
+            rows,
+            cols,
+            autocast_bf16,
+            position_ids,
+            prefix_ids,
         )
 
 
@@ -363,6 +467,7 @@ def completion_logprobs(
         mb.cols.to(device),
         autocast_bf16,
         mb.position_ids.to(device) if mb.position_ids is not None else None,
+        mb.prefix_ids.to(device) if mb.prefix_ids is not None else None,
     )
     # through the wrapper's own forward when there is one (FSDP's hooks run around it)
     logits = model(*args) if isinstance(model, CompletionLM) else completion_logits(lm, *args)

@@ -28,7 +28,13 @@ import torch
 
 from webagent_r1.algos.sft import bc_loss
 from webagent_r1.config import Config, to_dict
-from webagent_r1.train.batching import collate, completion_logprobs, micro_batches, padding_batch
+from webagent_r1.train.batching import (
+    collate,
+    completion_logprobs,
+    micro_batches,
+    padding_batch,
+    supports_shared_prefix,
+)
 from webagent_r1.train.checkpoint import (
     latest_checkpoint,
     load_trainer_state,
@@ -104,6 +110,7 @@ def bc_backward(
     total_tokens: int | None = None,
     grad: bool = True,
     dist: Dist | None = None,
+    share_prefix: bool = False,
 ) -> tuple[float, int]:
     """Accumulate the BC loss gradient of ``samples`` (token-mean over the whole batch).
 
@@ -118,6 +125,8 @@ def bc_backward(
         grad: backpropagate (False: only measure the loss).
         dist: the processes sharing a sharded model: each runs as many micro-batches as the
             busiest (padding ones add nothing); None: this process alone.
+        share_prefix: run the prompt prefix of a micro-batch once (``train.share_prefix``;
+            applied where ``supports_shared_prefix(model)``).
 
     Returns:
         (this process's share of the loss, its completion tokens).
@@ -127,8 +136,12 @@ def bc_backward(
     loss_sum = 0.0
     groups = micro_batches([len(s.input_ids) for s in samples], token_budget)
     n_mb = (dist or Dist()).all_reduce_max(len(groups)) if is_sharded(model) else len(groups)
+    prefix = share_prefix and supports_shared_prefix(model)
     for k in range(n_mb):
-        mb = collate(samples, groups[k], pad_id) if k < len(groups) else padding_batch(pad_id)
+        if k < len(groups):
+            mb = collate(samples, groups[k], pad_id, prefix)
+        else:
+            mb = padding_batch(pad_id)
         with torch.set_grad_enabled(grad):
             logp = completion_logprobs(model, mb, autocast_bf16=autocast_bf16)  # (N,)
             scale = 1.0 / max(total, 1) if k < len(groups) else 0.0
@@ -140,7 +153,12 @@ def bc_backward(
 
 
 def heldout_loss(
-    model: Any, samples: list[Sample], pad_id: int, token_budget: int, autocast_bf16: bool
+    model: Any,
+    samples: list[Sample],
+    pad_id: int,
+    token_budget: int,
+    autocast_bf16: bool,
+    share_prefix: bool = False,
 ) -> float | None:
     """Token-mean NLL of ``samples`` (None when there are none)."""
     if not samples:
@@ -148,7 +166,15 @@ def heldout_loss(
     was_training = model.training
     model.eval()
     try:
-        loss, _ = bc_backward(model, samples, pad_id, token_budget, autocast_bf16, grad=False)
+        loss, _ = bc_backward(
+            model,
+            samples,
+            pad_id,
+            token_budget,
+            autocast_bf16,
+            grad=False,
+            share_prefix=share_prefix,
+        )
     finally:
         model.train(was_training)
     return loss
@@ -211,7 +237,9 @@ def train_bc(
     )
     # sharded, a forward is a collective: every process measures the held-out loss
     if (dist.main or sharded) and start == 0:
-        held0 = heldout_loss(model, held_s, pad_id, tcfg.token_budget, cfg.model.autocast_bf16)
+        held0 = heldout_loss(
+            model, held_s, pad_id, tcfg.token_budget, cfg.model.autocast_bf16, tcfg.share_prefix
+        )
         if dist.main:
             logger.log(
                 0,
@@ -241,6 +269,7 @@ def train_bc(
                 cfg.model.autocast_bf16,
                 int(total_tok),
                 dist=dist,
+                share_prefix=tcfg.share_prefix,
             )
             if not sharded:  # FSDP has reduce-scattered the gradients in the backward
                 dist.all_reduce_grads(params)
@@ -258,7 +287,12 @@ def train_bc(
             done = step + 1
             if bcfg.eval_every and done % bcfg.eval_every == 0 or done == bcfg.steps:
                 last_held = heldout_loss(
-                    model, held_s, pad_id, tcfg.token_budget, cfg.model.autocast_bf16
+                    model,
+                    held_s,
+                    pad_id,
+                    tcfg.token_budget,
+                    cfg.model.autocast_bf16,
+                    tcfg.share_prefix,
                 )
                 if last_held is not None:
                     metrics["bc/heldout_loss"] = last_held

@@ -50,6 +50,7 @@ from webagent_r1.train.batching import (
     completion_logprobs,
     pack_plan,
     padding_batch,
+    supports_shared_prefix,
     supports_shared_prompts,
     unwrap_model,
 )
@@ -172,6 +173,7 @@ def _all_logprobs(
     bf16: bool,
     dist: Dist | None = None,
     share: bool = False,
+    prefix: bool = False,
 ) -> torch.Tensor:
     """(N,) log-probs of every completion token of ``samples`` in flat order, no grad."""
     n = sum(len(s.input_ids) - s.prompt_len for s in samples)
@@ -187,7 +189,7 @@ def _all_logprobs(
         if k >= len(groups):  # keeps step with the other processes; its result is unused
             completion_logprobs(model, padding_batch(pad_id), temp, bf16)
             continue
-        mb = collate_rows(samples, groups[k], pad_id)
+        mb = collate_rows(samples, groups[k], pad_id, prefix and supports_shared_prefix(model))
         lp = completion_logprobs(model, mb, temp, bf16).float().cpu()
         out[st[mb.sample] + mb.offset] = lp
     return out
@@ -224,7 +226,7 @@ def mgrpo_update(
     temp = cfg.rollout.temperature if cfg.rollout.temperature > 0 else 1.0
     bf16 = cfg.model.autocast_bf16
     budget = tcfg.token_budget
-    share = tcfg.share_prompts
+    share, prefix = tcfg.share_prompts, tcfg.share_prefix
     params = trainable_parameters(model)
     local_traj, local_tok = float(batch.n_traj), 0.0
     traj_t, turn_t, adv_t, starts = _token_tensors(batch)
@@ -246,13 +248,15 @@ def mgrpo_update(
     if rl.old_logprobs == "sampler":
         old = torch.tensor([lp for s in samples for lp in s.old_logprobs], dtype=torch.float)
     else:  # (sharded, a process without samples still takes part in the forwards)
-        old = _all_logprobs(model, samples, pad_id, budget, temp, bf16, dist, share)
+        old = _all_logprobs(model, samples, pad_id, budget, temp, bf16, dist, share, prefix)
     ref = None
     if rl.beta > 0:
         if ref_model is None:
             raise ValueError("rl.beta > 0 needs a reference model")
         ref = (
-            _all_logprobs(ref_model, samples, pad_id, budget, temp, bf16, share=share)
+            _all_logprobs(
+                ref_model, samples, pad_id, budget, temp, bf16, share=share, prefix=prefix
+            )
             if samples
             else None
         )
@@ -260,6 +264,7 @@ def mgrpo_update(
     sums = {"loss": 0.0, "clip_frac": 0.0, "kl": 0.0, "ratio": 0.0, "grad_norm": 0.0}
     groups = _plan(model, samples, budget, share)
     n_mb = _micro_batch_count(model, groups, dist)
+    prefix = prefix and supports_shared_prefix(model)
     for _ in range(rl.mu):
         optimizer.zero_grad(set_to_none=True)
         loss_sum, clip_n, kl_n, ratio_n = 0.0, 0.0, 0.0, 0.0
@@ -267,7 +272,7 @@ def mgrpo_update(
             if k >= len(groups):  # sharded: keep step with the other processes, add nothing
                 (completion_logprobs(model, padding_batch(pad_id), temp, bf16).sum() * 0).backward()
                 continue
-            mb = collate_rows(samples, groups[k], pad_id)
+            mb = collate_rows(samples, groups[k], pad_id, prefix)
             flat = st[mb.sample] + mb.offset  # (n,) positions in the batch's token order
             logp = completion_logprobs(model, mb, temp, bf16).cpu()  # (n,)
             loss, stats = mgrpo_loss(

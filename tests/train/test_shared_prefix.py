@@ -1,0 +1,162 @@
+"""Shared prefix (``train.share_prefix``): the prompt prefix of a micro-batch run once, its KV
+cache repeated for every row; same log-probs, gradients and updates as whole rows, on a tiny
+random Llama with grouped-query attention."""
+
+from __future__ import annotations
+
+import copy
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.train.tiny import make_tiny_model, make_turn
+from webagent_r1.config import load_config
+from webagent_r1.rollout import Group
+from webagent_r1.train.batching import (
+    MIN_SHARED_PREFIX,
+    collate,
+    collate_rows,
+    completion_logprobs,
+    prompt_groups,
+    shared_prefix_len,
+    supports_shared_prefix,
+)
+from webagent_r1.train.bc import bc_backward
+from webagent_r1.train.rl import build_rl_batch, mgrpo_update
+from webagent_r1.train.setup import build_optimizer, load_policy
+from webagent_r1.trajectories import turn_samples
+from webagent_r1.types import Task, Trajectory
+
+SYSTEM = 24  # tokens of the "system prompt" every prompt starts with
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+
+
+def _cfg(tiny_dir: Path, *extra: str):
+    return load_config(
+        None, [f"model.name={tiny_dir}", "model.device=cpu", "model.autocast_bf16=false", *extra]
+    )
+
+
+def _group(rewards: list[float], seed: int = 0) -> Group:
+    """Every prompt starts with one system prompt; first turns share the start page, and the
+    second turns of trajectories 0 and 1 share a page (rows of several completions)."""
+    rng = random.Random(seed)
+    system = [rng.randrange(3, 96) for _ in range(SYSTEM)]
+    start = system + [rng.randrange(3, 96) for _ in range(10)]
+    page2 = system + [rng.randrange(3, 96) for _ in range(7)]
+    trajs = []
+    for i, r in enumerate(rewards):
+        first = make_turn(rng, 0, rng.randint(2, 6))
+        first.prompt_ids = list(start)
+        turns = [first]
+        if i % 3 != 2:
+            second = make_turn(rng, 0, rng.randint(1, 5))
+            own = [rng.randrange(3, 96) for _ in range(rng.randint(1, 12))]
+            second.prompt_ids = list(page2) if i < 2 else system + own
+            turns.append(second)
+        trajs.append(Trajectory(task_id="t", group_id=0, turns=turns, reward=r, status="done"))
+    return Group(Task(task_id="t", sites=[], intent="x", start_url=""), trajs)
+
+
+def _samples(group: Group):
+    return [s for t in group.trajectories for s in turn_samples(t)]
+
+
+def test_shared_prefix_len() -> None:
+    long = list(range(3, 3 + MIN_SHARED_PREFIX + 5))
+    assert shared_prefix_len([long + [1], long + [2, 3]]) == len(long)
+    # each prompt keeps one token of its own: identical prompts share all but the last
+    assert shared_prefix_len([long, long]) == len(long) - 1
+    assert shared_prefix_len([long]) == 0  # nothing to share with
+    short = long[: MIN_SHARED_PREFIX - 1]
+    assert shared_prefix_len([short + [1], short + [2]]) == 0  # not worth a forward
+    assert shared_prefix_len([[7] + long, [8] + long]) == 0  # differ at the first token
+
+
+def _logp_and_grad(model, mb):
+    model.zero_grad()
+    lp = completion_logprobs(model, mb, temperature=0.7, autocast_bf16=False)
+    order = torch.argsort(mb.sample * 1000 + mb.offset)  # the samples' token order
+    lp = lp[order]
+    (lp * torch.linspace(-1, 2, lp.numel())).sum().backward()
+    return lp.detach(), [p.grad.clone() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+@pytest.mark.parametrize("packed", [False, True])
+def test_prefix_once_gives_the_log_probs_and_gradients_of_whole_rows(
+    tiny_dir: Path, attn: str, packed: bool
+) -> None:
+    model, _ = load_policy(_cfg(tiny_dir))
+    model.config._attn_implementation = attn
+    samples = _samples(_group([1.0, 0.0, 1.0, 0.0, 0.0], seed=3))
+    rows = prompt_groups(samples) if packed else [[i] for i in range(len(samples))]
+    whole = collate_rows(samples, rows, pad_id=1)
+    once = collate_rows(samples, rows, pad_id=1, share_prefix=True)
+    assert whole.prefix_ids is None and once.prefix_len == SYSTEM
+    assert once.input_ids.shape[1] == whole.input_ids.shape[1] - SYSTEM
+    assert once.attention_mask.shape[-1] == whole.attention_mask.shape[-1]
+    lp_w, g_w = _logp_and_grad(model, whole)
+    lp_o, g_o = _logp_and_grad(model, once)
+    assert lp_o.shape == lp_w.shape
+    assert torch.allclose(lp_o, lp_w, atol=1e-5), (lp_o - lp_w).abs().max()
+    for a, b in zip(g_o, g_w, strict=True):
+        assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
+
+
+def test_every_completion_sees_the_prefix(tiny_dir: Path) -> None:
+    """A changed prefix token changes every completion's log-probs (a cache that was not
+    attended would pass the equality test only if the prefix did not matter)."""
+    model, _ = load_policy(_cfg(tiny_dir))
+    samples = _samples(_group([1.0, 0.0, 1.0], seed=5))
+    idx = list(range(len(samples)))
+    with torch.no_grad():
+        a = completion_logprobs(model, collate(samples, idx, 1, True), autocast_bf16=False)
+        for s in samples:
+            s.input_ids[3] = (s.input_ids[3] + 1) % 96 or 3
+        mb = collate(samples, idx, 1, True)
+        assert mb.prefix_len == SYSTEM
+        b = completion_logprobs(model, mb, autocast_bf16=False)
+    assert (a - b).abs().min() > 0
+
+
+def test_mgrpo_update_and_bc_step_are_the_same_with_and_without_the_prefix_once(
+    tiny_dir: Path,
+) -> None:
+    group = _group([1.0, 0.0, 0.0, 1.0, 0.0, 1.0], seed=7)
+    results = {}
+    for prefix in (True, False):
+        cfg = _cfg(tiny_dir, f"train.share_prefix={prefix}", "rl.lr=0.01", "rl.mu=2")
+        torch.manual_seed(0)
+        model, _ = load_policy(cfg)
+        opt = build_optimizer(list(model.parameters()), cfg.rl.lr, cfg.train)
+        metrics = mgrpo_update(model, opt, build_rl_batch([copy.deepcopy(group)]), cfg, pad_id=1)
+        model.zero_grad()
+        loss, _ = bc_backward(model, _samples(group), 1, 64, False, share_prefix=prefix)
+        grads = [p.grad.clone() for p in model.parameters()]
+        results[prefix] = (metrics, [p.detach().clone() for p in model.parameters()], loss, grads)
+    (m_o, p_o, l_o, g_o), (m_w, p_w, l_w, g_w) = results[True], results[False]
+    for k in ("train/loss", "train/grad_norm", "train/ratio_mean", "train/clip_frac"):
+        assert m_o[k] == pytest.approx(m_w[k], rel=1e-4, abs=1e-6), k
+    assert m_o["train/grad_norm"] > 0
+    diff = sum(float((a - b).square().sum()) for a, b in zip(p_o, p_w, strict=True)) ** 0.5
+    assert diff < 1e-3, diff
+    assert l_o == pytest.approx(l_w, rel=1e-5)
+    for a, b in zip(g_o, g_w, strict=True):
+        assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
+
+
+def test_prefix_is_not_shared_where_the_cache_would_be_dropped(tiny_dir: Path) -> None:
+    model, _ = load_policy(_cfg(tiny_dir))
+    assert supports_shared_prefix(model)
+    model.gradient_checkpointing_enable()
+    assert not supports_shared_prefix(model)
+    model.gradient_checkpointing_disable()
+    model.config._attn_implementation = "flash_attention_2"
+    assert not supports_shared_prefix(model)
