@@ -293,7 +293,8 @@ class TrainConfig:
     share_prefix: bool = True
     """BC and M-GRPO: the prompt prefix all samples of a micro-batch share (the system prompt)
     is run once and its KV cache repeated for every row (same log-probs and gradients; a BC
-    step of the CPU recipe ~15% faster). Needs 'sdpa' or 'eager' attention; off under
+    step of the CPU recipe ~15% faster; without dropout, which the prefix then draws once for
+    all rows). Needs 'sdpa' or 'eager' attention and no sliding-window layers; off under
     gradient checkpointing and sharding."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass (less memory, ~30% slower)."""

@@ -160,3 +160,10 @@ def test_prefix_is_not_shared_where_the_cache_would_be_dropped(tiny_dir: Path) -
     model.gradient_checkpointing_disable()
     model.config._attn_implementation = "flash_attention_2"
     assert not supports_shared_prefix(model)
+    model.config._attn_implementation = "sdpa"
+    assert supports_shared_prefix(model)
+    # a sliding-window layer's cache would keep only the window of the prefix
+    model.config.layer_types = ["sliding_attention"] + ["full_attention"] * (
+        model.config.num_hidden_layers - 1
+    )
+    assert not supports_shared_prefix(model)

@@ -26,9 +26,9 @@ Shared prefix (``train.share_prefix``): every prompt starts with the same system
 of the ~715 tokens of a CPU-recipe prompt). The prefix that all rows of a micro-batch share is
 run once, as a one-row forward whose KV cache is repeated for every row; the rows then hold
 only what follows it, with positions continuing after it. Gradients flow through that cache
-(the repeat sums them back), so log-probs and gradients are those of full rows. On the CPU
-recipe's demonstrations the forward and backward of an 8-sample BC batch took ~30% less time,
-a whole BC step ~15% less.
+(the repeat sums them back), so log-probs and gradients are those of full rows (without
+dropout, which the prefix draws once for all rows). On the CPU recipe's demonstrations the
+forward and backward of an 8-sample BC batch took ~30% less time, a whole BC step ~15% less.
 """
 
 from __future__ import annotations
@@ -93,9 +93,10 @@ class MicroBatch:
     """A right-padded batch of turn samples and where its completion tokens are."""
 
     input_ids: torch.Tensor
-    """(B, T) token ids, right-padded."""
+    """(B, T) token ids, right-padded (after ``prefix_ids`` when there is a shared prefix)."""
     attention_mask: torch.Tensor
-    """(B, T) 1 on real tokens."""
+    """(B, P0 + T) 1 on real tokens (P0 = ``prefix_len``), or the block mask described at
+    ``position_ids``."""
     rows: torch.Tensor
     """(N,) row of each completion token."""
     cols: torch.Tensor
@@ -156,14 +157,28 @@ def shared_prefix_len(prompts: Sequence[Sequence[int]]) -> int:
 
 def supports_shared_prefix(model: Any) -> bool:
     """Whether a shared prefix can be run once for a micro-batch of ``model``: attention that
-    takes the rows' masks over a cache ('sdpa', 'eager'), no gradient checkpointing (it drops
-    the cache) and no sharding (the decoder would run twice inside one FSDP forward)."""
+    takes the rows' masks over a cache ('sdpa', 'eager'), every layer attending to the whole
+    context (a sliding-window layer's cache keeps only its window), no gradient checkpointing
+    (it drops the cache) and no sharding (the decoder would run twice inside one FSDP
+    forward)."""
     if isinstance(model, CompletionLM) or not supports_shared_prompts(model):
         return False
     lm = unwrap_model(model)
+    if not _full_attention_only(lm.config):
+        return False
     # transformers 5 renamed the property (the old name warns)
     name = "is_activation_checkpointing"
     return not getattr(lm, name if hasattr(type(lm), name) else "is_gradient_checkpointing", False)
+
+
+def _full_attention_only(config: Any) -> bool:
+    """Whether every layer of ``config`` attends to the whole context (no sliding window)."""
+    types = getattr(config, "layer_types", None)
+    if types is not None:
+        return all(t == "full_attention" for t in types)
+    return getattr(config, "sliding_window", None) is None or not getattr(
+        config, "use_sliding_window", True
+    )
 
 
 def _row_length(samples: Sequence[Sample], group: Sequence[int]) -> int:
