@@ -5,14 +5,12 @@ random Llama with grouped-query attention."""
 from __future__ import annotations
 
 import copy
-import random
 from pathlib import Path
 
 import pytest
 import torch
 
-from tests.train.tiny import make_tiny_model, make_turn
-from webagent_r1.config import load_config
+from tests.train.tiny import group_samples, shared_prompt_group, tiny_config
 from webagent_r1.rollout import Group
 from webagent_r1.train.batching import (
     MIN_SHARED_PREFIX,
@@ -26,46 +24,13 @@ from webagent_r1.train.batching import (
 from webagent_r1.train.bc import bc_backward
 from webagent_r1.train.rl import build_rl_batch, mgrpo_update
 from webagent_r1.train.setup import build_optimizer, load_policy
-from webagent_r1.trajectories import turn_samples
-from webagent_r1.types import Task, Trajectory
 
 SYSTEM = 24  # tokens of the "system prompt" every prompt starts with
 
 
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
-
-
-def _cfg(tiny_dir: Path, *extra: str):
-    return load_config(
-        None, [f"model.name={tiny_dir}", "model.device=cpu", "model.autocast_bf16=false", *extra]
-    )
-
-
-def _group(rewards: list[float], seed: int = 0) -> Group:
-    """Every prompt starts with one system prompt; first turns share the start page, and the
-    second turns of trajectories 0 and 1 share a page (rows of several completions)."""
-    rng = random.Random(seed)
-    system = [rng.randrange(3, 96) for _ in range(SYSTEM)]
-    start = system + [rng.randrange(3, 96) for _ in range(10)]
-    page2 = system + [rng.randrange(3, 96) for _ in range(7)]
-    trajs = []
-    for i, r in enumerate(rewards):
-        first = make_turn(rng, 0, rng.randint(2, 6))
-        first.prompt_ids = list(start)
-        turns = [first]
-        if i % 3 != 2:
-            second = make_turn(rng, 0, rng.randint(1, 5))
-            own = [rng.randrange(3, 96) for _ in range(rng.randint(1, 12))]
-            second.prompt_ids = list(page2) if i < 2 else system + own
-            turns.append(second)
-        trajs.append(Trajectory(task_id="t", group_id=0, turns=turns, reward=r, status="done"))
-    return Group(Task(task_id="t", sites=[], intent="x", start_url=""), trajs)
-
-
-def _samples(group: Group):
-    return [s for t in group.trajectories for s in turn_samples(t)]
+def _group(rewards: list[float], seed: int) -> Group:
+    """A group whose prompts all start with the same ``SYSTEM`` tokens."""
+    return shared_prompt_group(rewards, seed, system_len=SYSTEM)
 
 
 def test_shared_prefix_len() -> None:
@@ -93,9 +58,9 @@ def _logp_and_grad(model, mb):
 def test_prefix_once_gives_the_log_probs_and_gradients_of_whole_rows(
     tiny_dir: Path, attn: str, packed: bool
 ) -> None:
-    model, _ = load_policy(_cfg(tiny_dir))
+    model, _ = load_policy(tiny_config(tiny_dir))
     model.config._attn_implementation = attn
-    samples = _samples(_group([1.0, 0.0, 1.0, 0.0, 0.0], seed=3))
+    samples = group_samples(_group([1.0, 0.0, 1.0, 0.0, 0.0], seed=3))
     rows = prompt_groups(samples) if packed else [[i] for i in range(len(samples))]
     whole = collate_rows(samples, rows, pad_id=1)
     once = collate_rows(samples, rows, pad_id=1, share_prefix=True)
@@ -113,8 +78,8 @@ def test_prefix_once_gives_the_log_probs_and_gradients_of_whole_rows(
 def test_every_completion_sees_the_prefix(tiny_dir: Path) -> None:
     """A changed prefix token changes every completion's log-probs (a cache that was not
     attended would pass the equality test only if the prefix did not matter)."""
-    model, _ = load_policy(_cfg(tiny_dir))
-    samples = _samples(_group([1.0, 0.0, 1.0], seed=5))
+    model, _ = load_policy(tiny_config(tiny_dir))
+    samples = group_samples(_group([1.0, 0.0, 1.0], seed=5))
     idx = list(range(len(samples)))
     with torch.no_grad():
         a = completion_logprobs(model, collate(samples, idx, 1, True), autocast_bf16=False)
@@ -132,13 +97,13 @@ def test_mgrpo_update_and_bc_step_are_the_same_with_and_without_the_prefix_once(
     group = _group([1.0, 0.0, 0.0, 1.0, 0.0, 1.0], seed=7)
     results = {}
     for prefix in (True, False):
-        cfg = _cfg(tiny_dir, f"train.share_prefix={prefix}", "rl.lr=0.01", "rl.mu=2")
+        cfg = tiny_config(tiny_dir, f"train.share_prefix={prefix}", "rl.lr=0.01", "rl.mu=2")
         torch.manual_seed(0)
         model, _ = load_policy(cfg)
         opt = build_optimizer(list(model.parameters()), cfg.rl.lr, cfg.train)
         metrics = mgrpo_update(model, opt, build_rl_batch([copy.deepcopy(group)]), cfg, pad_id=1)
         model.zero_grad()
-        loss, _ = bc_backward(model, _samples(group), 1, 64, False, share_prefix=prefix)
+        loss, _ = bc_backward(model, group_samples(group), 1, 64, False, share_prefix=prefix)
         grads = [p.grad.clone() for p in model.parameters()]
         results[prefix] = (metrics, [p.detach().clone() for p in model.parameters()], loss, grads)
     (m_o, p_o, l_o, g_o), (m_w, p_w, l_w, g_w) = results[True], results[False]
@@ -153,7 +118,7 @@ def test_mgrpo_update_and_bc_step_are_the_same_with_and_without_the_prefix_once(
 
 
 def test_prefix_is_not_shared_where_the_cache_would_be_dropped(tiny_dir: Path) -> None:
-    model, _ = load_policy(_cfg(tiny_dir))
+    model, _ = load_policy(tiny_config(tiny_dir))
     assert supports_shared_prefix(model)
     model.gradient_checkpointing_enable()
     assert not supports_shared_prefix(model)

@@ -4,15 +4,12 @@ sample per row, on a tiny random Llama with grouped-query attention."""
 from __future__ import annotations
 
 import copy
-import random
 from pathlib import Path
 
 import pytest
 import torch
 
-from tests.train.tiny import make_tiny_model, make_turn
-from webagent_r1.config import load_config
-from webagent_r1.rollout import Group
+from tests.train.tiny import group_samples, shared_prompt_group, tiny_config
 from webagent_r1.train.batching import (
     collate_rows,
     completion_logprobs,
@@ -22,45 +19,11 @@ from webagent_r1.train.batching import (
 from webagent_r1.train.rl import build_rl_batch, mgrpo_update
 from webagent_r1.train.setup import build_optimizer, load_policy
 from webagent_r1.trajectories import turn_samples
-from webagent_r1.types import Task, Trajectory, Turn
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
-
-
-def _cfg(tiny_dir: Path, *extra: str):
-    return load_config(
-        None, [f"model.name={tiny_dir}", "model.device=cpu", "model.autocast_bf16=false", *extra]
-    )
-
-
-def _group(rewards: list[float], seed: int = 0) -> Group:
-    """A group as rollouts make it: every first turn has the same prompt (the start page);
-    second turns share a prompt when the first actions were the same (trajectories 0 and 1)."""
-    rng = random.Random(seed)
-    start = [rng.randrange(3, 96) for _ in range(14)]
-    page2 = [rng.randrange(3, 96) for _ in range(9)]
-    trajs = []
-    for i, r in enumerate(rewards):
-        first = make_turn(rng, 0, rng.randint(2, 6))
-        first.prompt_ids = list(start)
-        turns = [first]
-        if i % 3 != 2:  # a second turn; the first two share its page
-            second = make_turn(rng, 0, rng.randint(1, 5))
-            second.prompt_ids = list(page2) if i < 2 else [rng.randrange(3, 96) for _ in range(11)]
-            turns.append(second)
-        trajs.append(Trajectory(task_id="t", group_id=0, turns=turns, reward=r, status="done"))
-    return Group(Task(task_id="t", sites=[], intent="x", start_url=""), trajs)
-
-
-def _samples(group: Group):
-    return [s for t in group.trajectories for s in turn_samples(t)]
+from webagent_r1.types import Trajectory, Turn
 
 
 def test_prompt_groups_and_plan_cover_every_sample_once() -> None:
-    samples = _samples(_group([1.0, 0.0, 1.0, 0.0, 0.0]))
+    samples = group_samples(shared_prompt_group([1.0, 0.0, 1.0, 0.0, 0.0]))
     groups = prompt_groups(samples)
     assert sorted(i for g in groups for i in g) == list(range(len(samples)))
     for g in groups:
@@ -78,9 +41,9 @@ def test_prompt_groups_and_plan_cover_every_sample_once() -> None:
 def test_shared_rows_give_the_log_probs_and_gradients_of_separate_rows(
     tiny_dir: Path, attn: str
 ) -> None:
-    model, _ = load_policy(_cfg(tiny_dir))
+    model, _ = load_policy(tiny_config(tiny_dir))
     model.config._attn_implementation = attn
-    samples = _samples(_group([1.0, 0.0, 1.0, 0.0, 0.0], seed=3))
+    samples = group_samples(shared_prompt_group([1.0, 0.0, 1.0, 0.0, 0.0], seed=3))
     rows = prompt_groups(samples)
     shared = collate_rows(samples, rows, pad_id=1)
     single = collate_rows(samples, [[i] for i in range(len(samples))], pad_id=1)
@@ -107,8 +70,8 @@ def test_shared_rows_give_the_log_probs_and_gradients_of_separate_rows(
 def test_a_changed_prompt_token_is_seen_by_every_completion_of_its_row(tiny_dir: Path) -> None:
     """The block mask really lets completions attend to the prompt (a mask that hid it
     would pass the equality test only if the prompt did not matter)."""
-    model, _ = load_policy(_cfg(tiny_dir))
-    samples = _samples(_group([1.0, 0.0, 1.0], seed=5))
+    model, _ = load_policy(tiny_config(tiny_dir))
+    samples = group_samples(shared_prompt_group([1.0, 0.0, 1.0], seed=5))
     rows = prompt_groups(samples)
     with torch.no_grad():
         a = completion_logprobs(model, collate_rows(samples, rows, 1), autocast_bf16=False)
@@ -123,10 +86,10 @@ def test_a_changed_prompt_token_is_seen_by_every_completion_of_its_row(tiny_dir:
 
 
 def test_mgrpo_update_is_the_same_with_and_without_shared_prompts(tiny_dir: Path) -> None:
-    group = _group([1.0, 0.0, 0.0, 1.0, 0.0, 1.0], seed=7)
+    group = shared_prompt_group([1.0, 0.0, 0.0, 1.0, 0.0, 1.0], seed=7)
     results = {}
     for share in (True, False):
-        cfg = _cfg(tiny_dir, f"train.share_prompts={share}", "rl.lr=0.01", "rl.mu=2")
+        cfg = tiny_config(tiny_dir, f"train.share_prompts={share}", "rl.lr=0.01", "rl.mu=2")
         torch.manual_seed(0)
         model, _ = load_policy(cfg)
         opt = build_optimizer(list(model.parameters()), cfg.rl.lr, cfg.train)
@@ -147,14 +110,14 @@ def test_mgrpo_update_is_the_same_with_and_without_shared_prompts(tiny_dir: Path
 
 
 def _fresh(tiny_dir: Path) -> list[torch.Tensor]:
-    model, _ = load_policy(_cfg(tiny_dir))
+    model, _ = load_policy(tiny_config(tiny_dir))
     return [p.detach() for p in model.parameters()]
 
 
 def test_unsupported_attention_falls_back_to_one_sample_per_row(tiny_dir: Path) -> None:
     from webagent_r1.train.batching import supports_shared_prompts
 
-    model, _ = load_policy(_cfg(tiny_dir))
+    model, _ = load_policy(tiny_config(tiny_dir))
     assert supports_shared_prompts(model)
     model.config._attn_implementation = "flash_attention_2"
     assert not supports_shared_prompts(model)

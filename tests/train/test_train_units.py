@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.train.tiny import make_tiny_model, make_trajectories, make_turn
+from tests.train.tiny import make_trajectories, make_turn
 from webagent_r1.algos.sft import token_weights
 from webagent_r1.config import load_config
 from webagent_r1.rollout import Group
@@ -19,11 +19,6 @@ from webagent_r1.train.rl import build_rl_batch, mgrpo_update
 from webagent_r1.train.setup import build_optimizer, load_policy, lr_factor
 from webagent_r1.trajectories import turn_samples
 from webagent_r1.types import Task, Trajectory
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
 
 
 def _cfg(tiny_dir: Path, *extra: str):

@@ -5,7 +5,10 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from webagent_r1.types import Trajectory, Turn
+from webagent_r1.config import Config, load_config
+from webagent_r1.rollout import Group
+from webagent_r1.trajectories import Sample, turn_samples
+from webagent_r1.types import Task, Trajectory, Turn
 
 VOCAB = 96
 
@@ -71,3 +74,38 @@ def make_trajectories(n: int, seed: int = 0, reward: float = 1.0) -> list[Trajec
             Trajectory(task_id=f"t{i}", group_id=i, turns=turns, reward=reward, status="done")
         )
     return out
+
+
+def tiny_config(model_dir: Path, *extra: str) -> Config:
+    """A config for the tiny model in ``model_dir`` on the CPU, fp32, plus ``extra``
+    overrides."""
+    return load_config(
+        None, [f"model.name={model_dir}", "model.device=cpu", "model.autocast_bf16=false", *extra]
+    )
+
+
+def shared_prompt_group(rewards: list[float], seed: int = 0, system_len: int = 0) -> Group:
+    """A group as rollouts make it: every prompt starts with the same ``system_len`` tokens;
+    every first turn has the same prompt (the start page), the second turns of trajectories 0
+    and 1 share a prompt (their first actions were the same), the others have their own."""
+    rng = random.Random(seed)
+    system = [rng.randrange(3, VOCAB) for _ in range(system_len)]
+    start = system + [rng.randrange(3, VOCAB) for _ in range(10)]
+    page2 = system + [rng.randrange(3, VOCAB) for _ in range(7)]
+    trajs = []
+    for i, r in enumerate(rewards):
+        first = make_turn(rng, 0, rng.randint(2, 6))
+        first.prompt_ids = list(start)
+        turns = [first]
+        if i % 3 != 2:  # a second turn
+            second = make_turn(rng, 0, rng.randint(1, 5))
+            own = [rng.randrange(3, VOCAB) for _ in range(rng.randint(1, 12))]
+            second.prompt_ids = list(page2) if i < 2 else system + own
+            turns.append(second)
+        trajs.append(Trajectory(task_id="t", group_id=0, turns=turns, reward=r, status="done"))
+    return Group(Task(task_id="t", sites=[], intent="x", start_url=""), trajs)
+
+
+def group_samples(group: Group) -> list[Sample]:
+    """The turn samples of every trajectory of ``group``, in order."""
+    return [s for t in group.trajectories for s in turn_samples(t)]
