@@ -4,13 +4,12 @@ random Llama with grouped-query attention."""
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 
 import pytest
 import torch
 
-from tests.train.tiny import group_samples, shared_prompt_group, tiny_config
+from tests.train.tiny import group_samples, mgrpo_step, shared_prompt_group, tiny_config
 from webagent_r1.rollout import Group
 from webagent_r1.train.batching import (
     MIN_SHARED_PREFIX,
@@ -22,8 +21,7 @@ from webagent_r1.train.batching import (
     supports_shared_prefix,
 )
 from webagent_r1.train.bc import bc_backward
-from webagent_r1.train.rl import build_rl_batch, mgrpo_update
-from webagent_r1.train.setup import build_optimizer, load_policy
+from webagent_r1.train.setup import load_policy
 
 SYSTEM = 24  # tokens of the "system prompt" every prompt starts with
 
@@ -97,11 +95,7 @@ def test_mgrpo_update_and_bc_step_are_the_same_with_and_without_the_prefix_once(
     group = _group([1.0, 0.0, 0.0, 1.0, 0.0, 1.0], seed=7)
     results = {}
     for prefix in (True, False):
-        cfg = tiny_config(tiny_dir, f"train.share_prefix={prefix}", "rl.lr=0.01", "rl.mu=2")
-        torch.manual_seed(0)
-        model, _ = load_policy(cfg)
-        opt = build_optimizer(list(model.parameters()), cfg.rl.lr, cfg.train)
-        metrics = mgrpo_update(model, opt, build_rl_batch([copy.deepcopy(group)]), cfg, pad_id=1)
+        metrics, model = mgrpo_step(tiny_dir, group, f"train.share_prefix={prefix}")
         model.zero_grad()
         loss, _ = bc_backward(model, group_samples(group), 1, 64, False, share_prefix=prefix)
         grads = [p.grad.clone() for p in model.parameters()]

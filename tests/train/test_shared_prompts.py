@@ -3,21 +3,19 @@ sample per row, on a tiny random Llama with grouped-query attention."""
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 
 import pytest
 import torch
 
-from tests.train.tiny import group_samples, shared_prompt_group, tiny_config
+from tests.train.tiny import group_samples, mgrpo_step, shared_prompt_group, tiny_config
 from webagent_r1.train.batching import (
     collate_rows,
     completion_logprobs,
     pack_plan,
     prompt_groups,
 )
-from webagent_r1.train.rl import build_rl_batch, mgrpo_update
-from webagent_r1.train.setup import build_optimizer, load_policy
+from webagent_r1.train.setup import load_policy
 from webagent_r1.trajectories import turn_samples
 from webagent_r1.types import Trajectory, Turn
 
@@ -89,12 +87,7 @@ def test_mgrpo_update_is_the_same_with_and_without_shared_prompts(tiny_dir: Path
     group = shared_prompt_group([1.0, 0.0, 0.0, 1.0, 0.0, 1.0], seed=7)
     results = {}
     for share in (True, False):
-        cfg = tiny_config(tiny_dir, f"train.share_prompts={share}", "rl.lr=0.01", "rl.mu=2")
-        torch.manual_seed(0)
-        model, _ = load_policy(cfg)
-        opt = build_optimizer(list(model.parameters()), cfg.rl.lr, cfg.train)
-        batch = build_rl_batch([copy.deepcopy(group)])
-        metrics = mgrpo_update(model, opt, batch, cfg, pad_id=1)
+        metrics, model = mgrpo_step(tiny_dir, group, f"train.share_prompts={share}")
         results[share] = (metrics, [p.detach().clone() for p in model.parameters()])
     (m_s, p_s), (m_1, p_1) = results[True], results[False]
     for k in ("train/loss", "train/grad_norm", "train/ratio_mean", "train/clip_frac"):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import random
 from pathlib import Path
+from typing import Any
 
 from webagent_r1.config import Config, load_config
 from webagent_r1.rollout import Group
@@ -109,3 +111,19 @@ def shared_prompt_group(rewards: list[float], seed: int = 0, system_len: int = 0
 def group_samples(group: Group) -> list[Sample]:
     """The turn samples of every trajectory of ``group``, in order."""
     return [s for t in group.trajectories for s in turn_samples(t)]
+
+
+def mgrpo_step(model_dir: Path, group: Group, *extra: str) -> tuple[dict[str, float], Any]:
+    """One M-GRPO update (lr 0.01, two policy iterations) of the tiny model in ``model_dir``,
+    freshly loaded, on ``group`` under ``extra`` overrides; its metrics and the model."""
+    import torch
+
+    from webagent_r1.train.rl import build_rl_batch, mgrpo_update
+    from webagent_r1.train.setup import build_optimizer, load_policy
+
+    cfg = tiny_config(model_dir, "rl.lr=0.01", "rl.mu=2", *extra)
+    torch.manual_seed(0)
+    model, _ = load_policy(cfg)
+    opt = build_optimizer(list(model.parameters()), cfg.rl.lr, cfg.train)
+    metrics = mgrpo_update(model, opt, build_rl_batch([copy.deepcopy(group)]), cfg, pad_id=1)
+    return metrics, model
