@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from typing import Any
 
 import pytest
 import torch
 
+from webagent_r1.policy import hf as hf_module
 from webagent_r1.policy.base import SamplingParams
-from webagent_r1.policy.hf import HFEngine, row_seeds
+from webagent_r1.policy.hf import HFEngine, reserve_cache, row_seeds
 
 from .fakes import FakeTokenizer
 
@@ -190,3 +192,68 @@ def test_shared_prefix_and_duplicate_prompts_are_computed_once(model) -> None:
         want = logp.gather(-1, torch.tensor(g.token_ids)[:, None])[:, 0]
         torch.testing.assert_close(torch.tensor(g.logprobs), want, atol=1e-5, rtol=1e-5)
     engine.close()
+
+
+def _decode(model, ids: torch.Tensor, steps: int, room: int | None) -> tuple[torch.Tensor, Any]:
+    """Greedy-decode ``steps`` tokens after ``ids`` (B, T); ``room``: reserve_cache first."""
+    with torch.no_grad():
+        out = model(input_ids=ids, use_cache=True)
+        past = out.past_key_values
+        if room is not None:
+            assert reserve_cache(past, room) == model.config.num_hidden_layers
+        logits = [out.logits[:, -1]]
+        for t in range(steps):
+            nxt = logits[-1].argmax(-1, keepdim=True)  # (B, 1)
+            pos = torch.full_like(nxt, ids.shape[1] + t)
+            out = model(input_ids=nxt, position_ids=pos, past_key_values=past, use_cache=True)
+            past = out.past_key_values
+            logits.append(out.logits[:, -1])
+    return torch.stack(logits, 1), past  # (B, steps + 1, V)
+
+
+def test_reserved_cache_decodes_in_place_with_the_same_logits(model) -> None:
+    """Decoding into a reserved cache writes each token into the buffer (no copy of the
+    cache) and gives exactly the logits of the concatenating cache; past the room, it falls
+    back to concatenation and stays exact."""
+    torch.manual_seed(1)
+    ids = torch.randint(3, TOK.vocab_size, (3, 9))  # (B, T)
+    want, _ = _decode(model, ids, 8, None)
+    got, past = _decode(model, ids, 8, 8)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    layer = past.layers[0]
+    assert layer.keys.shape[-2] == 9 + 8
+    assert layer.keys.data_ptr() == layer._kbuf.data_ptr()  # still the reserved buffer
+    short, past = _decode(model, ids, 8, 3)  # outgrows its room after 3 tokens
+    torch.testing.assert_close(short, want, rtol=0, atol=0)
+    assert past.layers[0].keys.data_ptr() != past.layers[0]._kbuf.data_ptr()
+
+
+def test_reserved_cache_falls_back_when_rows_are_reselected(model) -> None:
+    torch.manual_seed(2)
+    ids = torch.randint(3, TOK.vocab_size, (2, 7))
+    with torch.no_grad():
+        past = model(input_ids=ids, use_cache=True).past_key_values
+        reserve_cache(past, 4)
+        past.batch_select_indices(torch.tensor([1, 1, 0]))  # rows copied out of the buffer
+        nxt = torch.tensor([[5], [6], [7]])
+        got = model(input_ids=nxt, past_key_values=past, use_cache=True).logits[:, -1]
+        full = torch.cat([ids[[1, 1, 0]], nxt], 1)
+        want = model(input_ids=full).logits[:, -1]
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    assert past.layers[0].keys.shape[0] == 3
+
+
+def test_engine_output_is_unchanged_by_the_reserved_cache(model, monkeypatch) -> None:
+    """Greedy and seeded sampling give the same ids and log-probs with and without it."""
+    prompts = [TOK.encode(s) for s in ("find the red mug now", "a b", "zz top", "q")]
+    sampled = SamplingParams(temperature=0.8, max_new_tokens=10, stop=[], seed=7)
+    outs = []
+    for reserve in (True, False):
+        if not reserve:
+            monkeypatch.setattr(hf_module, "reserve_cache", lambda past, extra: 0)
+        engine = _engine(model)
+        outs.append([engine.generate_sync(prompts, p) for p in (GREEDY, sampled)])
+        engine.close()
+    for a, b in zip(outs[0], outs[1], strict=True):
+        assert [c.token_ids for c in a] == [c.token_ids for c in b]
+        assert [c.logprobs for c in a] == [c.logprobs for c in b]
