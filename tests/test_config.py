@@ -42,6 +42,8 @@ def test_bad_values_say_how_to_fix() -> None:
         load_config(None, ["agent.thinking=maybe"])
     with pytest.raises(ConfigError, match="section.key=value"):
         load_config(None, ["max_turns"])
+    with pytest.raises(ConfigError, match="bc.demo_concurrency must be >= 1"):
+        load_config(None, ["bc.demo_concurrency=0"])
     with pytest.raises(ConfigError, match="rl.eval_samples must be >= 1"):
         load_config(None, ["rl.eval_samples=0"])
     with pytest.raises(ConfigError, match="rl.eval_temperature must be > 0"):

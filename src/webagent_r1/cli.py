@@ -691,6 +691,26 @@ def bench_rollout(
     print(json.dumps(out, indent=1))
 
 
+@bench_app.command("decode")
+def bench_decode(
+    model: Annotated[str, typer.Option(help="Model name or folder.")] = "smollm2-135m-instruct",
+    batch: Annotated[str, typer.Option(help="Comma-separated batch sizes.")] = "1,12,48",
+    prompt_len: Annotated[int, typer.Option(help="Tokens per prompt.")] = 750,
+    new_tokens: Annotated[int, typer.Option(help="Tokens decoded per row.")] = 64,
+    reps: Annotated[int, typer.Option(help="Timed decodes per side.")] = 3,
+) -> None:
+    """HF engine decoding: reserved KV cache vs concatenation (runs benchmarks/decode.py)."""
+    import json
+
+    try:
+        batches = tuple(int(x) for x in batch.split(","))
+    except ValueError:
+        console.print(f"[red]error:[/red] --batch takes integers like 1,12,48, not {batch!r}")
+        raise typer.Exit(2) from None
+    module = _benchmark("decode")
+    print(json.dumps(module.run(model, batches, prompt_len, new_tokens, reps), indent=1))
+
+
 @bench_app.command("trainer")
 def bench_trainer(
     prompts: Annotated[int, typer.Option(help="B, prompts (groups).")] = 2,

@@ -76,7 +76,7 @@ def ensure_demos(cfg: Config, progress: bool = True) -> Path:
             tokenizer,
             cfg,
             cot=cfg.bc.cot,
-            concurrency=cfg.rollout.max_concurrent_episodes,
+            concurrency=cfg.bc.demo_concurrency,
             progress=progress,
         )
     )

@@ -1,0 +1,115 @@
+"""Decoding throughput of the HF engine: reserved KV cache against concatenation, in one process.
+
+    python benchmarks/decode.py [--model smollm2-135m-instruct] [--batch 1,12,48]
+                                [--prompt-len 750] [--new-tokens 64] [--reps 3]
+    webagent-r1 bench decode [same options]
+
+For every batch size, ``HFEngine._generate_batch`` decodes the same random prompts greedily
+for exactly ``--new-tokens`` tokens (end-of-sequence disabled), alternately with the engine's
+reserved cache (``reserve_cache``: each new token written in place) and with transformers'
+concatenating ``DynamicLayer`` (the whole cache copied for every token). Prompts share no
+prefix, so the prefill is one plain forward either way. Reports the median wall time of a
+call, decoded tokens/s, the ratio reserved / concatenating, and whether both produced the
+same tokens (they must: the cache layout changes, the arithmetic does not).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from typing import Any
+
+import torch
+
+from webagent_r1.config import ModelConfig
+from webagent_r1.policy import hf as hf_module
+from webagent_r1.policy.base import SamplingParams
+from webagent_r1.policy.hf import HFEngine
+
+
+def _no_reserve(past: Any, extra: int) -> int:
+    return 0
+
+
+def timed(engine: HFEngine, prompts: list[list[int]], params: SamplingParams, reserve: bool):
+    """One decode, with or without the reserved cache; returns (seconds, token ids)."""
+    real = hf_module.reserve_cache
+    if not reserve:
+        hf_module.reserve_cache = _no_reserve
+    try:
+        t0 = time.perf_counter()
+        out = engine._generate_batch(prompts, params)
+        return time.perf_counter() - t0, [c.token_ids for c in out]
+    finally:
+        hf_module.reserve_cache = real
+
+
+def run(
+    model: str = "smollm2-135m-instruct",
+    batches: tuple[int, ...] = (1, 12, 48),
+    prompt_len: int = 750,
+    new_tokens: int = 64,
+    reps: int = 3,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Time both cache layouts at every batch size; returns the JSON-ready results."""
+    if prompt_len < 1 or new_tokens < 1 or reps < 1 or not batches or min(batches) < 1:
+        raise ValueError("prompt_len, new_tokens, reps and every batch size must be >= 1")
+    engine = HFEngine.from_config(ModelConfig(name=model, dtype="float32", autocast_bf16=False))
+    engine.eos_ids = set()  # every row decodes exactly new_tokens tokens
+    params = SamplingParams(temperature=0.0, max_new_tokens=new_tokens, stop=[])
+    vocab = engine.model.config.vocab_size
+    gen = torch.Generator().manual_seed(seed)
+    rows: list[dict[str, Any]] = []
+    for b in batches:
+        low = min(100, vocab // 2)  # above the special tokens
+        prompts = torch.randint(low, vocab, (b, prompt_len), generator=gen).tolist()
+        times: dict[bool, list[float]] = {True: [], False: []}
+        tokens: dict[bool, list[list[int]]] = {}
+        timed(engine, prompts[:1], SamplingParams(temperature=0.0, max_new_tokens=2), True)
+        for _ in range(reps):  # alternate, so drift in the machine's load hits both alike
+            for reserve in (True, False):
+                s, toks = timed(engine, prompts, params, reserve)
+                times[reserve].append(s)
+                tokens[reserve] = toks
+        med = {k: statistics.median(v) for k, v in times.items()}
+        rows.append(
+            {
+                "batch": b,
+                "reserved_s": round(med[True], 3),
+                "concat_s": round(med[False], 3),
+                "reserved_tokens_per_s": round(b * new_tokens / med[True], 1),
+                "concat_tokens_per_s": round(b * new_tokens / med[False], 1),
+                "ratio": round(med[False] / med[True], 3),
+                "same_tokens": tokens[True] == tokens[False],
+            }
+        )
+    engine.close()
+    return {
+        "model": model,
+        "prompt_len": prompt_len,
+        "new_tokens": new_tokens,
+        "reps": reps,
+        "threads": torch.get_num_threads(),
+        "results": rows,
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--model", default="smollm2-135m-instruct")
+    p.add_argument("--batch", default="1,12,48", help="comma-separated batch sizes")
+    p.add_argument("--prompt-len", type=int, default=750)
+    p.add_argument("--new-tokens", type=int, default=64)
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--seed", type=int, default=0)
+    a = p.parse_args()
+    batches = tuple(int(x) for x in a.batch.split(","))
+    out = run(a.model, batches, a.prompt_len, a.new_tokens, a.reps, a.seed)
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()

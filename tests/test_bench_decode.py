@@ -1,0 +1,40 @@
+"""benchmarks/decode.py on a tiny random model: both cache layouts decode the same tokens."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from tests.train.tiny import make_tiny_model
+
+PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "decode.py"
+
+
+def load_bench():
+    spec = importlib.util.spec_from_file_location("bench_decode_under_test", PATH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_decode_bench_times_both_layouts_on_the_same_tokens(tmp_path: Path) -> None:
+    bench = load_bench()
+    model = make_tiny_model(tmp_path / "model")
+    out = bench.run(str(model), batches=(1, 3), prompt_len=12, new_tokens=5, reps=1)
+    assert [r["batch"] for r in out["results"]] == [1, 3]
+    for r in out["results"]:
+        assert r["same_tokens"] is True
+        assert r["reserved_s"] > 0 and r["concat_s"] > 0 and r["ratio"] > 0
+        assert r["reserved_tokens_per_s"] > 0 and r["concat_tokens_per_s"] > 0
+    # the real reserve_cache is back after the concatenating side ran
+    from webagent_r1.policy import hf
+
+    assert hf.reserve_cache.__name__ == "reserve_cache"
+
+
+def test_decode_bench_rejects_bad_sizes(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="must be >= 1"):
+        load_bench().run(str(tmp_path), batches=(0,))
