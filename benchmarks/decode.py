@@ -9,8 +9,8 @@ for exactly ``--new-tokens`` tokens (end-of-sequence disabled), alternately with
 reserved cache (``reserve_cache``: each new token written in place) and with transformers'
 concatenating ``DynamicLayer`` (the whole cache copied for every token). Prompts share no
 prefix, so the prefill is one plain forward either way. Reports the median wall time of a
-call, decoded tokens/s, the ratio reserved / concatenating, and whether both produced the
-same tokens (they must: the cache layout changes, the arithmetic does not).
+call, decoded tokens/s, the speed-up (concatenating time / reserved time), and whether both
+produced the same tokens (they must: the cache layout changes, the arithmetic does not).
 """
 
 from __future__ import annotations

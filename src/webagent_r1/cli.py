@@ -698,6 +698,7 @@ def bench_decode(
     prompt_len: Annotated[int, typer.Option(help="Tokens per prompt.")] = 750,
     new_tokens: Annotated[int, typer.Option(help="Tokens decoded per row.")] = 64,
     reps: Annotated[int, typer.Option(help="Timed decodes per side.")] = 3,
+    seed: Annotated[int, typer.Option(help="Seed of the prompt token ids.")] = 0,
 ) -> None:
     """HF engine decoding: reserved KV cache vs concatenation (runs benchmarks/decode.py)."""
     import json
@@ -705,10 +706,11 @@ def bench_decode(
     try:
         batches = tuple(int(x) for x in batch.split(","))
     except ValueError:
-        console.print(f"[red]error:[/red] --batch takes integers like 1,12,48, not {batch!r}")
-        raise typer.Exit(2) from None
+        raise typer.BadParameter(f"--batch takes integers like 1,12,48, not {batch!r}") from None
+    if min(batches + (prompt_len, new_tokens, reps)) < 1:
+        raise typer.BadParameter("batch sizes, prompt length, new tokens and reps must be >= 1")
     module = _benchmark("decode")
-    print(json.dumps(module.run(model, batches, prompt_len, new_tokens, reps), indent=1))
+    print(json.dumps(module.run(model, batches, prompt_len, new_tokens, reps, seed), indent=1))
 
 
 @bench_app.command("trainer")

@@ -389,10 +389,11 @@ class BCConfig:
     """Demonstrations with long chain-of-thought rationales (R1-CoT)."""
     demo_tasks: int | None = 400
     """Training tasks to make demonstrations of when ``data`` is missing (None: all)."""
-    demo_concurrency: int = 12
-    """Browser contexts at once while recipes make demonstrations. The experts answer at
-    once, so every context is busy in the browser: at 48 on 2 cores, actions hit their 10 s
-    timeout and a quarter of the demonstrations were lost."""
+    demo_concurrency: int | None = None
+    """Browser contexts at once while recipes make demonstrations (None: as many as
+    ``rollout.max_concurrent_episodes``). The experts answer at once, so every context keeps
+    the browser busy: at 48 on 2 cores, actions hit their 10 s timeout and a quarter of the
+    demonstrations were lost (the CPU recipe sets 12)."""
     steps: int = 80
     """Optimizer steps (0 skips BC: R1-Zero). Budget BC by steps and data, not epochs."""
     batch_size: int = 8
@@ -409,7 +410,10 @@ class BCConfig:
     def __post_init__(self) -> None:
         _check(self.steps >= 0, "bc.steps must be >= 0 (0 skips behaviour cloning)")
         _check(self.batch_size >= 1, "bc.batch_size must be >= 1")
-        _check(self.demo_concurrency >= 1, "bc.demo_concurrency must be >= 1")
+        _check(
+            self.demo_concurrency is None or self.demo_concurrency >= 1,
+            "bc.demo_concurrency must be >= 1 (or null: rollout.max_concurrent_episodes)",
+        )
         _check(self.lr > 0, "bc.lr must be > 0")
         _check(self.warmup_steps >= 0, "bc.warmup_steps must be >= 0")
         _check(0 <= self.heldout_fraction < 1, "bc.heldout_fraction must be in [0, 1)")

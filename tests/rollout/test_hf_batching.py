@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 import time
 from typing import Any
@@ -194,27 +195,43 @@ def test_shared_prefix_and_duplicate_prompts_are_computed_once(model) -> None:
     engine.close()
 
 
+needs_layers = pytest.mark.skipif(
+    hf_module.DynamicLayer is None, reason="transformers < 4.54 has no per-layer cache objects"
+)
+
+
+def _cache_kw(model) -> str:
+    """The KV-cache argument of ``model.forward`` (transformers 5 renames it ``cache``)."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def _forward(model, ids: torch.Tensor, past: Any = None, **kw: Any) -> tuple[torch.Tensor, Any]:
+    """Logits (B, T, V) and the KV cache after ``ids`` (B, T)."""
+    name = _cache_kw(model)
+    out = model(input_ids=ids, use_cache=True, **({name: past} if past is not None else {}), **kw)
+    return out.logits, getattr(out, name)
+
+
 def _decode(model, ids: torch.Tensor, steps: int, room: int | None) -> tuple[torch.Tensor, Any]:
     """Greedy-decode ``steps`` tokens after ``ids`` (B, T); ``room``: reserve_cache first."""
     with torch.no_grad():
-        out = model(input_ids=ids, use_cache=True)
-        past = out.past_key_values
+        logits, past = _forward(model, ids)
         if room is not None:
             assert reserve_cache(past, room) == model.config.num_hidden_layers
-        logits = [out.logits[:, -1]]
+        out = [logits[:, -1]]
         for t in range(steps):
-            nxt = logits[-1].argmax(-1, keepdim=True)  # (B, 1)
+            nxt = out[-1].argmax(-1, keepdim=True)  # (B, 1)
             pos = torch.full_like(nxt, ids.shape[1] + t)
-            out = model(input_ids=nxt, position_ids=pos, past_key_values=past, use_cache=True)
-            past = out.past_key_values
-            logits.append(out.logits[:, -1])
-    return torch.stack(logits, 1), past  # (B, steps + 1, V)
+            logits, past = _forward(model, nxt, past, position_ids=pos)
+            out.append(logits[:, -1])
+    return torch.stack(out, 1), past  # (B, steps + 1, V)
 
 
+@needs_layers
 def test_reserved_cache_decodes_in_place_with_the_same_logits(model) -> None:
     """Decoding into a reserved cache writes each token into the buffer (no copy of the
     cache) and gives exactly the logits of the concatenating cache; past the room, it falls
-    back to concatenation and stays exact."""
+    back to concatenation, frees the room and stays exact."""
     torch.manual_seed(1)
     ids = torch.randint(3, TOK.vocab_size, (3, 9))  # (B, T)
     want, _ = _decode(model, ids, 8, None)
@@ -225,35 +242,50 @@ def test_reserved_cache_decodes_in_place_with_the_same_logits(model) -> None:
     assert layer.keys.data_ptr() == layer._kbuf.data_ptr()  # still the reserved buffer
     short, past = _decode(model, ids, 8, 3)  # outgrows its room after 3 tokens
     torch.testing.assert_close(short, want, rtol=0, atol=0)
-    assert past.layers[0].keys.data_ptr() != past.layers[0]._kbuf.data_ptr()
+    assert past.layers[0]._kbuf is None and past.layers[0].keys.shape[-2] == 9 + 8
 
 
+@needs_layers
 def test_reserved_cache_falls_back_when_rows_are_reselected(model) -> None:
+    """Rows re-selected out of the buffer (same batch size, so only the buffer identity
+    tells) are never written over: the layer concatenates instead."""
     torch.manual_seed(2)
     ids = torch.randint(3, TOK.vocab_size, (2, 7))
     with torch.no_grad():
-        past = model(input_ids=ids, use_cache=True).past_key_values
+        _, past = _forward(model, ids)
         reserve_cache(past, 4)
-        past.batch_select_indices(torch.tensor([1, 1, 0]))  # rows copied out of the buffer
-        nxt = torch.tensor([[5], [6], [7]])
-        got = model(input_ids=nxt, past_key_values=past, use_cache=True).logits[:, -1]
-        full = torch.cat([ids[[1, 1, 0]], nxt], 1)
-        want = model(input_ids=full).logits[:, -1]
+        past.batch_select_indices(torch.tensor([1, 0]))  # rows copied out of the buffer
+        assert past.layers[0].keys.data_ptr() != past.layers[0]._kbuf.data_ptr()
+        nxt = torch.tensor([[5], [6]])
+        got = _forward(model, nxt, past)[0][:, -1]
+        want = model(input_ids=torch.cat([ids[[1, 0]], nxt], 1)).logits[:, -1]
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
-    assert past.layers[0].keys.shape[0] == 3
+    assert past.layers[0]._kbuf is None and past.layers[0].keys.shape[:3] == (2, 2, 8)
 
 
+@needs_layers
 def test_engine_output_is_unchanged_by_the_reserved_cache(model, monkeypatch) -> None:
-    """Greedy and seeded sampling give the same ids and log-probs with and without it."""
-    prompts = [TOK.encode(s) for s in ("find the red mug now", "a b", "zz top", "q")]
+    """Greedy and seeded sampling give the same ids and log-probs with and without it, over
+    a batch with a shared prefix and a duplicate prompt (the prefill paths before it)."""
+    head = TOK.encode("you are a web agent " * 2)
+    prompts = [head + TOK.encode(s) for s in ("find the red mug", "a b", "zz top", "a b")]
     sampled = SamplingParams(temperature=0.8, max_new_tokens=10, stop=[], seed=7)
+    reserved: list[int] = []
+    real = hf_module.reserve_cache
+
+    def spy(past: Any, extra: int) -> int:
+        reserved.append(real(past, extra))
+        return reserved[-1]
+
     outs = []
-    for reserve in (True, False):
-        if not reserve:
-            monkeypatch.setattr(hf_module, "reserve_cache", lambda past, extra: 0)
+    for fake in (spy, lambda past, extra: 0):
+        monkeypatch.setattr(hf_module, "reserve_cache", fake)
         engine = _engine(model)
+        engine.min_shared_prefix = 4
         outs.append([engine.generate_sync(prompts, p) for p in (GREEDY, sampled)])
+        assert engine.saved_prefill_tokens > len(head) * 3
         engine.close()
+    assert reserved == [model.config.num_hidden_layers] * 2  # the reserved path ran
     for a, b in zip(outs[0], outs[1], strict=True):
         assert [c.token_ids for c in a] == [c.token_ids for c in b]
         assert [c.logprobs for c in a] == [c.logprobs for c in b]

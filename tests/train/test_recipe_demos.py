@@ -5,13 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from webagent_r1.config import load_config
 from webagent_r1.train.recipe import ensure_demos
 
 
-def test_recipe_demos_run_at_bc_demo_concurrency(tmp_path: Path, monkeypatch) -> None:
-    """Not at the rollout's concurrency: experts answer at once, so a context each for a
-    whole M-GRPO step (48) would only make browser actions time out."""
+@pytest.mark.parametrize(("setting", "want"), [("5", 5), ("null", 48)])
+def test_recipe_demos_run_at_bc_demo_concurrency(
+    tmp_path: Path, monkeypatch, setting: str, want: int
+) -> None:
+    """bc.demo_concurrency, else the rollout's: experts answer at once, so a context each
+    for a whole M-GRPO step (48) can make browser actions time out on a small machine."""
     import webagent_r1.demos as demos
     import webagent_r1.policy.hf as hf
 
@@ -26,8 +31,9 @@ def test_recipe_demos_run_at_bc_demo_concurrency(tmp_path: Path, monkeypatch) ->
     monkeypatch.setattr(hf, "load_tokenizer", lambda name: None)
     data = tmp_path / "demos.jsonl"
     cfg = load_config(
-        None, [f"bc.data={data}", "rollout.max_concurrent_episodes=48", "bc.demo_concurrency=5"]
+        None,
+        [f"bc.data={data}", "rollout.max_concurrent_episodes=48", f"bc.demo_concurrency={setting}"],
     )
     assert ensure_demos(cfg, progress=False) == data
-    assert seen == {"concurrency": 5}
+    assert seen == {"concurrency": want}
     assert data.is_file() and not data.with_suffix(".partial").exists()

@@ -31,7 +31,7 @@ from webagent_r1.config import ModelConfig
 from webagent_r1.policy.base import Completion, SamplingParams
 from webagent_r1.policy.models import resolve_model
 
-try:  # transformers >= 5: per-layer cache objects
+try:  # transformers >= 4.54: per-layer cache objects
     from transformers.cache_utils import DynamicLayer
 except ImportError:  # pragma: no cover - older transformers: decoding concatenates
     DynamicLayer = None
@@ -42,9 +42,10 @@ class _ReservedLayer(DynamicLayer or object):  # type: ignore[misc]
 
     ``DynamicLayer.update`` concatenates, copying the whole cache for every decoded token: at
     12 rows of 750 tokens that copy was 60% of a CPU decode step. Here a new token is written
-    in place and the layer's ``keys``/``values`` become longer views of the same buffers.
-    Whatever replaced them with other tensors (``batch_select_indices``, ``crop``…) or outgrew
-    the room makes ``update`` fall back to concatenation, so the layer stays correct.
+    in place, after every position handed out so far, and the layer's ``keys``/``values``
+    become longer views of the same buffers. When they were replaced by other tensors
+    (``batch_select_indices``, ``reset``…), the new states do not match the buffers (rows,
+    dtype) or the room is used up, ``update`` drops the buffers and concatenates from then on.
     """
 
     def reserve(self, extra: int) -> None:
@@ -55,17 +56,25 @@ class _ReservedLayer(DynamicLayer or object):  # type: ignore[misc]
         self._vbuf[:, :, :L].copy_(self.values)
         self.keys, self.values = self._kbuf[:, :, :L], self._vbuf[:, :, :L]
 
+    def _fits(self, key_states: torch.Tensor) -> bool:
+        buf, keys = self._kbuf, self.keys
+        return (
+            buf is not None
+            and isinstance(keys, torch.Tensor)
+            and keys.dim() == 4
+            and keys.data_ptr() == buf.data_ptr()
+            and keys.shape[0] == buf.shape[0] == key_states.shape[0]
+            and key_states.dtype == buf.dtype
+            and keys.shape[-2] + key_states.shape[-2] <= buf.shape[-2]
+        )
+
     def update(
         self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        L, n = self.keys.shape[-2], key_states.shape[-2]
-        in_place = (
-            self.keys.data_ptr() == self._kbuf.data_ptr()
-            and self.keys.shape[0] == self._kbuf.shape[0]
-            and L + n <= self._kbuf.shape[-2]
-        )
-        if not in_place:
+        if not self._fits(key_states):
+            self._kbuf = self._vbuf = None  # free the room; concatenate from here on
             return super().update(key_states, value_states, *args, **kwargs)
+        L, n = self.keys.shape[-2], key_states.shape[-2]
         self._kbuf[:, :, L : L + n].copy_(key_states)
         self._vbuf[:, :, L : L + n].copy_(value_states)
         self.keys, self.values = self._kbuf[:, :, : L + n], self._vbuf[:, :, : L + n]
@@ -75,14 +84,16 @@ class _ReservedLayer(DynamicLayer or object):  # type: ignore[misc]
 def reserve_cache(past: Any, extra: int) -> int:
     """Give every full-attention layer of the KV cache ``past`` room for ``extra`` more tokens
     (see ``_ReservedLayer``); returns how many layers got it. Other layer kinds (sliding
-    windows, quantised, static) and caches without per-layer objects are left as they are.
+    windows, quantised, static), empty layers and caches without per-layer objects are left
+    as they are.
     """
     layers = getattr(past, "layers", None)
     if DynamicLayer is None or not isinstance(layers, list) or extra < 1:
         return 0
     n = 0
     for i, layer in enumerate(layers):
-        if type(layer) is not DynamicLayer or not layer.is_initialized or layer.keys.dim() != 4:
+        keys = getattr(layer, "keys", None)
+        if type(layer) is not DynamicLayer or not isinstance(keys, torch.Tensor) or keys.dim() != 4:
             continue
         reserved = _ReservedLayer.__new__(_ReservedLayer)
         reserved.__dict__.update(layer.__dict__)
@@ -419,7 +430,8 @@ class HFEngine:
         with autocast_ctx(self.device, self.autocast_bf16 and self.device.type == "cpu"):
             # 1) prefill (shared prefix once, duplicate prompts once), last-position logits
             logits, mask, step_pos, past = self._prefill(prompts)
-            reserve_cache(past, params.max_new_tokens)  # decode writes in place, no copies
+            # the loop below runs at most max_new_tokens - 1 forwards: room for that many
+            reserve_cache(past, params.max_new_tokens - 1)  # decoding writes in place
             for t in range(params.max_new_tokens):
                 nxt, lp = self._sample(logits, params, gens)  # (B,), (B,)
                 # 2) record, then stop sequences on eos or a stop string

@@ -76,7 +76,7 @@ def ensure_demos(cfg: Config, progress: bool = True) -> Path:
             tokenizer,
             cfg,
             cot=cfg.bc.cot,
-            concurrency=cfg.bc.demo_concurrency,
+            concurrency=cfg.bc.demo_concurrency or cfg.rollout.max_concurrent_episodes,
             progress=progress,
         )
     )
