@@ -10,9 +10,9 @@ reserved cache (``reserve_cache``: each new token written in place) and with tra
 concatenating ``DynamicLayer`` (the whole cache copied for every token). The prompts share all
 but their last 8 tokens (as the prompts of a rollout batch share the system prompt and often
 the task), so the engine's shared-prefix prefill keeps the prompt cost small and the decode
-dominates, as in a rollout. Reports the median wall time of a
-call, decoded tokens/s, the speed-up (concatenating time / reserved time), and whether both
-produced the same tokens (they must: the cache layout changes, the arithmetic does not).
+dominates, as in a rollout. Reports the median wall time of a call, decoded tokens/s, the
+speed-up (concatenating time / reserved time), and whether both produced the same tokens (they
+must: the cache layout changes, the arithmetic does not).
 """
 
 from __future__ import annotations

@@ -707,10 +707,12 @@ def bench_decode(
         batches = tuple(int(x) for x in batch.split(","))
     except ValueError:
         raise typer.BadParameter(f"--batch takes integers like 1,12,48, not {batch!r}") from None
-    if min(batches + (prompt_len, new_tokens, reps)) < 1:
-        raise typer.BadParameter("batch sizes, prompt length, new tokens and reps must be >= 1")
     module = _benchmark("decode")
-    print(json.dumps(module.run(model, batches, prompt_len, new_tokens, reps, seed), indent=1))
+    try:  # run() checks the sizes before it loads the model
+        out = module.run(model, batches, prompt_len, new_tokens, reps, seed)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    print(json.dumps(out, indent=1))
 
 
 @bench_app.command("trainer")
