@@ -1,4 +1,5 @@
-"""Decoding throughput of the HF engine: reserved KV cache against concatenation, in one process.
+"""Decoding throughput of the HF engine, in one process: reserved KV cache against concatenation,
+or dropping finished rows against keeping them.
 
     python benchmarks/decode.py [--model smollm2-135m-instruct] [--batch 1,12,48]
                                 [--prompt-len 750] [--new-tokens 64] [--reps 3]
@@ -13,6 +14,16 @@ the task), so the engine's shared-prefix prefill keeps the prompt cost small and
 dominates, as in a rollout. Reports the median wall time of a call, decoded tokens/s, the
 speed-up (concatenating time / reserved time), and whether both produced the same tokens (they
 must: the cache layout changes, the arithmetic does not).
+
+    python benchmarks/decode.py --compare drop [--batch 48] ...
+
+``--compare drop`` times instead dropping finished rows from the batch (the engine's default,
+``HFEngine.drop_finished_fraction``) against decoding every row until the longest one ends.
+Rows must stop at different lengths for that to matter, as an agent's completions do, so the
+prompts are chat prompts (when the model has a chat template) sharing a long page-like system
+message and each asking its own question, decoded greedily until end-of-sequence or
+``--new-tokens``; the report adds the completion lengths. Whether the tokens are the same is
+reported, not required: fewer rows can change the float rounding of a matrix product.
 """
 
 from __future__ import annotations
@@ -46,6 +57,105 @@ def timed(engine: HFEngine, prompts: list[list[int]], params: SamplingParams, re
         return time.perf_counter() - t0, [c.token_ids for c in out]
     finally:
         hf_module.reserve_cache = real
+
+
+def timed_drop(engine: HFEngine, prompts: list[list[int]], params: SamplingParams, drop: bool):
+    """One decode, dropping finished rows (the default threshold) or never; returns (seconds,
+    token ids)."""
+    default = engine.drop_finished_fraction
+    engine.drop_finished_fraction = default if drop else float("inf")
+    try:
+        t0 = time.perf_counter()
+        out = engine._generate_batch(prompts, params)
+        return time.perf_counter() - t0, [c.token_ids for c in out]
+    finally:
+        engine.drop_finished_fraction = default
+
+
+QUESTIONS = (
+    "Which item is the cheapest? Answer with its name only.",
+    "How many items are listed? Answer with a number.",
+    "Describe the third item in two sentences.",
+    "Summarise this page for a shopper in a short paragraph.",
+    "What colour is item {k}?",
+    "List three items and their prices.",
+    "Is item {k} in stock? Answer yes or no, then explain why in one sentence.",
+    "Write a short review of item {k}.",
+)
+
+
+def chat_prompts(engine: HFEngine, b: int, prompt_len: int) -> list[list[int]]:
+    """``b`` prompts that share a page-like system message of about ``prompt_len`` tokens and
+    each ask their own question (chat template when the tokenizer has one)."""
+    tok = engine.tokenizer
+    lines, page = [], ""
+    k = 0
+    while len(tok.encode(page)) < prompt_len - 40:
+        k += 1
+        colour = ("red", "blue", "green", "black")[k % 4]
+        lines.append(f'[{k}] link "{colour} mug no. {k}" ${k * 3 % 97}.{k % 10}9 in stock')
+        page = "\n".join(lines)
+    out = []
+    for i in range(b):
+        q = QUESTIONS[i % len(QUESTIONS)].format(k=1 + i * 7 % max(k, 1)) + f" (question {i})"
+        messages = [{"role": "system", "content": page}, {"role": "user", "content": q}]
+        if getattr(tok, "chat_template", None):
+            text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            out.append(tok.encode(text, add_special_tokens=False))
+        else:
+            out.append(tok.encode(page + "\n" + q))
+    return out
+
+
+def run_drop(
+    model: str = "smollm2-135m-instruct",
+    batches: tuple[int, ...] = (48,),
+    prompt_len: int = 750,
+    new_tokens: int = 64,
+    reps: int = 3,
+) -> dict[str, Any]:
+    """Time dropping finished rows against keeping them at every batch size (greedy)."""
+    if prompt_len < 1 or new_tokens < 1 or reps < 1 or not batches or min(batches) < 1:
+        raise ValueError("prompt_len, new_tokens, reps and every batch size must be >= 1")
+    engine = HFEngine.from_config(ModelConfig(name=model, dtype="float32", autocast_bf16=False))
+    params = SamplingParams(temperature=0.0, max_new_tokens=new_tokens, stop=[])
+    rows: list[dict[str, Any]] = []
+    for b in batches:
+        prompts = chat_prompts(engine, b, prompt_len)
+        times: dict[bool, list[float]] = {True: [], False: []}
+        tokens: dict[bool, list[list[int]]] = {}
+        timed_drop(engine, prompts[:1], SamplingParams(temperature=0.0, max_new_tokens=2), True)
+        dropped = engine.dropped_rows
+        for _ in range(reps):  # alternate, so drift in the machine's load hits both alike
+            for drop in (True, False):
+                s, toks = timed_drop(engine, prompts, params, drop)
+                times[drop].append(s)
+                tokens[drop] = toks
+        med = {k: statistics.median(v) for k, v in times.items()}
+        lengths = [len(t) for t in tokens[False]]
+        rows.append(
+            {
+                "batch": b,
+                "prompt_tokens": round(statistics.mean(len(p) for p in prompts)),
+                "mean_length": round(statistics.mean(lengths), 1),
+                "max_length": max(lengths),
+                "drop_s": round(med[True], 3),
+                "keep_s": round(med[False], 3),
+                "ratio": round(med[False] / med[True], 3),
+                "rows_dropped_per_call": (engine.dropped_rows - dropped) // reps,
+                "same_tokens": tokens[True] == tokens[False],
+            }
+        )
+    engine.close()
+    return {
+        "compare": "drop finished rows vs keep them",
+        "model": model,
+        "drop_finished_fraction": engine.drop_finished_fraction,
+        "new_tokens": new_tokens,
+        "reps": reps,
+        "threads": torch.get_num_threads(),
+        "results": rows,
+    }
 
 
 def run(
@@ -110,9 +220,13 @@ def main() -> None:
     p.add_argument("--new-tokens", type=int, default=64)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--compare", choices=("reserve", "drop"), default="reserve")
     a = p.parse_args()
     batches = tuple(int(x) for x in a.batch.split(","))
-    out = run(a.model, batches, a.prompt_len, a.new_tokens, a.reps, a.seed)
+    if a.compare == "drop":
+        out = run_drop(a.model, batches, a.prompt_len, a.new_tokens, a.reps)
+    else:
+        out = run(a.model, batches, a.prompt_len, a.new_tokens, a.reps, a.seed)
     print(json.dumps(out, indent=1))
 
 

@@ -38,3 +38,16 @@ def test_decode_bench_times_both_layouts_on_the_same_tokens(tmp_path: Path) -> N
 def test_decode_bench_rejects_bad_sizes(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="must be >= 1"):
         load_bench().run(str(tmp_path), batches=(0,))
+
+
+def test_drop_bench_times_both_sides_on_chat_prompts(tmp_path: Path) -> None:
+    bench = load_bench()
+    model = make_tiny_model(tmp_path / "model")
+    out = bench.run_drop(str(model), batches=(3,), prompt_len=60, new_tokens=5, reps=1)
+    [r] = out["results"]
+    assert r["batch"] == 3 and r["prompt_tokens"] >= 20
+    assert 1 <= r["mean_length"] <= r["max_length"] <= 5
+    assert r["drop_s"] > 0 and r["keep_s"] > 0 and r["ratio"] > 0
+    assert isinstance(r["same_tokens"], bool) and r["rows_dropped_per_call"] >= 0
+    with pytest.raises(ValueError, match="must be >= 1"):
+        bench.run_drop(str(model), batches=(2,), reps=0)

@@ -699,9 +699,20 @@ def bench_decode(
     new_tokens: Annotated[int, typer.Option(help="Tokens decoded per row.")] = 64,
     reps: Annotated[int, typer.Option(help="Timed decodes per side.")] = 3,
     seed: Annotated[int, typer.Option(help="Seed of the prompt token ids.")] = 0,
+    compare: Annotated[
+        str,
+        typer.Option(
+            help="reserve: reserved KV cache vs concatenation; drop: dropping finished rows "
+            "vs keeping them (chat prompts that stop at different lengths)."
+        ),
+    ] = "reserve",
 ) -> None:
-    """HF engine decoding: reserved KV cache vs concatenation (runs benchmarks/decode.py)."""
+    """HF engine decoding: reserved KV cache vs concatenation, or dropping finished rows vs
+    keeping them (runs benchmarks/decode.py)."""
     import json
+
+    if compare not in ("reserve", "drop"):
+        raise typer.BadParameter(f"--compare is reserve or drop, not {compare!r}")
 
     try:
         batches = tuple(int(x) for x in batch.split(","))
@@ -709,7 +720,10 @@ def bench_decode(
         raise typer.BadParameter(f"--batch takes integers like 1,12,48, not {batch!r}") from None
     module = _benchmark("decode")
     try:  # run() checks the sizes before it loads the model
-        out = module.run(model, batches, prompt_len, new_tokens, reps, seed)
+        if compare == "drop":
+            out = module.run_drop(model, batches, prompt_len, new_tokens, reps)
+        else:
+            out = module.run(model, batches, prompt_len, new_tokens, reps, seed)
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
     print(json.dumps(out, indent=1))

@@ -246,15 +246,39 @@ def test_reserved_cache_decodes_in_place_with_the_same_logits(model) -> None:
 
 
 @needs_layers
-def test_reserved_cache_falls_back_when_rows_are_reselected(model) -> None:
-    """Rows re-selected out of the buffer (same batch size, so only the buffer identity
+def test_reserved_cache_keeps_its_room_when_rows_are_selected(model) -> None:
+    """Selecting rows (as the engine does when finished rows leave a batch) copies them into
+    new buffers with the same room, so decoding goes on in place and stays exact."""
+    torch.manual_seed(2)
+    ids = torch.randint(3, TOK.vocab_size, (3, 7))
+    with torch.no_grad():
+        _, past = _forward(model, ids)
+        reserve_cache(past, 4)
+        past.batch_select_indices(torch.tensor([2, 0]))
+        layer = past.layers[0]
+        assert layer.keys.data_ptr() == layer._kbuf.data_ptr() and layer._kbuf.shape[:3] == (
+            2,
+            2,
+            7 + 4,
+        )
+        nxt = torch.tensor([[5], [6]])
+        got = _forward(model, nxt, past)[0][:, -1]
+        want = model(input_ids=torch.cat([ids[[2, 0]], nxt], 1)).logits[:, -1]
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    assert layer.keys.data_ptr() == layer._kbuf.data_ptr() and layer.keys.shape[-2] == 8
+
+
+@needs_layers
+def test_reserved_cache_falls_back_when_its_states_are_replaced(model) -> None:
+    """States replaced behind the layer's back (same batch size, so only the buffer identity
     tells) are never written over: the layer concatenates instead."""
     torch.manual_seed(2)
     ids = torch.randint(3, TOK.vocab_size, (2, 7))
     with torch.no_grad():
         _, past = _forward(model, ids)
         reserve_cache(past, 4)
-        past.batch_select_indices(torch.tensor([1, 0]))  # rows copied out of the buffer
+        for layer in past.layers:  # what DynamicLayer's own row selection does
+            hf_module.DynamicLayer.batch_select_indices(layer, torch.tensor([1, 0]))
         assert past.layers[0].keys.data_ptr() != past.layers[0]._kbuf.data_ptr()
         nxt = torch.tensor([[5], [6]])
         got = _forward(model, nxt, past)[0][:, -1]
@@ -289,3 +313,71 @@ def test_engine_output_is_unchanged_by_the_reserved_cache(model, monkeypatch) ->
     for a, b in zip(outs[0], outs[1], strict=True):
         assert [c.token_ids for c in a] == [c.token_ids for c in b]
         assert [c.logprobs for c in a] == [c.logprobs for c in b]
+
+
+def _stops_at_different_steps(engine: HFEngine, prompts: list[list[int]]) -> set[int]:
+    """End-of-sequence ids that make the greedy rows of ``prompts`` stop at different steps
+    (chosen from a run without stops)."""
+    free = engine.generate_sync(prompts, LONG)
+    return {free[0].token_ids[2], free[1].token_ids[6]}
+
+
+LONG = SamplingParams(temperature=0.0, max_new_tokens=12, stop=[])
+
+
+def test_finished_rows_leave_the_batch_and_the_rest_decode_alike(model) -> None:
+    """Rows that stopped are dropped from the cache (every stop, here) and the others get
+    the ids and log-probs they get when every row decodes to the end."""
+    prompts = [TOK.encode(s) for s in ("hello there", "a b c", "the red mug", "zz", "hello")]
+    keep = _engine(model)
+    keep.drop_finished_fraction = 2.0  # never
+    keep.eos_ids |= _stops_at_different_steps(keep, prompts)
+    drop = _engine(model)
+    drop.drop_finished_fraction = 0.0  # at every stop
+    drop.eos_ids = set(keep.eos_ids)
+    sampled = SamplingParams(temperature=0.9, max_new_tokens=12, stop=[], seed=3)
+    for params in (LONG, sampled):
+        want = keep.generate_sync(prompts, params)
+        got = drop.generate_sync(prompts, params)
+        lengths = {len(c.token_ids) for c in want}
+        assert len(lengths) >= 2 and any(c.finish_reason == "stop" for c in want)
+        for g, w in zip(got, want, strict=True):
+            assert g.token_ids == w.token_ids and g.finish_reason == w.finish_reason
+            torch.testing.assert_close(
+                torch.tensor(g.logprobs), torch.tensor(w.logprobs), atol=1e-5, rtol=1e-5
+            )
+    assert keep.dropped_rows == 0 and drop.dropped_rows >= 2
+
+
+async def test_a_request_is_answered_when_its_rows_stop_not_when_the_batch_ends(model) -> None:
+    """Two requests share a batch; the one whose row stops early gets its answer while the
+    other still decodes (counted in forwards of the model)."""
+    engine = _engine(model, batch_wait_ms=300)
+    early, late = TOK.encode("hello"), TOK.encode("a b c")
+    free = engine.generate_sync([early, late], LONG)
+    # the early row stops at the first of its tokens the other row never samples
+    stop_at = next(i for i, t in enumerate(free[0].token_ids) if t not in free[1].token_ids)
+    assert stop_at < 8
+    engine.eos_ids.add(free[0].token_ids[stop_at])
+    forwards = [0]
+
+    def count(*_: Any) -> None:  # slow forwards: the caller resumes well within one
+        forwards[0] += 1
+        time.sleep(0.02)
+
+    hook = model.register_forward_hook(count)
+    seen: dict[str, int] = {}
+    try:
+
+        async def call(name: str, prompt: list[int]) -> list[Any]:
+            out = await engine.generate([prompt], LONG)
+            seen[name] = forwards[0]
+            return out
+
+        [a], [b] = await asyncio.gather(call("early", early), call("late", late))
+    finally:
+        hook.remove()
+    assert engine.batch_sizes[-1] == 2
+    assert len(a.token_ids) == stop_at + 1 and a.finish_reason == "stop" and len(b.token_ids) == 12
+    assert seen["early"] < seen["late"] == forwards[0]
+    engine.close()

@@ -22,6 +22,7 @@ import inspect
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,6 +68,20 @@ class _ReservedLayer(DynamicLayer or object):  # type: ignore[misc]
             and key_states.dtype == buf.dtype
             and keys.shape[-2] + key_states.shape[-2] <= buf.shape[-2]
         )
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        """Keep the rows ``indices`` and their room: only the positions handed out so far are
+        copied, into new buffers of the same length (so decoding goes on writing in place)."""
+        if getattr(self, "_kbuf", None) is None or self.keys.data_ptr() != self._kbuf.data_ptr():
+            self._kbuf = self._vbuf = None
+            return super().batch_select_indices(indices)
+        L = self.keys.shape[-2]
+        kbuf = self._kbuf.new_empty((len(indices), *self._kbuf.shape[1:]))  # (B', H, L', D)
+        vbuf = self._vbuf.new_empty((len(indices), *self._vbuf.shape[1:]))
+        kbuf[:, :, :L].copy_(self.keys.index_select(0, indices))
+        vbuf[:, :, :L].copy_(self.values.index_select(0, indices))
+        self._kbuf, self._vbuf = kbuf, vbuf
+        self.keys, self.values = kbuf[:, :, :L], vbuf[:, :, :L]
 
     def update(
         self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
@@ -255,6 +270,11 @@ class HFEngine:
         """Prompt tokens not computed thanks to shared prefixes and duplicate prompts."""
         self.min_shared_prefix = 16
         """Shorter shared prefixes are not worth a separate forward."""
+        self.drop_finished_fraction = 0.125
+        """Drop finished rows from a decoding batch once this share of its rows has stopped
+        (0: at every stop; above 1: never)."""
+        self.dropped_rows = 0
+        """Finished rows dropped from decoding batches so far."""
 
     @classmethod
     def from_config(cls, cfg: ModelConfig, **kw: Any) -> HFEngine:
@@ -378,26 +398,44 @@ class HFEngine:
         return [r for r in chosen if r.future.set_running_or_notify_cancel()]
 
     def _run_batch(self, batch: list[_Request]) -> None:
+        """Decode ``batch`` and answer each request as soon as all its rows are final, so an
+        episode whose completion stopped early steps its browser while the others decode."""
         if not batch:
             return
         prompts = [p for r in batch for p in r.prompts]
         seeds = [s for r in batch for s in row_seeds(r.params, len(r.prompts))]
+        owner: list[int] = []  # row -> its request
+        first: list[int] = []  # request -> its first row
+        for k, r in enumerate(batch):
+            first.append(len(owner))
+            owner += [k] * len(r.prompts)
+        results: list[Completion | None] = [None] * len(prompts)
+        left = [len(r.prompts) for r in batch]
+
+        def deliver(row: int, completion: Completion) -> None:
+            results[row] = completion
+            k = owner[row]
+            left[k] -= 1
+            if left[k] == 0:
+                n = len(batch[k].prompts)
+                batch[k].future.set_result(results[first[k] : first[k] + n])
+
         try:
-            out: list[Completion] = []
             with self.lock:
                 t0 = time.monotonic()
                 for i in range(0, len(prompts), self.max_batch_size):
                     j = i + self.max_batch_size
-                    out.extend(self._generate_batch(prompts[i:j], batch[0].params, seeds[i:j]))
+                    self._generate_batch(
+                        prompts[i:j],
+                        batch[0].params,
+                        seeds[i:j],
+                        on_done=lambda row, c, off=i: deliver(off + row, c),
+                    )
                 self._last_batch_s = time.monotonic() - t0
-        except BaseException as e:  # answer every caller, keep serving
+        except BaseException as e:  # answer every caller still waiting, keep serving
             for r in batch:
-                r.future.set_exception(e)
-            return
-        k = 0
-        for r in batch:
-            r.future.set_result(out[k : k + len(r.prompts)])
-            k += len(r.prompts)
+                if not r.future.done():
+                    r.future.set_exception(e)
 
     # ---------------------------------------------------------------- decoding
 
@@ -407,13 +445,21 @@ class HFEngine:
         prompts: list[list[int]],
         params: SamplingParams,
         seeds: list[int | None] | None = None,
+        on_done: Callable[[int, Completion], None] | None = None,
     ) -> list[Completion]:
         """Decode one left-padded batch (caller holds ``lock``).
+
+        Finished rows leave the batch: once ``drop_finished_fraction`` of the rows still decoded
+        have stopped, the KV cache and the other per-row state are cut down to the live rows
+        (on CPU a decode step costs roughly in proportion to its rows, and a batch otherwise
+        runs every row for as many steps as its longest one).
 
         Args:
             prompts: B prompts of token ids.
             params: sampling parameters shared by the batch (their ``seed`` is ignored here).
             seeds: one seed per row (None: the global torch generator); see ``row_seeds``.
+            on_done: called with (row, completion) as soon as a row's completion is final,
+                before the other rows finish (the worker answers its caller then).
         """
         if not prompts or any(len(p) == 0 for p in prompts):
             raise ValueError("every prompt needs at least one token")
@@ -426,52 +472,71 @@ class HFEngine:
         tokens: list[list[int]] = [[] for _ in range(B)]
         logps: list[list[float]] = [[] for _ in range(B)]
         finish = ["length"] * B
-        alive = torch.ones(B, dtype=torch.bool, device=self.device)  # (B,)
-        with autocast_ctx(self.device, self.autocast_bf16 and self.device.type == "cpu"):
-            # 1) prefill (shared prefix once, duplicate prompts once), last-position logits
-            logits, mask, step_pos, past = self._prefill(prompts)
-            # the loop below runs at most max_new_tokens - 1 forwards: room for that many
-            reserve_cache(past, params.max_new_tokens - 1)  # decoding writes in place
-            for t in range(params.max_new_tokens):
-                nxt, lp = self._sample(logits, params, gens)  # (B,), (B,)
-                # 2) record, then stop sequences on eos or a stop string
-                for b in range(B):
-                    if not alive[b]:
-                        continue
-                    tok = int(nxt[b])
-                    tokens[b].append(tok)
-                    logps[b].append(float(lp[b]))
-                    if tok in self.eos_ids or self._hit_stop(tokens[b], params.stop):
-                        alive[b] = False
-                        finish[b] = "stop"
-                if not alive.any() or t == params.max_new_tokens - 1:
-                    break
-                # 3) one forward of one token per sequence (finished ones get padding)
-                nxt = torch.where(alive, nxt, torch.full_like(nxt, self.pad_id))  # (B,)
-                step_pos = step_pos[:, -1:] + 1  # (B, 1)
-                mask = torch.cat([mask, alive.long()[:, None]], dim=1)  # (B, T + 1)
-                out = self.model(
-                    input_ids=nxt[:, None],
-                    attention_mask=mask,
-                    position_ids=step_pos,
-                    use_cache=True,
-                    logits_to_keep=1,  # LM head on the last position only: (B, 1, V)
-                    **{self._cache_kw: past},
-                )
-                past = getattr(out, self._cache_kw)
-                logits = out.logits[:, -1, :].float()  # (B, V)
-        self.batch_sizes.append(B)
-        self.generated_tokens += sum(len(t) for t in tokens)
-        return [
-            Completion(
+        done: list[Completion | None] = [None] * B
+
+        self.batch_sizes.append(B)  # counted first: callers may be answered before the end
+
+        def complete(b: int) -> None:
+            self.generated_tokens += len(tokens[b])
+            done[b] = Completion(
                 token_ids=tokens[b],
                 logprobs=logps[b],
                 text=self.tokenizer.decode(tokens[b], skip_special_tokens=True),
                 finish_reason=finish[b],
                 weight_version=self.weight_version,  # the caller holds the lock
             )
-            for b in range(B)
-        ]
+            if on_done is not None:
+                on_done(b, done[b])
+
+        rows = list(range(B))  # prompt index of each row still in the batch
+        alive = torch.ones(B, dtype=torch.bool, device=self.device)  # (R,)
+        with autocast_ctx(self.device, self.autocast_bf16 and self.device.type == "cpu"):
+            # 1) prefill (shared prefix once, duplicate prompts once), last-position logits
+            logits, mask, step_pos, past = self._prefill(prompts)
+            # the loop below runs at most max_new_tokens - 1 forwards: room for that many
+            reserve_cache(past, params.max_new_tokens - 1)  # decoding writes in place
+            for t in range(params.max_new_tokens):
+                nxt, lp = self._sample(logits, params, [gens[b] for b in rows])  # (R,), (R,)
+                # 2) record, then stop sequences on eos or a stop string
+                for i, b in enumerate(rows):
+                    if not alive[i]:
+                        continue
+                    tok = int(nxt[i])
+                    tokens[b].append(tok)
+                    logps[b].append(float(lp[i]))
+                    if tok in self.eos_ids or self._hit_stop(tokens[b], params.stop):
+                        alive[i] = False
+                        finish[b] = "stop"
+                        complete(b)
+                if not alive.any() or t == params.max_new_tokens - 1:
+                    break
+                n_dead = len(rows) - int(alive.sum())
+                if n_dead and n_dead >= self.drop_finished_fraction * len(rows):
+                    # 3) drop the finished rows from the cache and the per-row state
+                    keep = alive.nonzero()[:, 0]  # (R',)
+                    past.batch_select_indices(keep)
+                    mask, step_pos, nxt = mask[keep], step_pos[keep], nxt[keep]
+                    rows = [rows[i] for i in keep.tolist()]
+                    alive = alive[keep]
+                    self.dropped_rows += n_dead
+                # 4) one forward of one token per row (finished ones get padding)
+                nxt = torch.where(alive, nxt, torch.full_like(nxt, self.pad_id))  # (R,)
+                step_pos = step_pos[:, -1:] + 1  # (R, 1)
+                mask = torch.cat([mask, alive.long()[:, None]], dim=1)  # (R, T + 1)
+                out = self.model(
+                    input_ids=nxt[:, None],
+                    attention_mask=mask,
+                    position_ids=step_pos,
+                    use_cache=True,
+                    logits_to_keep=1,  # LM head on the last position only: (R, 1, V)
+                    **{self._cache_kw: past},
+                )
+                past = getattr(out, self._cache_kw)
+                logits = out.logits[:, -1, :].float()  # (R, V)
+        for b in range(B):
+            if done[b] is None:  # stopped by max_new_tokens
+                complete(b)
+        return [c for c in done if c is not None]
 
     def _prefill(
         self, prompts: list[list[int]]
