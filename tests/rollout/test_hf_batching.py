@@ -349,10 +349,14 @@ def test_finished_rows_leave_the_batch_and_the_rest_decode_alike(model) -> None:
     assert keep.dropped_rows == 0 and drop.dropped_rows >= 2
 
 
-async def test_a_request_is_answered_when_its_rows_stop_not_when_the_batch_ends(model) -> None:
+@pytest.mark.parametrize("answer_early", [True, False], ids=["answer_early", "at_batch_end"])
+async def test_a_request_is_answered_when_its_rows_stop_not_when_the_batch_ends(
+    model, answer_early: bool
+) -> None:
     """Two requests share a batch; the one whose row stops early gets its answer while the
-    other still decodes (counted in forwards of the model)."""
+    other still decodes (counted in forwards of the model), unless ``answer_early`` is off."""
     engine = _engine(model, batch_wait_ms=300)
+    engine.answer_early = answer_early
     early, late = TOK.encode("hello"), TOK.encode("a b c")
     free = engine.generate_sync([early, late], LONG)
     # the early row stops at the first of its tokens the other row never samples
@@ -379,5 +383,5 @@ async def test_a_request_is_answered_when_its_rows_stop_not_when_the_batch_ends(
         hook.remove()
     assert engine.batch_sizes[-1] == 2
     assert len(a.token_ids) == stop_at + 1 and a.finish_reason == "stop" and len(b.token_ids) == 12
-    assert seen["early"] < seen["late"] == forwards[0]
+    assert (seen["early"] < seen["late"]) is answer_early and seen["late"] == forwards[0]
     engine.close()

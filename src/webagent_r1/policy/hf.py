@@ -275,6 +275,8 @@ class HFEngine:
         (0: at every stop; above 1: never)."""
         self.dropped_rows = 0
         """Finished rows dropped from decoding batches so far."""
+        self.answer_early = True
+        """Answer a request as soon as its rows stop (False: when its whole batch ends)."""
 
     @classmethod
     def from_config(cls, cfg: ModelConfig, **kw: Any) -> HFEngine:
@@ -398,8 +400,9 @@ class HFEngine:
         return [r for r in chosen if r.future.set_running_or_notify_cancel()]
 
     def _run_batch(self, batch: list[_Request]) -> None:
-        """Decode ``batch`` and answer each request as soon as all its rows are final, so an
-        episode whose completion stopped early steps its browser while the others decode."""
+        """Decode ``batch`` and answer each request as soon as all its rows are final
+        (``answer_early``), so an episode whose completion stopped early steps its browser
+        while the others decode; otherwise when the batch ends."""
         if not batch:
             return
         prompts = [p for r in batch for p in r.prompts]
@@ -416,7 +419,7 @@ class HFEngine:
             results[row] = completion
             k = owner[row]
             left[k] -= 1
-            if left[k] == 0:
+            if left[k] == 0 and self.answer_early:
                 n = len(batch[k].prompts)
                 batch[k].future.set_result(results[first[k] : first[k] + n])
 
@@ -432,6 +435,9 @@ class HFEngine:
                         on_done=lambda row, c, off=i: deliver(off + row, c),
                     )
                 self._last_batch_s = time.monotonic() - t0
+            for r, k in zip(batch, first, strict=True):
+                if not r.future.done():  # answer_early off
+                    r.future.set_result(results[k : k + len(r.prompts)])
         except BaseException as e:  # answer every caller still waiting, keep serving
             for r in batch:
                 if not r.future.done():
