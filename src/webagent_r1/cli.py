@@ -691,6 +691,43 @@ def bench_rollout(
     print(json.dumps(out, indent=1))
 
 
+@bench_app.command("rollout-step")
+def bench_rollout_step(
+    overrides: Annotated[
+        list[str] | None, typer.Argument(help="Config overrides as section.key=value.")
+    ] = None,
+    config: Annotated[str, typer.Option("--config", "-c", help="YAML recipe.")] = "configs/r1.yaml",
+    model: Annotated[
+        str | None, typer.Option(help="Checkpoint or model folder to roll out.")
+    ] = None,
+    tasks: Annotated[int, typer.Option(help="Training tasks (x rollout.group_size).")] = 8,
+    reps: Annotated[int, typer.Option(help="Rounds over the variants.")] = 1,
+    variants: Annotated[
+        str, typer.Option(help="Comma-separated: keep, drop, drop+early.")
+    ] = "keep,drop,drop+early",
+    seed: Annotated[int, typer.Option(help="Task sample and sampling seed.")] = 0,
+) -> None:
+    """One M-GRPO step's rollout under HF engine decoding variants (runs
+    benchmarks/rollout_step.py)."""
+    import json
+
+    from webagent_r1.config import ConfigError
+
+    module = _benchmark("rollout_step")
+    names = tuple(variants.split(","))
+    if tasks < 1 or reps < 1 or any(v not in module.VARIANTS for v in names):
+        raise typer.BadParameter(
+            f"--tasks and --reps must be >= 1 and --variants among {', '.join(module.VARIANTS)}"
+        )
+    try:
+        out = asyncio.run(
+            module.run(config, model, tasks, reps, names, seed, tuple(overrides or ()))
+        )
+    except ConfigError as e:  # raised before anything starts
+        raise typer.BadParameter(str(e)) from None
+    print(json.dumps(out, indent=1))
+
+
 @bench_app.command("decode")
 def bench_decode(
     model: Annotated[str, typer.Option(help="Model name or folder.")] = "smollm2-135m-instruct",

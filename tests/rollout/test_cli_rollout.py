@@ -73,3 +73,34 @@ def test_bench_rollout_fixed_tiny() -> None:
     assert fixed["async"]["episodes"] == fixed["lockstep"]["episodes"] == 2
     assert fixed["ratio_async_over_lockstep"] > 0 and fixed["browsers"] == 2
     assert fixed["async"]["cores_busy"] > 0 and fixed["cpu_count"] >= 1
+
+
+@pytest.mark.browser
+def test_bench_rollout_step_runs_every_variant_on_the_same_step(tmp_path) -> None:
+    from tests.train.tiny import make_tiny_model
+
+    model = make_tiny_model(tmp_path / "model")
+    args = ["bench", "rollout-step", "--model", str(model), "--tasks", "1"]
+    args += ["--variants", "keep,drop+early"]
+    args += ["rollout.group_size=2", "rollout.max_concurrent_episodes=2", "env.max_turns=1"]
+    args += ["rollout.max_batch_size=2", "rollout.max_new_tokens=4", "train.trainable_layers=0"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout[r.stdout.index("{") :])
+    assert (
+        out["group"] == 2
+        and out["concurrency"] == 2
+        and set(out["variants"])
+        == {
+            "keep",
+            "drop+early",
+        }
+    )
+    keep, early = out["variants"]["keep"], out["variants"]["drop+early"]
+    assert keep["speedup_vs_keep"] == 1.0 and early["speedup_vs_keep"] > 0
+    for v in (keep, early):  # 2 episodes of one turn each: at least one batch of 1-2 rows
+        assert v["wall_s"] > 0 and v["batches"] >= 1 and 1 <= v["mean_rows"] <= 2
+        assert v["env_errors"] == 0
+    assert keep["rows_dropped"] == 0
+    r = runner.invoke(app, ["bench", "rollout-step", "--variants", "fast"])
+    assert r.exit_code == 2 and "--variants among" in r.output

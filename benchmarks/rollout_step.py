@@ -1,0 +1,177 @@
+"""One M-GRPO step's rollout with the HF engine, in one process: engine decoding variants.
+
+    python benchmarks/rollout_step.py [--config configs/r1.yaml] [--model PATH] [--tasks 8]
+                                      [--reps 1] [--variants keep,drop,drop+early]
+    webagent-r1 bench rollout-step [same options]
+
+Collects ``--tasks`` training tasks x ``rollout.group_size`` episodes of the recipe ``--config``
+(its prompt, observation, turn limit, sampling and ``rollout.max_concurrent_episodes``) in real
+Chromium over the embedded sites, once per engine variant, with the same tasks and sampling
+seeds:
+
+- ``keep``: every row of a batch decodes until the longest one stops, and every request is
+  answered when its batch ends (the engine before finished rows left the batch);
+- ``drop``: finished rows leave the batch (``HFEngine.drop_finished_fraction``), answers at
+  the batch end;
+- ``drop+early``: the engine's default: finished rows leave the batch and each request is
+  answered as soon as its rows stop (``HFEngine.answer_early``), so its episode steps its
+  browser while the batch decodes on.
+
+Use ``--model`` to roll out a trained checkpoint (a BC policy's completions stop at different
+lengths, as in training; the base model's rarely form an action). Variants alternate over
+``--reps`` so drift in the machine's load hits all alike. Prints JSON: per variant the median
+wall time, tokens/s, success rate, batches decoded and their mean rows, and the speed-up
+against ``keep``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import statistics
+from typing import Any
+
+from webagent_r1.config import load_config
+from webagent_r1.envpool import make_env_pool
+from webagent_r1.evaluate import _setup
+from webagent_r1.policy.base import SamplingParams
+from webagent_r1.rollout import RolloutStats, collect
+from webagent_r1.tasks.suite import tasks_for
+
+VARIANTS = {
+    "keep": (float("inf"), False),
+    "drop": (None, False),
+    "drop+early": (None, True),
+}
+"""name -> (drop_finished_fraction (None: the engine's default), answer_early)."""
+
+
+async def run(
+    config: str = "configs/r1.yaml",
+    model: str | None = None,
+    tasks: int = 8,
+    reps: int = 1,
+    variants: tuple[str, ...] = ("keep", "drop", "drop+early"),
+    seed: int = 0,
+    overrides: tuple[str, ...] = (),
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Roll out the same step once per variant (``reps`` rounds); returns JSON-ready results."""
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown or not variants:
+        raise ValueError(f"variants are {', '.join(VARIANTS)}; got {', '.join(variants)!r}")
+    if tasks < 1 or reps < 1:
+        raise ValueError("tasks and reps must be >= 1")
+    cfg = load_config(config, list(overrides))
+    chosen = random.Random(seed).sample(tasks_for(cfg, "train"), tasks)
+    params = SamplingParams(
+        temperature=cfg.rollout.temperature,
+        top_p=cfg.rollout.top_p,
+        max_new_tokens=cfg.rollout.max_new_tokens,
+        seed=seed,
+    )
+    runs: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
+    async with _setup(cfg, "hf", model) as (engine, tokenizer, browser, source, count):
+        pool = make_env_pool(
+            cfg,
+            cfg.rollout.max_concurrent_episodes,
+            browser=browser,
+            backend=source.backend,
+            evaluator=source.evaluator,
+            count_tokens=count,
+        )
+        default_fraction = engine.drop_finished_fraction
+        try:
+            # warm-up (not counted): first page loads, first forwards
+            await collect(
+                chosen[:1], 1, engine, pool, tokenizer, cfg.agent, params, 1, progress=False
+            )
+            for _ in range(reps):
+                for name in variants:
+                    fraction, early = VARIANTS[name]
+                    engine.drop_finished_fraction = (
+                        default_fraction if fraction is None else fraction
+                    )
+                    engine.answer_early = early
+                    n_batches, dropped = len(engine.batch_sizes), engine.dropped_rows
+                    stats = RolloutStats()
+                    await collect(
+                        chosen,
+                        cfg.rollout.group_size,
+                        engine,
+                        pool,
+                        tokenizer,
+                        cfg.agent,
+                        params,
+                        max_concurrent_episodes=cfg.rollout.max_concurrent_episodes,
+                        max_env_retries=cfg.rollout.max_env_retries,
+                        progress=progress,
+                        mode=cfg.rollout.mode,
+                        stats=stats,
+                    )
+                    m = stats.metrics()
+                    sizes = engine.batch_sizes[n_batches:]
+                    runs[name].append(
+                        {
+                            "wall_s": stats.wall_s,
+                            "tokens_per_s": m["rollout/tokens_per_s"],
+                            "success_rate": m["rollout/success_rate"],
+                            "env_errors": stats.env_errors,
+                            "batches": len(sizes),
+                            "mean_rows": statistics.mean(sizes) if sizes else 0.0,
+                            "rows_dropped": engine.dropped_rows - dropped,
+                        }
+                    )
+        finally:
+            await pool.close()
+    out: dict[str, Any] = {
+        "config": config,
+        "model": model or cfg.init_from or cfg.model.name,
+        "tasks": tasks,
+        "group": cfg.rollout.group_size,
+        "concurrency": cfg.rollout.max_concurrent_episodes,
+        "max_batch_size": cfg.rollout.max_batch_size,
+        "reps": reps,
+        "variants": {},
+    }
+    for name, rs in runs.items():
+        out["variants"][name] = {k: round(statistics.median(r[k] for r in rs), 3) for k in rs[0]}
+    if "keep" in runs:
+        base = out["variants"]["keep"]["wall_s"]
+        for v in out["variants"].values():
+            v["speedup_vs_keep"] = round(base / max(v["wall_s"], 1e-9), 3)
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Command-line entry: parse ``argv``, run, print JSON."""
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--config", default="configs/r1.yaml")
+    ap.add_argument("--model", default=None, help="checkpoint or model folder to roll out")
+    ap.add_argument("--tasks", type=int, default=8)
+    ap.add_argument("--reps", type=int, default=1)
+    ap.add_argument("--variants", default="keep,drop,drop+early")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("overrides", nargs="*", help="config overrides section.key=value")
+    a = ap.parse_args(argv)
+    out = asyncio.run(
+        run(
+            a.config,
+            a.model,
+            a.tasks,
+            a.reps,
+            tuple(a.variants.split(",")),
+            a.seed,
+            tuple(a.overrides),
+            not a.no_progress,
+        )
+    )
+    print(json.dumps(out, indent=1))
+    return out
+
+
+if __name__ == "__main__":
+    main()
