@@ -19,9 +19,9 @@ seeds:
 
 Use ``--model`` to roll out a trained checkpoint (a BC policy's completions stop at different
 lengths, as in training; the base model's rarely form an action). Variants alternate over
-``--reps`` so drift in the machine's load hits all alike. Prints JSON: per variant the median
-wall time, tokens/s, success rate, batches decoded and their mean rows, and the speed-up
-against ``keep``.
+``--reps`` in a rotating order so drift in the machine's load and the first page loads hit
+all alike. Prints JSON: per variant the median wall time, tokens/s, success rate, batches
+decoded and the rows they started with (on average), and the speed-up against ``keep``.
 """
 
 from __future__ import annotations
@@ -48,6 +48,26 @@ VARIANTS = {
 """name -> (drop_finished_fraction (None: the engine's default), answer_early)."""
 
 
+def prepare(
+    config: str, tasks: int, reps: int, seed: int = 0, overrides: tuple[str, ...] = ()
+) -> tuple[Any, list[Any]]:
+    """The recipe and a seeded sample of ``tasks`` of its training tasks.
+
+    Raises:
+        ValueError: sizes below 1, more tasks than the recipe's training split, or a bad
+            config (``ConfigError``).
+    """
+    if tasks < 1 or reps < 1:
+        raise ValueError("tasks and reps must be >= 1")
+    cfg = load_config(config, list(overrides))
+    train = tasks_for(cfg, "train")
+    if tasks > len(train):
+        raise ValueError(
+            f"--tasks {tasks} is more than the {len(train)} training tasks of {config}"
+        )
+    return cfg, random.Random(seed).sample(train, tasks)
+
+
 async def run(
     config: str = "configs/r1.yaml",
     model: str | None = None,
@@ -62,10 +82,7 @@ async def run(
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown or not variants:
         raise ValueError(f"variants are {', '.join(VARIANTS)}; got {', '.join(variants)!r}")
-    if tasks < 1 or reps < 1:
-        raise ValueError("tasks and reps must be >= 1")
-    cfg = load_config(config, list(overrides))
-    chosen = random.Random(seed).sample(tasks_for(cfg, "train"), tasks)
+    cfg, chosen = prepare(config, tasks, reps, seed, overrides)
     params = SamplingParams(
         temperature=cfg.rollout.temperature,
         top_p=cfg.rollout.top_p,
@@ -88,8 +105,8 @@ async def run(
             await collect(
                 chosen[:1], 1, engine, pool, tokenizer, cfg.agent, params, 1, progress=False
             )
-            for _ in range(reps):
-                for name in variants:
+            for rep in range(reps):  # rotate the order: no variant always runs first
+                for name in variants[rep % len(variants) :] + variants[: rep % len(variants)]:
                     fraction, early = VARIANTS[name]
                     engine.drop_finished_fraction = (
                         default_fraction if fraction is None else fraction
@@ -120,7 +137,7 @@ async def run(
                             "success_rate": m["rollout/success_rate"],
                             "env_errors": stats.env_errors,
                             "batches": len(sizes),
-                            "mean_rows": statistics.mean(sizes) if sizes else 0.0,
+                            "mean_batch_rows": statistics.mean(sizes) if sizes else 0.0,
                             "rows_dropped": engine.dropped_rows - dropped,
                         }
                     )

@@ -711,20 +711,15 @@ def bench_rollout_step(
     benchmarks/rollout_step.py)."""
     import json
 
-    from webagent_r1.config import ConfigError
-
     module = _benchmark("rollout_step")
-    names = tuple(variants.split(","))
-    if tasks < 1 or reps < 1 or any(v not in module.VARIANTS for v in names):
-        raise typer.BadParameter(
-            f"--tasks and --reps must be >= 1 and --variants among {', '.join(module.VARIANTS)}"
-        )
-    try:
-        out = asyncio.run(
-            module.run(config, model, tasks, reps, names, seed, tuple(overrides or ()))
-        )
-    except ConfigError as e:  # raised before anything starts
+    names = tuple(v.strip() for v in variants.split(","))
+    if any(v not in module.VARIANTS for v in names):
+        raise typer.BadParameter(f"--variants among {', '.join(module.VARIANTS)}, not {variants!r}")
+    try:  # sizes, the config and the task count, before anything starts
+        module.prepare(config, tasks, reps, seed, tuple(overrides or ()))
+    except ValueError as e:
         raise typer.BadParameter(str(e)) from None
+    out = asyncio.run(module.run(config, model, tasks, reps, names, seed, tuple(overrides or ())))
     print(json.dumps(out, indent=1))
 
 

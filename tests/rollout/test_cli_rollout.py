@@ -99,8 +99,10 @@ def test_bench_rollout_step_runs_every_variant_on_the_same_step(tmp_path) -> Non
     keep, early = out["variants"]["keep"], out["variants"]["drop+early"]
     assert keep["speedup_vs_keep"] == 1.0 and early["speedup_vs_keep"] > 0
     for v in (keep, early):  # 2 episodes of one turn each: at least one batch of 1-2 rows
-        assert v["wall_s"] > 0 and v["batches"] >= 1 and 1 <= v["mean_rows"] <= 2
+        assert v["wall_s"] > 0 and v["batches"] >= 1 and 1 <= v["mean_batch_rows"] <= 2
         assert v["env_errors"] == 0
     assert keep["rows_dropped"] == 0
     r = runner.invoke(app, ["bench", "rollout-step", "--variants", "fast"])
     assert r.exit_code == 2 and "--variants among" in r.output
+    r = runner.invoke(app, ["bench", "rollout-step", "--tasks", "100000"])
+    assert r.exit_code == 2 and "training tasks" in r.output

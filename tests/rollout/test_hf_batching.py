@@ -13,7 +13,7 @@ import torch
 
 from webagent_r1.policy import hf as hf_module
 from webagent_r1.policy.base import SamplingParams
-from webagent_r1.policy.hf import HFEngine, reserve_cache, row_seeds
+from webagent_r1.policy.hf import HFEngine, reserve_cache, row_seeds, rows_can_be_dropped
 
 from .fakes import FakeTokenizer
 
@@ -315,38 +315,43 @@ def test_engine_output_is_unchanged_by_the_reserved_cache(model, monkeypatch) ->
         assert [c.logprobs for c in a] == [c.logprobs for c in b]
 
 
-def _stops_at_different_steps(engine: HFEngine, prompts: list[list[int]]) -> set[int]:
-    """End-of-sequence ids that make the greedy rows of ``prompts`` stop at different steps
-    (chosen from a run without stops)."""
-    free = engine.generate_sync(prompts, LONG)
-    return {free[0].token_ids[2], free[1].token_ids[6]}
-
-
 LONG = SamplingParams(temperature=0.0, max_new_tokens=12, stop=[])
 
 
-def test_finished_rows_leave_the_batch_and_the_rest_decode_alike(model) -> None:
-    """Rows that stopped are dropped from the cache (every stop, here) and the others get
-    the ids and log-probs they get when every row decodes to the end."""
+def _stops_of_first_rows(
+    engine: HFEngine, prompts: list[list[int]], params: SamplingParams, n: int
+) -> set[int]:
+    """End-of-sequence ids that stop each of the first ``n`` rows early and none of the
+    others (chosen from a run without them)."""
+    free = engine.generate_sync(prompts, params)
+    rest = {t for c in free[n:] for t in c.token_ids}
+    return {next(t for t in c.token_ids[1:8] if t not in rest) for c in free[:n]}
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.5], ids=["every_stop", "half_stopped"])
+def test_finished_rows_leave_the_batch_and_the_rest_decode_alike(model, fraction) -> None:
+    """Rows that stopped are dropped from the cache, and the rows after them (which move up
+    in the batch) keep their own sampling generators and get the ids and log-probs they get
+    when every row decodes to the end."""
     prompts = [TOK.encode(s) for s in ("hello there", "a b c", "the red mug", "zz", "hello")]
-    keep = _engine(model)
-    keep.drop_finished_fraction = 2.0  # never
-    keep.eos_ids |= _stops_at_different_steps(keep, prompts)
-    drop = _engine(model)
-    drop.drop_finished_fraction = 0.0  # at every stop
-    drop.eos_ids = set(keep.eos_ids)
     sampled = SamplingParams(temperature=0.9, max_new_tokens=12, stop=[], seed=3)
     for params in (LONG, sampled):
+        keep = _engine(model)
+        keep.drop_finished_fraction = 2.0  # never
+        keep.eos_ids |= _stops_of_first_rows(keep, prompts, params, 3)
+        drop = _engine(model)
+        drop.drop_finished_fraction = fraction
+        drop.eos_ids = set(keep.eos_ids)
         want = keep.generate_sync(prompts, params)
         got = drop.generate_sync(prompts, params)
-        lengths = {len(c.token_ids) for c in want}
-        assert len(lengths) >= 2 and any(c.finish_reason == "stop" for c in want)
+        assert all(w.finish_reason == "stop" and len(w.token_ids) < 9 for w in want[:3])
+        assert any(w.finish_reason == "length" for w in want[3:])  # moved up, decoded on
         for g, w in zip(got, want, strict=True):
             assert g.token_ids == w.token_ids and g.finish_reason == w.finish_reason
             torch.testing.assert_close(
                 torch.tensor(g.logprobs), torch.tensor(w.logprobs), atol=1e-5, rtol=1e-5
             )
-    assert keep.dropped_rows == 0 and drop.dropped_rows >= 2
+        assert keep.dropped_rows == 0 and drop.dropped_rows >= 1
 
 
 @pytest.mark.parametrize("answer_early", [True, False], ids=["answer_early", "at_batch_end"])
@@ -385,3 +390,21 @@ async def test_a_request_is_answered_when_its_rows_stop_not_when_the_batch_ends(
     assert len(a.token_ids) == stop_at + 1 and a.finish_reason == "stop" and len(b.token_ids) == 12
     assert (seen["early"] < seen["late"]) is answer_early and seen["late"] == forwards[0]
     engine.close()
+
+
+@needs_layers
+def test_rows_are_dropped_only_from_caches_of_plain_key_value_layers(model) -> None:
+    """Layers with more state than keys and values (recurrent, quantised, subclasses) would
+    keep rows that selection leaves behind: such caches keep every row."""
+    with torch.no_grad():
+        _, past = _forward(model, torch.randint(3, TOK.vocab_size, (2, 5)))
+    assert rows_can_be_dropped(past)
+    reserve_cache(past, 3)
+    assert rows_can_be_dropped(past)
+
+    class StatefulLayer(hf_module.DynamicLayer):
+        pass
+
+    past.layers[1].__class__ = StatefulLayer
+    assert not rows_can_be_dropped(past)
+    assert not rows_can_be_dropped(None) and not rows_can_be_dropped((torch.zeros(1),))

@@ -72,9 +72,14 @@ class _ReservedLayer(DynamicLayer or object):  # type: ignore[misc]
     def batch_select_indices(self, indices: torch.Tensor) -> None:
         """Keep the rows ``indices`` and their room: only the positions handed out so far are
         copied, into new buffers of the same length (so decoding goes on writing in place)."""
-        if getattr(self, "_kbuf", None) is None or self.keys.data_ptr() != self._kbuf.data_ptr():
+        buf = getattr(self, "_kbuf", None)
+        if not isinstance(self.keys, torch.Tensor) or buf is None:
             self._kbuf = self._vbuf = None
             return super().batch_select_indices(indices)
+        if self.keys.data_ptr() != buf.data_ptr():
+            self._kbuf = self._vbuf = None
+            return super().batch_select_indices(indices)
+        indices = indices.to(self.keys.device)
         L = self.keys.shape[-2]
         kbuf = self._kbuf.new_empty((len(indices), *self._kbuf.shape[1:]))  # (B', H, L', D)
         vbuf = self._vbuf.new_empty((len(indices), *self._vbuf.shape[1:]))
@@ -116,6 +121,16 @@ def reserve_cache(past: Any, extra: int) -> int:
         layers[i] = reserved
         n += 1
     return n
+
+
+def rows_can_be_dropped(past: Any) -> bool:
+    """Whether every layer of the KV cache ``past`` holds only keys and values, so that
+    selecting rows selects all of its state (recurrent, convolutional or quantised layers
+    keep more, which ``batch_select_indices`` would leave behind or not support)."""
+    layers = getattr(past, "layers", None)
+    if DynamicLayer is None or not isinstance(layers, list):
+        return False
+    return all(type(layer) in (DynamicLayer, _ReservedLayer) for layer in layers)
 
 
 def pick_device(device: str) -> torch.device:
@@ -402,7 +417,11 @@ class HFEngine:
     def _run_batch(self, batch: list[_Request]) -> None:
         """Decode ``batch`` and answer each request as soon as all its rows are final
         (``answer_early``), so an episode whose completion stopped early steps its browser
-        while the others decode; otherwise when the batch ends."""
+        while the others decode; otherwise when the batch ends.
+
+        Futures are resolved on this thread while it holds ``lock``: their done-callbacks
+        must not call back into the engine (``asyncio.wrap_future`` only schedules the
+        caller on its event loop)."""
         if not batch:
             return
         prompts = [p for r in batch for p in r.prompts]
@@ -458,7 +477,10 @@ class HFEngine:
         Finished rows leave the batch: once ``drop_finished_fraction`` of the rows still decoded
         have stopped, the KV cache and the other per-row state are cut down to the live rows
         (on CPU a decode step costs roughly in proportion to its rows, and a batch otherwise
-        runs every row for as many steps as its longest one).
+        runs every row for as many steps as its longest one). Only caches whose layers hold
+        keys and values alone are cut (``rows_can_be_dropped``). A batch of fewer rows can
+        round a matrix product differently in the last bit, so log-probs may differ by
+        ~1e-6 from a run that keeps every row.
 
         Args:
             prompts: B prompts of token ids.
@@ -501,6 +523,7 @@ class HFEngine:
             logits, mask, step_pos, past = self._prefill(prompts)
             # the loop below runs at most max_new_tokens - 1 forwards: room for that many
             reserve_cache(past, params.max_new_tokens - 1)  # decoding writes in place
+            droppable = rows_can_be_dropped(past)
             for t in range(params.max_new_tokens):
                 nxt, lp = self._sample(logits, params, [gens[b] for b in rows])  # (R,), (R,)
                 # 2) record, then stop sequences on eos or a stop string
@@ -517,7 +540,7 @@ class HFEngine:
                 if not alive.any() or t == params.max_new_tokens - 1:
                     break
                 n_dead = len(rows) - int(alive.sum())
-                if n_dead and n_dead >= self.drop_finished_fraction * len(rows):
+                if droppable and n_dead and n_dead >= self.drop_finished_fraction * len(rows):
                     # 3) drop the finished rows from the cache and the per-row state
                     keep = alive.nonzero()[:, 0]  # (R',)
                     past.batch_select_indices(keep)
