@@ -29,9 +29,11 @@ reported, not required: fewer rows can change the float rounding of a matrix pro
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -46,15 +48,20 @@ def _no_reserve(past: Any, extra: int) -> int:
     return 0
 
 
+def _decode(engine: HFEngine, prompts: list[list[int]], params: SamplingParams):
+    """One timed ``_generate_batch``; returns (seconds, token ids)."""
+    t0 = time.perf_counter()
+    out = engine._generate_batch(prompts, params)
+    return time.perf_counter() - t0, [c.token_ids for c in out]
+
+
 def timed(engine: HFEngine, prompts: list[list[int]], params: SamplingParams, reserve: bool):
     """One decode, with or without the reserved cache; returns (seconds, token ids)."""
     real = hf_module.reserve_cache
     if not reserve:
         hf_module.reserve_cache = _no_reserve
     try:
-        t0 = time.perf_counter()
-        out = engine._generate_batch(prompts, params)
-        return time.perf_counter() - t0, [c.token_ids for c in out]
+        return _decode(engine, prompts, params)
     finally:
         hf_module.reserve_cache = real
 
@@ -65,11 +72,29 @@ def timed_drop(engine: HFEngine, prompts: list[list[int]], params: SamplingParam
     default = engine.drop_finished_fraction
     engine.drop_finished_fraction = default if drop else float("inf")
     try:
-        t0 = time.perf_counter()
-        out = engine._generate_batch(prompts, params)
-        return time.perf_counter() - t0, [c.token_ids for c in out]
+        return _decode(engine, prompts, params)
     finally:
         engine.drop_finished_fraction = default
+
+
+def alternate(side: Callable[[bool], tuple[float, list[list[int]]]], reps: int):
+    """Run ``side(True)`` and ``side(False)`` in turn ``reps`` times (so drift in the
+    machine's load hits both alike); returns the median seconds and the last token ids of
+    each side, keyed by the flag."""
+    times: dict[bool, list[float]] = {True: [], False: []}
+    tokens: dict[bool, list[list[int]]] = {}
+    for _ in range(reps):
+        for flag in (True, False):
+            times[flag].append((res := side(flag))[0])
+            tokens[flag] = res[1]
+    return {k: statistics.median(v) for k, v in times.items()}, tokens
+
+
+def _engine(model: str, batches: tuple[int, ...], prompt_len: int, new_tokens: int, reps: int):
+    """The model's engine (fp32) after checking the sizes."""
+    if prompt_len < 1 or new_tokens < 1 or reps < 1 or not batches or min(batches) < 1:
+        raise ValueError("prompt_len, new_tokens, reps and every batch size must be >= 1")
+    return HFEngine.from_config(ModelConfig(name=model, dtype="float32", autocast_bf16=False))
 
 
 QUESTIONS = (
@@ -115,23 +140,14 @@ def run_drop(
     reps: int = 3,
 ) -> dict[str, Any]:
     """Time dropping finished rows against keeping them at every batch size (greedy)."""
-    if prompt_len < 1 or new_tokens < 1 or reps < 1 or not batches or min(batches) < 1:
-        raise ValueError("prompt_len, new_tokens, reps and every batch size must be >= 1")
-    engine = HFEngine.from_config(ModelConfig(name=model, dtype="float32", autocast_bf16=False))
+    engine = _engine(model, batches, prompt_len, new_tokens, reps)
     params = SamplingParams(temperature=0.0, max_new_tokens=new_tokens, stop=[])
     rows: list[dict[str, Any]] = []
     for b in batches:
         prompts = chat_prompts(engine, b, prompt_len)
-        times: dict[bool, list[float]] = {True: [], False: []}
-        tokens: dict[bool, list[list[int]]] = {}
         timed_drop(engine, prompts[:1], SamplingParams(temperature=0.0, max_new_tokens=2), True)
         dropped = engine.dropped_rows
-        for _ in range(reps):  # alternate, so drift in the machine's load hits both alike
-            for drop in (True, False):
-                s, toks = timed_drop(engine, prompts, params, drop)
-                times[drop].append(s)
-                tokens[drop] = toks
-        med = {k: statistics.median(v) for k, v in times.items()}
+        med, tokens = alternate(functools.partial(timed_drop, engine, prompts, params), reps)
         lengths = [len(t) for t in tokens[False]]
         rows.append(
             {
@@ -167,9 +183,7 @@ def run(
     seed: int = 0,
 ) -> dict[str, Any]:
     """Time both cache layouts at every batch size; returns the JSON-ready results."""
-    if prompt_len < 1 or new_tokens < 1 or reps < 1 or not batches or min(batches) < 1:
-        raise ValueError("prompt_len, new_tokens, reps and every batch size must be >= 1")
-    engine = HFEngine.from_config(ModelConfig(name=model, dtype="float32", autocast_bf16=False))
+    engine = _engine(model, batches, prompt_len, new_tokens, reps)
     engine.eos_ids = set()  # every row decodes exactly new_tokens tokens
     params = SamplingParams(temperature=0.0, max_new_tokens=new_tokens, stop=[])
     vocab = engine.model.config.vocab_size
@@ -181,15 +195,8 @@ def run(
         head = torch.randint(low, vocab, (prompt_len - own,), generator=gen).tolist()
         tails = torch.randint(low, vocab, (b, own), generator=gen).tolist()
         prompts = [head + t for t in tails]
-        times: dict[bool, list[float]] = {True: [], False: []}
-        tokens: dict[bool, list[list[int]]] = {}
         timed(engine, prompts[:1], SamplingParams(temperature=0.0, max_new_tokens=2), True)
-        for _ in range(reps):  # alternate, so drift in the machine's load hits both alike
-            for reserve in (True, False):
-                s, toks = timed(engine, prompts, params, reserve)
-                times[reserve].append(s)
-                tokens[reserve] = toks
-        med = {k: statistics.median(v) for k, v in times.items()}
+        med, tokens = alternate(functools.partial(timed, engine, prompts, params), reps)
         rows.append(
             {
                 "batch": b,
