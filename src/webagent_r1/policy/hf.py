@@ -73,15 +73,13 @@ class _ReservedLayer(DynamicLayer or object):  # type: ignore[misc]
         """Keep the rows ``indices`` and their room: only the positions handed out so far are
         copied, into new buffers of the same length (so decoding goes on writing in place)."""
         buf = getattr(self, "_kbuf", None)
-        if not isinstance(self.keys, torch.Tensor) or buf is None:
-            self._kbuf = self._vbuf = None
+        keys = self.keys
+        if buf is None or not isinstance(keys, torch.Tensor) or keys.data_ptr() != buf.data_ptr():
+            self._kbuf = self._vbuf = None  # not our buffer's view any more
             return super().batch_select_indices(indices)
-        if self.keys.data_ptr() != buf.data_ptr():
-            self._kbuf = self._vbuf = None
-            return super().batch_select_indices(indices)
-        indices = indices.to(self.keys.device)
-        L = self.keys.shape[-2]
-        kbuf = self._kbuf.new_empty((len(indices), *self._kbuf.shape[1:]))  # (B', H, L', D)
+        indices = indices.to(keys.device)
+        L = keys.shape[-2]
+        kbuf = buf.new_empty((len(indices), *buf.shape[1:]))  # (B', H, L', D)
         vbuf = self._vbuf.new_empty((len(indices), *self._vbuf.shape[1:]))
         kbuf[:, :, :L].copy_(self.keys.index_select(0, indices))
         vbuf[:, :, :L].copy_(self.values.index_select(0, indices))
