@@ -51,6 +51,12 @@ def test_tasks_list_json_and_export(tmp_path) -> None:
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert data["total"] == sum(r["train"] + r["test"] for r in data["templates"])
+    assert not any(r["extra"] for r in data["templates"])
+    out = run_cli("tasks", "list", "--json", "--split", "wide", "--site", "reddit")
+    assert out.returncode == 0, out.stderr
+    wide = json.loads(out.stdout)
+    assert wide["total"] == sum(r["test"] + r["extra"] for r in wide["templates"])
+    assert any(r["extra"] for r in wide["templates"])
     sites = {s for r in data["templates"] for s in r["sites"]}
     assert {"shopping", "shopping_admin"} <= sites
     dest = tmp_path / "tasks.jsonl"

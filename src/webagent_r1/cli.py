@@ -90,16 +90,21 @@ def sites_serve(
 
 
 SplitOpt = Annotated[
-    str | None, typer.Option("--split", help="train, test or heldout (default: all).")
+    str | None,
+    typer.Option(
+        "--split",
+        help="train, test, heldout, wide (test plus 14 more unseen instances per training "
+        "template) or extra (those alone). Default: train, test and heldout.",
+    ),
 ]
 SiteOpt = Annotated[str | None, typer.Option("--site", help="Only tasks of this site.")]
 TemplateOpt = Annotated[str | None, typer.Option("--template", help="Only this template.")]
 
 
 def _suite(split: str | None, site: str | None, template: str | None) -> list:
-    from webagent_r1.tasks.suite import build_suite, select
+    from webagent_r1.tasks.suite import build_suite, select, spec_for
 
-    return select(build_suite(), split=split, site=site, template=template)
+    return select(build_suite(spec_for(split)), split=split, site=site, template=template)
 
 
 @tasks_app.command("list")
@@ -122,7 +127,8 @@ def tasks_list(
     rows = []
     for tp in all_templates():
         n_train, n_test = counts.get((tp.name, "train"), 0), counts.get((tp.name, "test"), 0)
-        if n_train + n_test == 0:
+        n_extra = counts.get((tp.name, "extra"), 0)
+        if n_train + n_test + n_extra == 0:
             continue
         rows.append(
             {
@@ -134,14 +140,18 @@ def tasks_list(
                 "heldout": tp.heldout,
                 "train": n_train,
                 "test": n_test,
+                "extra": n_extra,
             }
         )
     if as_json:
         print(json.dumps({"templates": rows, "total": len(tasks)}, indent=1))
         return
     table = Table(title=f"{len(tasks)} tasks")
-    for col in ("template", "kind", "steps", "heldout", "train", "test"):
-        table.add_column(col, justify="right" if col in ("train", "test") else "left")
+    cols = ["template", "kind", "steps", "heldout", "train", "test"]
+    if any(r["extra"] for r in rows):
+        cols.append("extra")
+    for col in cols:
+        table.add_column(col, justify="right" if col in ("train", "test", "extra") else "left")
     for r in rows:
         table.add_row(
             r["template"],
@@ -150,6 +160,7 @@ def tasks_list(
             "yes" if r["heldout"] else "",
             str(r["train"]),
             str(r["test"]),
+            *([str(r["extra"])] if "extra" in cols else []),
         )
     Console().print(table)
     per_site = Counter((t.sites[0] if len(t.sites) == 1 else "cross-site", t.split) for t in tasks)
@@ -358,7 +369,11 @@ def eval_cmd(
         ),
     ] = None,
     split: Annotated[
-        str, typer.Option(help="train, test or heldout (heldout: embedded only).")
+        str,
+        typer.Option(
+            help="train, test, heldout, wide or extra (the last three: embedded only; wide is "
+            "test plus 14 more unseen instances per training template, for tighter intervals)."
+        ),
     ] = "test",
     site: Annotated[str | None, typer.Option(help="Only tasks of this site.")] = None,
     sample: Annotated[int | None, typer.Option(help="A fixed subset of N tasks.")] = None,

@@ -73,9 +73,12 @@ def pick_demo_tasks(
         cfg: a config whose ``tasks`` filters apply (sites, templates, difficulty).
     """
     from webagent_r1.evaluate import eval_subset
-    from webagent_r1.tasks.suite import build_suite, select, tasks_for
+    from webagent_r1.tasks.suite import build_suite, select, spec_for, tasks_for
 
-    tasks = tasks_for(cfg, split) if cfg is not None else select(build_suite(), split=split)
+    if cfg is not None:
+        tasks = tasks_for(cfg, split)
+    else:
+        tasks = select(build_suite(spec_for(split)), split=split)
     if template is not None:
         tasks = select(tasks, template=template)
     if sample is not None and sample < len(tasks):

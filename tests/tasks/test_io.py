@@ -93,3 +93,41 @@ def test_run_tasks_filters_and_names_bad_filters() -> None:
     other = "map" if short[0].sites[0] != "map" else "reddit"
     with pytest.raises(ValueError, match="keeps no"):
         run_tasks("train", [other], [name], [])
+
+
+def test_wide_split_adds_unseen_instances_and_leaves_train_and_test_alone() -> None:
+    from webagent_r1.tasks.suite import WIDE_EXTRA, build_suite, run_tasks, select, spec_for
+
+    default = build_suite()
+    wide = build_suite(spec_for("wide"))
+    for split in ("train", "test", "heldout"):
+        assert [t.to_dict() for t in select(wide, split=split)] == [
+            t.to_dict() for t in select(default, split=split)
+        ]
+    extra = select(wide, split="extra")
+    assert extra and not select(default, split="extra")
+    assert len({t.task_id for t in wide}) == len(wide)
+    assert not [t for t in extra if t.heldout_template]
+    # Extra instances share no parameters with the train or test instances of their template.
+    used = {
+        (t.intent_template_id, json.dumps(t.instantiation_dict, sort_keys=True))
+        for t in select(wide, split="train") + select(wide, split="test")
+    }
+    assert not [
+        t
+        for t in extra
+        if (t.intent_template_id, json.dumps(t.instantiation_dict, sort_keys=True)) in used
+    ]
+    per_template: dict[str, int] = {}
+    for t in extra:
+        per_template[t.extra["template"]] = per_template.get(t.extra["template"], 0) + 1
+    assert max(per_template.values()) == WIDE_EXTRA
+    # 'wide' is the test split plus the extra instances, through every way of asking for it.
+    assert {t.task_id for t in select(wide, split="wide")} == {
+        t.task_id for t in select(wide, split="test") + extra
+    }
+    short = run_tasks("wide", [], [], ["1-2"])
+    assert {t.split for t in short} == {"test", "extra"}
+    assert len(short) > len(run_tasks("test", [], [], ["1-2"]))
+    with pytest.raises(ValueError, match="wide, extra"):
+        select(default, split="valid")

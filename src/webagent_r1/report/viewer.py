@@ -218,9 +218,9 @@ def load_run(
             "(e.g. written by `webagent-r1 eval --out FILE` or a training run)"
         )
     if tasks is None:
-        from webagent_r1.tasks.suite import build_suite
+        from webagent_r1.tasks.suite import build_suite, spec_for
 
-        tasks = build_suite()
+        tasks = build_suite(spec_for("wide"))  # every split's tasks
     by_id = {str(t.task_id): t for t in tasks}
     run.episodes = [
         _episode(traj, by_id.get(str(traj.task_id)), rel, line, folder)

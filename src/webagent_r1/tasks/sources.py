@@ -119,7 +119,7 @@ class EmbeddedSource(TaskSource):
     """
 
     name = "embedded"
-    splits = ("train", "test", "heldout")
+    splits = ("train", "test", "heldout", "wide", "extra")
 
     def __init__(
         self,

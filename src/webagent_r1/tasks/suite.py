@@ -6,7 +6,11 @@ spec), and has a scripted expert. The suite is generated deterministically from 
 
 - templates marked ``heldout`` appear only in the test split (never seen in training);
 - the other templates give ``n_test`` instances to the test split (unseen instances of
-  training templates) and ``n_train`` to the train split, disjoint by parameters.
+  training templates) and ``n_train`` to the train split, disjoint by parameters;
+- on request (``SuiteSpec.n_extra``, the ``wide`` and ``extra`` splits) up to ``n_extra``
+  more unseen instances of each training template, drawn after the train instances, so that
+  asking for them never changes the train or test split. ``wide`` is the test split plus
+  these: more tasks for comparisons whose intervals the test split leaves too wide.
 """
 
 from __future__ import annotations
@@ -80,7 +84,23 @@ class SuiteSpec:
     n_train: int = 40
     n_test: int = 6
     n_heldout: int = 12
+    n_extra: int = 0
+    """Instances of each training template after the train ones, in the ``extra`` split."""
     max_draws: int = 400
+
+
+WIDE_EXTRA = 14
+"""``n_extra`` of the ``wide`` and ``extra`` splits: with the 6 test instances, 20 per template
+(fewer where a template has fewer distinct instances)."""
+
+SPLITS = ("train", "test", "heldout", "wide", "extra")
+"""The splits ``select`` accepts."""
+
+
+def spec_for(split: str | None) -> SuiteSpec:
+    """The suite spec that holds ``split``: the default one, with ``WIDE_EXTRA`` extra
+    instances for ``wide`` and ``extra`` (its train and test splits are the default ones)."""
+    return SuiteSpec(n_extra=WIDE_EXTRA) if split in ("wide", "extra") else SuiteSpec()
 
 
 def public_params(params: dict[str, Any]) -> dict[str, Any]:
@@ -98,7 +118,7 @@ def _stable_seed(*parts: Any) -> int:
 
 def instantiate(t: Template, conn: Any, spec: SuiteSpec) -> list[tuple[str, dict[str, Any]]]:
     """Draw distinct instances of ``t`` and assign them to splits: ``[(split, params)]``."""
-    want = spec.n_heldout if t.heldout else spec.n_train + spec.n_test
+    want = spec.n_heldout if t.heldout else spec.n_train + spec.n_test + spec.n_extra
     rng = random.Random(_stable_seed(spec.seed, t.name))
     seen: dict[str, dict[str, Any]] = {}
     for _ in range(spec.max_draws):
@@ -110,8 +130,13 @@ def instantiate(t: Template, conn: Any, spec: SuiteSpec) -> list[tuple[str, dict
     params = list(seen.values())
     if t.heldout:
         return [("test", p) for p in params]
-    # Test instances first (so growing n_train never moves an instance between splits).
-    return [("test" if i < spec.n_test else "train", p) for i, p in enumerate(params)]
+
+    # Test instances first, extra ones last (so growing n_train or n_extra never moves an
+    # instance between splits).
+    def split_of(i: int) -> str:
+        return "test" if i < spec.n_test else "train" if i < spec.n_test + spec.n_train else "extra"
+
+    return [(split_of(i), p) for i, p in enumerate(params)]
 
 
 def make_task(t: Template, k: int, split: str, params: dict[str, Any]) -> Task:
@@ -185,7 +210,7 @@ def build_suite(spec: SuiteSpec | None = None, sites: list[str] | None = None) -
     from webagent_r1.sites import SITES
 
     spec = spec or SuiteSpec()
-    key = (spec.seed, spec.n_train, spec.n_test, spec.n_heldout, tuple(sites or ()))
+    key = (spec.seed, spec.n_train, spec.n_test, spec.n_heldout, spec.n_extra, tuple(sites or ()))
     if key in _SUITE_CACHE:
         return list(_SUITE_CACHE[key])
     tasks: list[Task] = []
@@ -216,13 +241,19 @@ def select(
     site: str | None = None,
     template: str | None = None,
 ) -> list[Task]:
-    """Filter tasks by split (train | test | heldout), site and template name."""
+    """Filter tasks by split (one of ``SPLITS``), site and template name.
+
+    ``heldout`` is the test instances of held-out templates; ``wide`` is ``test`` plus
+    ``extra`` (present only in a suite built with ``spec_for("wide")``).
+    """
     out = tasks
     if split == "heldout":
         out = [t for t in out if t.heldout_template]
+    elif split == "wide":
+        out = [t for t in out if t.split in ("test", "extra")]
     elif split is not None:
-        if split not in ("train", "test"):
-            raise ValueError(f"split must be train, test or heldout, got {split!r}")
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
         out = [t for t in out if t.split == split]
     if site is not None:
         out = [t for t in out if site in t.sites]
@@ -237,7 +268,7 @@ def run_tasks(
     """The tasks of ``split`` that a run's ``tasks`` config keeps (empty lists keep all).
 
     Args:
-        split: train | test | heldout.
+        split: one of ``SPLITS``.
         sites: keep tasks whose sites are all in this list.
         templates: keep tasks of these template names.
         difficulty: keep templates of these expert step counts (``1-2`` … ``10+``).
@@ -258,7 +289,7 @@ def run_tasks(
     for site in sites:
         if site not in SITES:
             raise ValueError(f"tasks.sites: unknown site {site!r}; sites: {', '.join(SITES)}")
-    out = select(build_suite(), split=split)
+    out = select(build_suite(spec_for(split)), split=split)
     if sites:
         out = [t for t in out if set(t.sites) <= set(sites)]
     if templates:
