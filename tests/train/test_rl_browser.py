@@ -58,6 +58,7 @@ async def test_one_rl_step_with_real_browsers(tmp_path: Path) -> None:
     steps = [r for r in rows if "train/loss" in r]
     assert len(steps) == 1 and steps[0]["train/groups_used"] == 1
     assert steps[0]["rollout/success"] == 0.0
+    assert 0 < steps[0]["sys/rss_gb"] <= steps[0]["sys/peak_rss_gb"]
     evals = [r for r in rows if "eval/success" in r]
     assert [r["step"] for r in evals] == [0, 1]  # before and after
     history = json.loads((stage / "eval_history.json").read_text())

@@ -44,7 +44,7 @@ from webagent_r1.train.checkpoint import (
     save_sharded_checkpoint,
     set_rng,
 )
-from webagent_r1.train.logging import MetricLogger
+from webagent_r1.train.logging import MemoryWatch, MetricLogger
 from webagent_r1.train.setup import (
     Dist,
     build_optimizer,
@@ -235,6 +235,7 @@ def train_bc(
     logger = MetricLogger(
         stage, dist.main, tcfg.tensorboard, tcfg.wandb_project if dist.main else None, to_dict(cfg)
     )
+    memory = MemoryWatch(enabled=dist.main)
     # sharded, a forward is a collective: every process measures the held-out loss
     if (dist.main or sharded) and start == 0:
         held0 = heldout_loss(
@@ -283,6 +284,7 @@ def train_bc(
                 "train/lr": opt.param_groups[0]["lr"],
                 "train/tokens_per_s": n_tokens * dist.world / max(time.time() - s0, 1e-9),
                 "train/step_s": time.time() - s0,
+                **memory.metrics(),
             }
             done = step + 1
             if bcfg.eval_every and done % bcfg.eval_every == 0 or done == bcfg.steps:

@@ -4,16 +4,21 @@
 ``time`` and the metrics); it is appended to, so a resumed run continues the same file.
 TensorBoard event files go to ``tb/`` when the ``tensorboard`` package is installed, and
 Weights & Biases gets the same numbers when ``train.wandb_project`` is set.
+
+``MemoryWatch`` adds the process's memory (``sys/…``) to each step's metrics and warns once
+when the peak nears the machine's memory, before the kernel kills the run for it.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-__all__ = ["MetricLogger", "read_metrics"]
+__all__ = ["MemoryWatch", "MetricLogger", "read_metrics", "total_memory_bytes"]
 
 
 class MetricLogger:
@@ -95,3 +100,90 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     if not p.is_file():
         return []
     return [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+
+
+def _proc_status_kb(field: str) -> int | None:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def total_memory_bytes() -> int | None:
+    """The memory this process may use: physical RAM, or a smaller cgroup limit (None when
+    neither can be read)."""
+    total: int | None = None
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        total = None
+    for limit_file in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(limit_file).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit() and (total is None or int(text) < total):
+            total = int(text)
+    return total
+
+
+class MemoryWatch:
+    """Memory of this process for each step's metrics, and one warning near the limit.
+
+    ``metrics()`` gives ``sys/rss_gb`` (resident now), ``sys/peak_rss_gb`` (the high-water
+    mark) and, when CUDA is in use, ``sys/cuda_peak_gb``. The first time the peak passes
+    ``warn_fraction`` of ``total_memory_bytes()`` a warning goes to ``out``: on CPU the update's
+    activations grow with ``train.token_budget`` times the trained layers, so a run that trains
+    every layer can be killed for memory steps after it started.
+
+    Args:
+        warn_fraction: warn above this fraction of the machine's memory.
+        out: where the warning is written (stderr).
+        enabled: False on non-main processes (no warning; metrics still measured).
+    """
+
+    def __init__(
+        self, warn_fraction: float = 0.85, out: IO[str] | None = None, enabled: bool = True
+    ) -> None:
+        self.warn_fraction = warn_fraction
+        self.out = out
+        self.enabled = enabled
+        self.total = total_memory_bytes()
+        self.warned = False
+
+    def metrics(self) -> dict[str, float]:
+        """The ``sys/…`` memory metrics now (and the warning, once, when due)."""
+        out: dict[str, float] = {}
+        rss, peak = _proc_status_kb("VmRSS"), _proc_status_kb("VmHWM")
+        if peak is None:
+            import resource
+
+            # ru_maxrss: kilobytes on Linux, bytes on macOS.
+            ru = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            peak = ru // 1024 if sys.platform == "darwin" else ru
+        if rss is not None:
+            out["sys/rss_gb"] = rss / 1e6
+        out["sys/peak_rss_gb"] = peak / 1e6
+        try:
+            import torch
+
+            if torch.cuda.is_available() and torch.cuda.is_initialized():
+                out["sys/cuda_peak_gb"] = torch.cuda.max_memory_allocated() / 1e9
+        except ImportError:
+            pass
+        near_limit = bool(self.total) and peak * 1e3 > self.warn_fraction * (self.total or 0)
+        if self.enabled and not self.warned and near_limit:
+            self.warned = True
+            print(
+                f"warning: this process's memory peaked at {peak / 1e6:.1f} GB of "
+                f"{self.total / 1e9:.1f} GB; a step with a larger update may be killed for "
+                "memory. The update's activations grow with train.token_budget and the "
+                "trained layers (train.trainable_layers): lower the budget or set "
+                "train.gradient_checkpointing=true.",
+                file=self.out or sys.stderr,
+                flush=True,
+            )
+        return out

@@ -64,7 +64,7 @@ from webagent_r1.train.checkpoint import (
     set_rng,
 )
 from webagent_r1.train.curriculum import Curriculum, collect_step, step_tasks
-from webagent_r1.train.logging import MetricLogger
+from webagent_r1.train.logging import MemoryWatch, MetricLogger
 from webagent_r1.train.setup import (
     Dist,
     build_optimizer,
@@ -428,6 +428,7 @@ async def train_rl(
     logger = MetricLogger(
         stage, dist.main, tcfg.tensorboard, tcfg.wandb_project if dist.main else None, to_dict(cfg)
     )
+    memory = MemoryWatch(enabled=dist.main)
     source = task_source(cfg)  # tasks.source: the embedded suite, MiniWoB++ …
     train_tasks = source.tasks("train")
     curriculum = Curriculum.from_config(train_tasks, rl, cfg.seed)
@@ -594,6 +595,7 @@ async def train_rl(
                     "curriculum/discarded": collected.total - used,
                     "curriculum/extra_groups": collected.extra,
                     **curriculum.metrics(),
+                    **memory.metrics(),
                 }
             )
             logger.log(done, metrics)

@@ -1,0 +1,40 @@
+"""MemoryWatch: the process's memory in each step's metrics, one warning near the limit."""
+
+from __future__ import annotations
+
+import io
+
+from webagent_r1.train.logging import MemoryWatch, total_memory_bytes
+
+
+def test_metrics_follow_an_allocation() -> None:
+    watch = MemoryWatch(out=io.StringIO())
+    before = watch.metrics()
+    assert 0 < before["sys/rss_gb"] <= before["sys/peak_rss_gb"]
+    block = bytearray(300 * 1024 * 1024)  # 300 MB, touched so it is resident
+    for i in range(0, len(block), 4096):
+        block[i] = 1
+    after = watch.metrics()
+    assert after["sys/rss_gb"] >= before["sys/rss_gb"] + 0.25
+    assert after["sys/peak_rss_gb"] >= before["sys/peak_rss_gb"] + 0.25
+    del block  # a large block is handed back to the system; the high-water mark stays
+    freed = watch.metrics()
+    assert freed["sys/rss_gb"] <= after["sys/rss_gb"] - 0.25
+    assert freed["sys/peak_rss_gb"] >= after["sys/peak_rss_gb"] - 0.05  # kernel counters lag
+
+
+def test_warns_once_past_the_fraction_and_never_below_it() -> None:
+    assert total_memory_bytes() and total_memory_bytes() > 10**8
+    quiet = io.StringIO()
+    MemoryWatch(warn_fraction=1.0, out=quiet).metrics()
+    assert quiet.getvalue() == ""
+    loud = io.StringIO()
+    watch = MemoryWatch(warn_fraction=1e-9, out=loud)
+    watch.metrics()
+    watch.metrics()
+    text = loud.getvalue()
+    assert text.count("warning:") == 1
+    assert "train.token_budget" in text and "gradient_checkpointing" in text
+    muted = io.StringIO()
+    MemoryWatch(warn_fraction=1e-9, out=muted, enabled=False).metrics()
+    assert muted.getvalue() == ""
