@@ -474,6 +474,10 @@ class RLConfig:
     """'mixed'/'dynamic': within a template, draw the training instance used least recently."""
     dynamic_max_extra: int = 8
     """'dynamic': cap on extra groups collected per step beyond the first B."""
+    trainable_layers: int | None = None
+    """M-GRPO's own ``train.trainable_layers`` (None: the same as BC). A CPU recipe can warm
+    up the top layers with BC and let M-GRPO train every layer (0), which costs it ~2x the
+    update time and, per ``train.token_budget`` token, the activations of every layer."""
 
     def __post_init__(self) -> None:
         _check(self.steps >= 0, "rl.steps must be >= 0")
@@ -498,6 +502,10 @@ class RLConfig:
         _check(self.eval_every >= 0, "rl.eval_every must be >= 0")
         _check(self.eval_tasks >= 0, "rl.eval_tasks must be >= 0 (0 = whole test split)")
         _check(self.eval_samples >= 1, "rl.eval_samples must be >= 1 (1 = greedy)")
+        _check(
+            self.trainable_layers is None or self.trainable_layers >= 0,
+            "rl.trainable_layers must be >= 0 (0 = every layer) or null (as in train)",
+        )
         _check(
             self.eval_samples == 1 or self.eval_temperature > 0,
             "rl.eval_temperature must be > 0 when rl.eval_samples > 1 (greedy repeats itself)",
@@ -666,6 +674,13 @@ class Config:
     vllm: VLLMConfig = field(default_factory=VLLMConfig)
     init_from: str | None = None
     """Start from this checkpoint or model folder instead of ``model.name`` (e.g. a BC run)."""
+
+    def __post_init__(self) -> None:
+        if self.rl.trainable_layers is not None:  # M-GRPO's train section must be valid too
+            try:
+                dataclasses.replace(self.train, trainable_layers=self.rl.trainable_layers)
+            except ConfigError as e:
+                raise ConfigError(f"rl.trainable_layers={self.rl.trainable_layers}: {e}") from None
 
 
 # --------------------------------------------------------------------------------------

@@ -196,3 +196,34 @@ def test_trainable_layers_train_the_top_only_and_still_learn(tiny_dir: Path) -> 
         load_policy(_cfg(tiny_dir, "train.trainable_layers=3"))
     with pytest.raises(ConfigError, match="exclusive"):
         _cfg(tiny_dir, "train.trainable_layers=1", "train.lora_r=4")
+
+
+async def test_rl_trainable_layers_override_the_train_section(
+    tiny_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import webagent_r1.train.rl as rl_module
+    from webagent_r1.config import ConfigError
+
+    seen: list[int] = []
+
+    class Loaded(Exception):
+        pass
+
+    def record(cfg, path=None):
+        seen.append(cfg.train.trainable_layers)
+        raise Loaded
+
+    monkeypatch.setattr(rl_module, "load_policy", record)
+    for rl_layers, want in (("0", 0), ("null", 1)):
+        cfg = _cfg(
+            tiny_dir,
+            f"run_dir={tmp_path}",
+            "train.trainable_layers=1",
+            f"rl.trainable_layers={rl_layers}",
+        )
+        assert cfg.train.trainable_layers == 1  # BC keeps its own
+        with pytest.raises(Loaded):
+            await rl_module.train_rl(cfg, progress=False)
+        assert seen[-1] == want
+    with pytest.raises(ConfigError, match="rl.trainable_layers=2: .*exclusive"):
+        _cfg(tiny_dir, "rl.trainable_layers=2", "train.lora_r=4")
