@@ -93,7 +93,7 @@ def test_out_path_and_notes_callback(run_dir: Path, tmp_path: Path) -> None:
 def test_default_lookup_uses_the_embedded_suite(run_dir: Path, monkeypatch) -> None:
     import webagent_r1.tasks.suite as suite
 
-    monkeypatch.setattr(suite, "build_suite", lambda: TASKS[:1])
+    monkeypatch.setattr(suite, "build_suite", lambda spec=None: TASKS[:1])
     run = load_run(run_dir)
     by_id = {e["task_id"]: e for e in run.episodes}
     assert by_id["shopping.price/000"]["site"] == "shopping"
@@ -125,7 +125,7 @@ def test_cli_view(run_dir: Path, tmp_path: Path, monkeypatch) -> None:
     import webagent_r1.tasks.suite as suite
     from webagent_r1.cli import app
 
-    monkeypatch.setattr(suite, "build_suite", lambda: TASKS)
+    monkeypatch.setattr(suite, "build_suite", lambda spec=None: TASKS)
     out = tmp_path / "v.html"
     res = CliRunner().invoke(app, ["view", str(run_dir), "--out", str(out)])
     assert res.exit_code == 0, res.output
