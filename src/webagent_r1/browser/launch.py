@@ -629,8 +629,12 @@ class BrowserSession:
         assert raw is not None
         text = to_page_text(raw, cfg, count_tokens)
         self.last_page_text = text
-        tabs = []
+        tabs, active = [], 0
         for p in self._pages:
+            if p is not page and (p.is_closed() or not self.allow.allows(p.url)):
+                continue  # a tab off the list that opened while reading: the next police closes it
+            if p is page:
+                active = len(tabs)
             title = text.title if p is page else await self._title(p)
             tabs.append(title or p.url)
         return Observation(
@@ -639,7 +643,7 @@ class BrowserSession:
             text=text.text,
             tabs=tabs,
             error=None,
-            active_tab=self._pages.index(page) if page in self._pages else 0,
+            active_tab=active,
         )
 
     async def _title(self, page: Page) -> str:
