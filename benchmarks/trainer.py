@@ -149,14 +149,9 @@ def _reset_hwm() -> bool:
 
 def _hwm_bytes() -> int | None:
     """VmHWM (peak RSS since the last reset) from /proc/self/status, or None."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
+    from webagent_r1.train.logging import proc_status_bytes
+
+    return proc_status_bytes("VmHWM")
 
 
 def _malloc_trim() -> None:

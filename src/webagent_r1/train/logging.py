@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["MemoryWatch", "MetricLogger", "read_metrics", "total_memory_bytes"]
+__all__ = ["MemoryWatch", "MetricLogger", "proc_status_bytes", "read_metrics", "total_memory_bytes"]
 
 
 class MetricLogger:
@@ -102,11 +102,13 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
 
 
-def _proc_status_kb(field: str) -> int | None:
+def proc_status_bytes(field: str) -> int | None:
+    """A memory field of ``/proc/self/status`` in bytes (``VmRSS``: resident now, ``VmHWM``:
+    its high-water mark), or None where there is no such file or field (not Linux)."""
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith(field + ":"):
-                return int(line.split()[1])
+                return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         return None
     return None
@@ -157,16 +159,16 @@ class MemoryWatch:
     def metrics(self) -> dict[str, float]:
         """The ``sys/…`` memory metrics now (and the warning, once, when due)."""
         out: dict[str, float] = {}
-        rss, peak = _proc_status_kb("VmRSS"), _proc_status_kb("VmHWM")
+        rss, peak = proc_status_bytes("VmRSS"), proc_status_bytes("VmHWM")
         if peak is None:
             import resource
 
             # ru_maxrss: kilobytes on Linux, bytes on macOS.
             ru = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-            peak = ru // 1024 if sys.platform == "darwin" else ru
+            peak = ru if sys.platform == "darwin" else ru * 1024
         if rss is not None:
-            out["sys/rss_gb"] = rss / 1e6
-        out["sys/peak_rss_gb"] = peak / 1e6
+            out["sys/rss_gb"] = rss / 1e9
+        out["sys/peak_rss_gb"] = peak / 1e9
         try:
             import torch
 
@@ -174,11 +176,11 @@ class MemoryWatch:
                 out["sys/cuda_peak_gb"] = torch.cuda.max_memory_allocated() / 1e9
         except ImportError:
             pass
-        near_limit = bool(self.total) and peak * 1e3 > self.warn_fraction * (self.total or 0)
+        near_limit = bool(self.total) and peak > self.warn_fraction * (self.total or 0)
         if self.enabled and not self.warned and near_limit:
             self.warned = True
             print(
-                f"warning: this process's memory peaked at {peak / 1e6:.1f} GB of "
+                f"warning: this process's memory peaked at {peak / 1e9:.1f} GB of "
                 f"{self.total / 1e9:.1f} GB; a step with a larger update may be killed for "
                 "memory. The update's activations grow with train.token_budget and the "
                 "trained layers (train.trainable_layers): lower the budget or set "
