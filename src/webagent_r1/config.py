@@ -676,11 +676,16 @@ class Config:
     """Start from this checkpoint or model folder instead of ``model.name`` (e.g. a BC run)."""
 
     def __post_init__(self) -> None:
-        if self.rl.trainable_layers is not None:  # M-GRPO's train section must be valid too
-            try:
-                dataclasses.replace(self.train, trainable_layers=self.rl.trainable_layers)
-            except ConfigError as e:
-                raise ConfigError(f"rl.trainable_layers={self.rl.trainable_layers}: {e}") from None
+        try:  # M-GRPO's train section must be valid too
+            self.rl_train()
+        except ConfigError as e:
+            raise ConfigError(f"rl.trainable_layers={self.rl.trainable_layers}: {e}") from None
+
+    def rl_train(self) -> TrainConfig:
+        """The ``train`` section M-GRPO runs with: ``rl.trainable_layers`` over BC's value."""
+        if self.rl.trainable_layers is None:
+            return self.train
+        return dataclasses.replace(self.train, trainable_layers=self.rl.trainable_layers)
 
 
 # --------------------------------------------------------------------------------------

@@ -389,11 +389,7 @@ async def train_rl(
 
     t0 = time.time()
     dist = Dist.init()
-    if cfg.rl.trainable_layers is not None:  # M-GRPO trains other layers than BC did
-        layers = cfg.rl.trainable_layers
-        cfg = dataclasses.replace(
-            cfg, train=dataclasses.replace(cfg.train, trainable_layers=layers)
-        )
+    cfg = dataclasses.replace(cfg, train=cfg.rl_train())  # M-GRPO may train other layers
     rl, tcfg = cfg.rl, cfg.train
     stage = Path(stage_dir or Path(cfg.run_dir) / "rl")
     ckpt_root = stage / "checkpoints"
