@@ -64,7 +64,7 @@ from webagent_r1.train.checkpoint import (
     set_rng,
 )
 from webagent_r1.train.curriculum import Curriculum, collect_step, step_tasks
-from webagent_r1.train.logging import MemoryWatch, MetricLogger
+from webagent_r1.train.logging import MemoryWatch, MetricLogger, release_free_memory
 from webagent_r1.train.setup import (
     Dist,
     build_optimizer,
@@ -556,12 +556,14 @@ async def train_rl(
             trajs = [t for g in groups for t in g.trajectories]
             write_trajectories(trajs, stage / "rollouts" / f"step-{step:06d}-rank{dist.rank}.jsonl")
             batch = build_rl_batch(groups, rl.advantage_scale, rl.drop_equal_groups)
+            release_free_memory()  # the rollout's KV caches, before the update's activations
             u0 = time.time()
             sleeps = bool(getattr(engine, "sleeps", False))
             if sleeps:  # vLLM frees its GPU memory for the update
                 await engine.sleep()
             lock = getattr(engine, "lock", None)
             metrics = mgrpo_update(model, opt, batch, cfg, pad_id, dist, ref_model, lock)
+            release_free_memory()
             done = step + 1
             if sleeps:
                 await engine.wake_up()
