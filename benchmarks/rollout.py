@@ -2,6 +2,7 @@
 
     python benchmarks/rollout.py [--engine fixed|hf|both] [--tasks N] [--group G] ...
     webagent-r1 bench rollout [same options]
+    python benchmarks/rollout.py --engine fixed --site-latency-ms 300   # slower servers
 
 Two settings, each run in both modes (``rollout.collect(mode=...)``) over the embedded sites in
 real Chromium, one env pool per setting, the same tasks and sampling seeds for both modes:
@@ -20,6 +21,11 @@ the ratio async / lockstep of trajectories/s. Browser steps are CPU work (layout
 process's own thread, DevTools traffic), so async can gain only as far as idle cores remain:
 compare ``cores_busy`` of the two modes with ``cpu_count``. ``--browsers k`` spreads the envs
 over k Chromium processes (one browser process serves all of its contexts on one thread).
+
+``--site-latency-ms t`` makes the embedded sites answer every page request after ``t`` ms
+(an idle wait, no CPU), a stand-in for slower servers: the embedded sites answer in a few ms,
+so a browser step here is CPU work, where WebArena's Magento, GitLab and Postmill containers
+spend longer on each page. Lockstep waits for each step in turn; async waits for many at once.
 """
 
 from __future__ import annotations
@@ -143,11 +149,13 @@ async def run(
     progress: bool = True,
     browsers: int = 1,
     ray_workers: int = 0,
+    site_latency_ms: float = 0.0,
 ) -> dict[str, Any]:
     """Run the benchmark settings (``hf``, ``fixed`` or ``both``); sizes default per setting.
 
     ``ray_workers`` > 0 runs the episodes in that many Ray browser workers
     (``rollout.env_pool: ray``, each with its own Chromium and sites) instead of local browsers.
+    ``site_latency_ms`` delays every page response of the embedded sites (local pool only).
 
     Returns:
         ``{setting: {lockstep: {...}, async: {...}, ratio_async_over_lockstep: x}}``.
@@ -163,8 +171,10 @@ async def run(
     def count_tokens(text: str) -> int:
         return len(tokenizer(text, add_special_tokens=False).input_ids)
 
+    if site_latency_ms and ray_workers > 0:
+        raise ValueError("site_latency_ms applies to the local pool's sites, not Ray workers'")
     results: dict[str, Any] = {}
-    sites = EmbeddedSites.start()
+    sites = EmbeddedSites.start(latency_ms=site_latency_ms)
     # Generous timeouts: on a loaded machine 16 concurrent contexts can take seconds per
     # click, and a timed-out click would end an episode early in one mode and not the other.
     bcfg = BrowserConfig(action_timeout_ms=30_000, navigation_timeout_ms=60_000)
@@ -209,6 +219,7 @@ async def run(
             results[name]["total_s"] = round(time.time() - t0, 1)
             results[name]["browsers"] = browsers if ray_workers <= 0 else ray_workers
             results[name]["env_pool"] = "ray" if ray_workers > 0 else "local"
+            results[name]["site_latency_ms"] = site_latency_ms
             if name == "fixed":
                 results[name]["latency_ms"] = latency_ms
     finally:
@@ -233,6 +244,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument(
         "--ray-workers", type=int, default=0, help="run the browsers in N Ray workers (0: local)"
     )
+    ap.add_argument(
+        "--site-latency-ms", type=float, default=0.0, help="delay of every site page response"
+    )
     ap.add_argument("--no-progress", action="store_true")
     a = ap.parse_args(argv)
     out = asyncio.run(
@@ -248,6 +262,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             not a.no_progress,
             a.browsers,
             a.ray_workers,
+            a.site_latency_ms,
         )
     )
     print(json.dumps(out, indent=1))

@@ -82,11 +82,16 @@ def sites_serve(
     only: Annotated[
         list[str] | None, typer.Option("--site", help="Serve only these sites.")
     ] = None,
+    latency_ms: Annotated[
+        float, typer.Option(min=0, help="Delay every page response (a slower server).")
+    ] = 0.0,
 ) -> None:
     """Serve the embedded sites until Ctrl-C and print their URLs."""
     from webagent_r1.sites.server import serve_forever
 
-    serve_forever(site_names=only or None, host=host, port_offset=port_offset)
+    serve_forever(
+        site_names=only or None, host=host, port_offset=port_offset, latency_ms=latency_ms
+    )
 
 
 SplitOpt = Annotated[
@@ -683,6 +688,9 @@ def bench_rollout(
     ray_workers: Annotated[
         int, typer.Option(help="Run the browsers in N Ray workers (0: local).")
     ] = 0,
+    site_latency_ms: Annotated[
+        float, typer.Option(min=0, help="Delay of every site page response.")
+    ] = 0.0,
 ) -> None:
     """Async vs lockstep rollout throughput (runs benchmarks/rollout.py)."""
     import json
@@ -701,6 +709,7 @@ def bench_rollout(
             progress=True,
             browsers=browsers,
             ray_workers=ray_workers,
+            site_latency_ms=site_latency_ms,
         )
     )
     print(json.dumps(out, indent=1))

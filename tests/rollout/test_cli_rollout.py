@@ -15,7 +15,7 @@ runner = CliRunner()
 
 def test_bench_and_demos_are_registered() -> None:
     r = runner.invoke(app, ["bench", "rollout", "--help"])
-    assert r.exit_code == 0 and "--latency-ms" in r.output
+    assert r.exit_code == 0 and "--latency-ms" in r.output and "--site-latency-ms" in r.output
     r = runner.invoke(app, ["demos", "--help"])
     assert r.exit_code == 0 and "--cot" in r.output and "--concurrency" in r.output
 
@@ -65,11 +65,14 @@ def test_bench_rollout_fixed_tiny() -> None:
             "10",
             "--browsers",
             "2",
+            "--site-latency-ms",
+            "20",
         ],
     )
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout[r.stdout.index("{") :])
     fixed = out["fixed"]
+    assert fixed["site_latency_ms"] == 20
     assert fixed["async"]["episodes"] == fixed["lockstep"]["episodes"] == 2
     assert fixed["ratio_async_over_lockstep"] > 0 and fixed["browsers"] == 2
     assert fixed["async"]["cores_busy"] > 0 and fixed["cpu_count"] >= 1

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import time
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 import pytest
 
-from webagent_r1.sites import CONTROL_HEADER, DEFAULT_INSTANCE, RunningSites
+from webagent_r1.sites import (
+    CONTROL_HEADER,
+    DEFAULT_INSTANCE,
+    INSTANCE_COOKIE,
+    RunningSites,
+    start_sites,
+)
+from webagent_r1.sites.base import build_app
 
 Client = Callable[..., httpx.Client]
 
@@ -125,3 +134,39 @@ def test_reset_latency(sites: RunningSites) -> None:
         f"max {worst:.1f} ms"
     )
     assert median < 250
+
+
+def test_latency_delays_pages_without_blocking_the_server(sites: RunningSites) -> None:
+    """``latency_s`` (``start_sites(latency_ms=...)``) waits before each page, not the control
+    endpoints, and lets other requests through meanwhile."""
+    site = sites.sites["shopping"]
+    app = build_app(site, sites.store("shopping"), sites.control_token, latency_s=0.4)
+    cookies = {INSTANCE_COOKIE: DEFAULT_INSTANCE}
+
+    async def fetch(client: httpx.AsyncClient, path: str, **kw: Any) -> float:
+        t0 = time.perf_counter()
+        r = await client.get(path, **kw)
+        assert r.status_code == 200, r.text[:200]
+        return time.perf_counter() - t0
+
+    async def main() -> tuple[float, list[float], float]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://shop", cookies=cookies
+        ) as c:
+            t0 = time.perf_counter()
+            each = await asyncio.gather(*(fetch(c, "/") for _ in range(4)))
+            together = time.perf_counter() - t0
+            control = await fetch(
+                c, "/__webagent/health", headers={CONTROL_HEADER: sites.control_token}
+            )
+            return together, each, control
+
+    together, each, control = asyncio.run(main())
+    assert min(each) >= 0.4
+    assert together < 2 * 0.4  # four delayed pages at once, not one after another
+    assert control < 0.4
+    with pytest.raises(ValueError, match="latency"):
+        build_app(site, sites.store("shopping"), sites.control_token, latency_s=-1)
+    with pytest.raises(ValueError, match="latency_ms"):
+        start_sites(["shopping"], latency_ms=-5)

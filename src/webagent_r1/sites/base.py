@@ -18,6 +18,7 @@ through :class:`webagent_r1.sites.server.RunningSites`.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import html as _html
 import json
@@ -392,12 +393,21 @@ def login_session(db_path: Path, site: str, username: str) -> str:
 
 
 class SiteApp:
-    """Runtime state of one site app: its site, instance store, control token, templates."""
+    """Runtime state of one site app: its site, instance store, control token, templates.
 
-    def __init__(self, site: Site, store: InstanceStore, control_token: str) -> None:
+    ``latency_s`` delays every page response (not the control endpoints) without blocking the
+    server, standing in for a slower real deployment (WebArena's Magento and GitLab).
+    """
+
+    def __init__(
+        self, site: Site, store: InstanceStore, control_token: str, latency_s: float = 0.0
+    ) -> None:
+        if latency_s < 0:
+            raise ValueError(f"site latency must be >= 0 seconds, got {latency_s}")
         self.site = site
         self.store = store
         self.control_token = control_token
+        self.latency_s = latency_s
         self.templates = make_template_env(site)
         self.cache: dict[str, Any] = {}
         """Per-server cache for data no page changes (e.g. a category menu)."""
@@ -636,6 +646,8 @@ def page(
 
     async def endpoint(request: Request) -> Response:
         app: SiteApp = request.app.state.site_app
+        if app.latency_s:
+            await asyncio.sleep(app.latency_s)
         instance_id, db_path = app.store.resolve(request.cookies.get(INSTANCE_COOKIE))
         db = connect(db_path)
         try:
@@ -808,19 +820,22 @@ CONTROL_ROUTES: list[BaseRoute] = [
 # --------------------------------------------------------------------------------------------
 
 
-def build_app(site: Site, store: InstanceStore, control_token: str) -> Starlette:
+def build_app(
+    site: Site, store: InstanceStore, control_token: str, latency_s: float = 0.0
+) -> Starlette:
     """The Starlette app of ``site`` serving the instances of ``store``.
 
     Args:
         site: The site to serve.
         store: Instance store of the site's backend (shared with sibling sites).
         control_token: Value expected in the ``X-WebAgent-Control`` header.
+        latency_s: Delay of every page response (see :class:`SiteApp`).
     """
     if store.backend.name != site.backend.name:
         raise ValueError(
             f"site {site.name!r} needs backend {site.backend.name!r}, got {store.backend.name!r}"
         )
-    site_app = SiteApp(site, store, control_token)
+    site_app = SiteApp(site, store, control_token, latency_s)
 
     async def http_error(request: Request, exc: Exception) -> Response:
         code = exc.status_code if isinstance(exc, HTTPException) else 500

@@ -43,10 +43,14 @@ class EmbeddedSites:
 
     @classmethod
     def start(
-        cls, site_names: list[str] | None = None, ports: str | dict | None = "auto"
+        cls,
+        site_names: list[str] | None = None,
+        ports: str | dict | None = "auto",
+        latency_ms: float = 0.0,
     ) -> EmbeddedSites:
-        """Start the sites (free ports by default) and wrap them."""
-        return cls(start_sites(site_names, ports=ports))
+        """Start the sites (free ports by default) and wrap them; ``latency_ms`` delays every
+        page response (see ``start_sites``)."""
+        return cls(start_sites(site_names, ports=ports, latency_ms=latency_ms))
 
     def stop(self) -> None:
         self.running.stop()

@@ -217,6 +217,7 @@ def start_sites(
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
     home: Path | None = None,
     allow_port_fallback: bool = True,
+    latency_ms: float = 0.0,
 ) -> RunningSites:
     """Start the sites' HTTP servers in a background thread and return a handle.
 
@@ -231,6 +232,8 @@ def start_sites(
         idle_timeout_s: Instances idle longer are deleted (checked every minute).
         home: Cache directory of pristine databases (default: ``config.home_dir()``).
         allow_port_fallback: Use a free port when a requested one is taken.
+        latency_ms: Delay every page response by this much, without blocking the server (a
+            stand-in for slower real deployments, e.g. in rollout benchmarks).
 
     Returns:
         A :class:`RunningSites`; call ``stop()`` (or use it as a context manager) when done.
@@ -240,6 +243,8 @@ def start_sites(
     unknown = [n for n in names if n not in registry]
     if unknown:
         raise ValueError(f"unknown site(s) {unknown}; available: {sorted(registry)}")
+    if not latency_ms >= 0:  # also NaN
+        raise ValueError(f"latency_ms must be >= 0, got {latency_ms}")
     sites = {n: registry[n] for n in names}
     token = control_token or os.environ.get(CONTROL_TOKEN_ENV) or new_control_token()
 
@@ -272,7 +277,7 @@ def start_sites(
     servers: dict[str, uvicorn.Server] = {}
     links = {n: (s.title, urls[n]) for n, s in sites.items()}  # for cross-site tasks' links
     for name, site in sites.items():
-        app = build_app(site, stores[site.backend.name], token)
+        app = build_app(site, stores[site.backend.name], token, latency_ms / 1000.0)
         app.state.site_app.cache[SITE_LINKS_KEY] = links
         config = uvicorn.Config(
             app, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=30
@@ -329,6 +334,7 @@ def serve_forever(
     port_offset: int = 0,
     control_token: str | None = None,
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+    latency_ms: float = 0.0,
 ) -> None:
     """Serve the sites until Ctrl-C, printing their URLs, accounts and the control token.
 
@@ -341,6 +347,7 @@ def serve_forever(
         port_offset=port_offset,
         control_token=control_token,
         idle_timeout_s=idle_timeout_s,
+        latency_ms=latency_ms,
     )
     print("Embedded sites are running (Ctrl-C to stop):")
     for name, url in running.urls.items():
