@@ -44,7 +44,7 @@ from webagent_r1.train.checkpoint import (
     save_sharded_checkpoint,
     set_rng,
 )
-from webagent_r1.train.logging import MemoryWatch, MetricLogger
+from webagent_r1.train.logging import MemoryWatch, MetricLogger, release_free_memory
 from webagent_r1.train.setup import (
     Dist,
     build_optimizer,
@@ -277,6 +277,7 @@ def train_bc(
             [loss] = dist.all_reduce_sum([loss])
             gnorm = grad_norm_and_clip(params, tcfg.max_grad_norm)
             opt.step()
+            release_free_memory()  # micro-batch shapes change every step: no heap creep
             n_tokens = sum(len(s.input_ids) for s in mine)
             metrics = {
                 "train/loss": loss,
