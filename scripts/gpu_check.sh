@@ -6,9 +6,12 @@
 #      with WeightSync and the same check on the new weights; sampling tokens/s, sync seconds
 #   3) 2 M-GRPO steps generating with vLLM (train.generation_engine=vllm) on a few short
 #      embedded tasks in Chromium; tokens/s and sync seconds per step, version stamps checked
-# Results: runs/gpu-check/{engine,train}.json. About 4-7 minutes with the install; each part
-# has a time limit (install 300 s, engine 240 s, training 300 s). The training part runs vLLM
-# eagerly (no CUDA-graph capture: a faster start); the engine part measures the real speed.
+#   4) async vs lockstep rollout with the fixed-latency engine (benchmarks/rollout.py --engine
+#      fixed) on this machine's cores: on 2 cores the browsers saturate them (see the README)
+# Results: runs/gpu-check/{engine,train,rollout}.json. About 5-8 minutes with the install;
+# each part has a time limit (install 300 s, engine 240 s, training 300 s, rollout 240 s). The
+# training part runs vLLM eagerly (no CUDA-graph capture: a faster start); the engine part
+# measures the real speed.
 # Usage: scripts/gpu_check.sh        (WEBAGENT_R1_GPU_CHECK_EAGER=1: the engine part eager too)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -54,6 +57,11 @@ rm -rf "$OUT/train"
 timeout 300 "$PY" -m webagent_r1.policy.vllm_check train --enforce-eager --steps 2 \
   --run-dir "$OUT/train" --out "$OUT/train.json" || die "training check (see $OUT/train.json)"
 
+# 4) async vs lockstep rollout, 16 episodes at once, with as many cores as the machine has
+log "async vs lockstep rollout (fixed-latency engine, $(nproc) cores)"
+timeout 240 "$PY" benchmarks/rollout.py --engine fixed --no-progress > "$OUT/rollout.json" \
+  || die "rollout benchmark (see $OUT/rollout.json)"
+
 "$PY" - "$OUT" <<'EOF'
 import json, sys
 e = json.load(open(f"{sys.argv[1]}/engine.json"))
@@ -66,5 +74,8 @@ print(f"throughput {e['throughput']['tokens_per_s']:.0f} tokens/s "
       f"for {e['sync']['sync/bytes'] / 2**20:.0f} MiB")
 print(f"M-GRPO: rollout tokens/s per step {t['rollout_tokens_per_s']}, "
       f"sync seconds {t['sync_seconds']}, version stamps ok: {t['versions']['ok']}")
+r = json.load(open(f"{sys.argv[1]}/rollout.json"))["fixed"]
+print(f"rollout async/lockstep {r['ratio_async_over_lockstep']}x on {r['cpu_count']} cores "
+      f"(cores busy: lockstep {r['lockstep']['cores_busy']}, async {r['async']['cores_busy']})")
 EOF
 log "all checks passed"
