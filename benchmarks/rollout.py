@@ -171,6 +171,8 @@ async def run(
     def count_tokens(text: str) -> int:
         return len(tokenizer(text, add_special_tokens=False).input_ids)
 
+    if browsers < 1:
+        raise ValueError("browsers must be >= 1")
     if site_latency_ms and ray_workers > 0:
         raise ValueError("site_latency_ms applies to the local pool's sites, not Ray workers'")
     results: dict[str, Any] = {}
@@ -178,10 +180,10 @@ async def run(
     # Generous timeouts: on a loaded machine 16 concurrent contexts can take seconds per
     # click, and a timed-out click would end an episode early in one mode and not the other.
     bcfg = BrowserConfig(action_timeout_ms=30_000, navigation_timeout_ms=60_000)
-    if browsers < 1:
-        raise ValueError("browsers must be >= 1")
-    launched = [await Browser.launch(bcfg) for _ in range(browsers if ray_workers <= 0 else 0)]
+    launched: list[Browser] = []
     try:
+        for _ in range(browsers if ray_workers <= 0 else 0):
+            launched.append(await Browser.launch(bcfg))
         for name in names:
             d = DEFAULTS[name]
             n_tasks = tasks or d["tasks"]

@@ -60,7 +60,7 @@ timeout 300 "$PY" -m webagent_r1.policy.vllm_check train --enforce-eager --steps
 # 4) async vs lockstep rollout, 16 episodes at once, with as many cores as the machine has
 log "async vs lockstep rollout (fixed-latency engine, $(nproc) cores)"
 timeout 240 "$PY" benchmarks/rollout.py --engine fixed --no-progress > "$OUT/rollout.json" \
-  || die "rollout benchmark (see $OUT/rollout.json)"
+  || die "rollout benchmark (its error is above)"
 
 "$PY" - "$OUT" <<'EOF'
 import json, sys
@@ -77,5 +77,7 @@ print(f"M-GRPO: rollout tokens/s per step {t['rollout_tokens_per_s']}, "
 r = json.load(open(f"{sys.argv[1]}/rollout.json"))["fixed"]
 print(f"rollout async/lockstep {r['ratio_async_over_lockstep']}x on {r['cpu_count']} cores "
       f"(cores busy: lockstep {r['lockstep']['cores_busy']}, async {r['async']['cores_busy']})")
+if r.get("warning"):
+    print(f"rollout warning: {r['warning']}")
 EOF
 log "all checks passed"

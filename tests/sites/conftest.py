@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -13,11 +14,15 @@ from webagent_r1.sites import INSTANCE_COOKIE, RunningSites, start_sites
 
 
 @pytest.fixture(scope="session")
-def sites(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningSites]:
+def sites_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The private cache of pristine databases the session's sites use."""
+    return tmp_path_factory.mktemp("home")
+
+
+@pytest.fixture(scope="session")
+def sites(sites_home: Path) -> Iterator[RunningSites]:
     """The shop and its admin, served on free ports; pristine DB cached in a temp dir."""
-    running = start_sites(
-        ["shopping", "shopping_admin"], ports="auto", home=tmp_path_factory.mktemp("home")
-    )
+    running = start_sites(["shopping", "shopping_admin"], ports="auto", home=sites_home)
     yield running
     running.stop()
 

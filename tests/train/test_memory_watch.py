@@ -43,16 +43,20 @@ def test_warns_once_past_the_fraction_and_never_below_it() -> None:
 
 def test_release_free_memory_hands_freed_heap_pages_back() -> None:
     watch = MemoryWatch(out=io.StringIO())
-    if platform.libc_ver()[0] != "glibc":
-        assert release_free_memory() is False  # nothing to call: a no-op, not an error
-        return
+    before = watch.metrics()["sys/rss_gb"]
     # 64 KB blocks sit on the C heap (below glibc's mmap threshold); the last one, kept,
     # pins the heap's top, so freeing the others leaves their pages resident.
     blocks = [bytearray(b"x" * 65536) for _ in range(5000)]
     keep = blocks[-1]
     del blocks
     held = watch.metrics()["sys/rss_gb"]
-    assert release_free_memory() is True
-    released = watch.metrics()["sys/rss_gb"]
-    assert released <= held - 0.2, (held, released)
+    trimmed = release_free_memory()
+    if platform.libc_ver()[0] != "glibc":
+        assert trimmed is False  # nothing to call: a no-op, not an error
+        return
+    assert trimmed is True
+    assert release_free_memory() is True  # the library is loaded once, then reused
+    if held - before >= 0.25:  # glibc kept them (another allocator may have freed them)
+        released = watch.metrics()["sys/rss_gb"]
+        assert released <= held - 0.2, (before, held, released)
     assert keep[0] == ord("x")

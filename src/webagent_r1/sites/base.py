@@ -22,6 +22,7 @@ import asyncio
 import hmac
 import html as _html
 import json
+import math
 import os
 import random
 import re
@@ -395,15 +396,16 @@ def login_session(db_path: Path, site: str, username: str) -> str:
 class SiteApp:
     """Runtime state of one site app: its site, instance store, control token, templates.
 
-    ``latency_s`` delays every page response (not the control endpoints) without blocking the
-    server, standing in for a slower real deployment (WebArena's Magento and GitLab).
+    ``latency_s`` delays every response of a page route without blocking the server, standing
+    in for a slower real deployment (WebArena's Magento and GitLab). The control endpoints and
+    unknown paths (404) answer at once; a form post that redirects pays it twice (the post, then
+    the page it redirects to), as it would on a real server.
     """
 
     def __init__(
         self, site: Site, store: InstanceStore, control_token: str, latency_s: float = 0.0
     ) -> None:
-        if latency_s < 0:
-            raise ValueError(f"site latency must be >= 0 seconds, got {latency_s}")
+        check_latency(latency_s, "latency_s")
         self.site = site
         self.store = store
         self.control_token = control_token
@@ -411,6 +413,12 @@ class SiteApp:
         self.templates = make_template_env(site)
         self.cache: dict[str, Any] = {}
         """Per-server cache for data no page changes (e.g. a category menu)."""
+
+
+def check_latency(value: float, name: str) -> None:
+    """Raise ``ValueError`` unless ``value`` (a site latency) is finite and >= 0."""
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"{name} must be a finite number >= 0, got {value}")
 
 
 def make_template_env(site: Site) -> jinja2.Environment:

@@ -41,6 +41,7 @@ from webagent_r1.sites.base import (
     InstanceStore,
     Site,
     build_app,
+    check_latency,
     connect,
     login_session,
     new_control_token,
@@ -243,8 +244,7 @@ def start_sites(
     unknown = [n for n in names if n not in registry]
     if unknown:
         raise ValueError(f"unknown site(s) {unknown}; available: {sorted(registry)}")
-    if not latency_ms >= 0:  # also NaN
-        raise ValueError(f"latency_ms must be >= 0, got {latency_ms}")
+    check_latency(latency_ms, "latency_ms")  # before any socket or store exists
     sites = {n: registry[n] for n in names}
     token = control_token or os.environ.get(CONTROL_TOKEN_ENV) or new_control_token()
 

@@ -121,31 +121,33 @@ def proc_status_bytes(field: str) -> int | None:
     return None
 
 
+_LIBC: Any = None  # glibc, once loaded; False where there is none
+
+
 def release_free_memory() -> bool:
     """Hand the C heap's free pages back to the system (glibc ``malloc_trim``).
 
     PyTorch's CPU tensors below glibc's mmap threshold live on the C heap; freed, they stay
     resident, so a process whose tensor sizes change every step (rollout KV caches, update
     micro-batches) grows by fragmentation. Called between the phases of a step. Returns
-    False where there is no glibc (macOS, musl), where it does nothing.
+    False where there is no glibc (macOS, Windows, musl), where it does nothing.
     """
     global _LIBC
     if _LIBC is None:
-        import ctypes
-        import ctypes.util
+        _LIBC = False
+        if sys.platform.startswith("linux"):
+            try:
+                import ctypes
 
-        try:
-            lib = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-            _LIBC = lib if hasattr(lib, "malloc_trim") else False
-        except OSError:
-            _LIBC = False
+                lib = ctypes.CDLL("libc.so.6")
+                lib.malloc_trim.argtypes = [ctypes.c_size_t]
+                _LIBC = lib
+            except (ImportError, OSError, AttributeError):
+                _LIBC = False
     if _LIBC is False:
         return False
     _LIBC.malloc_trim(0)
     return True
-
-
-_LIBC: Any = None
 
 
 def total_memory_bytes() -> int | None:

@@ -563,7 +563,7 @@ async def train_rl(
                 await engine.sleep()
             lock = getattr(engine, "lock", None)
             metrics = mgrpo_update(model, opt, batch, cfg, pad_id, dist, ref_model, lock)
-            release_free_memory()
+            release_free_memory()  # the update's activations, before the next rollout
             done = step + 1
             if sleeps:
                 await engine.wake_up()
