@@ -11,6 +11,7 @@ when the peak nears the machine's memory, before the kernel kills the run for it
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -136,14 +137,12 @@ def release_free_memory() -> bool:
     if _LIBC is None:
         _LIBC = False
         if sys.platform.startswith("linux"):
-            try:
+            with contextlib.suppress(ImportError, OSError, AttributeError):  # no glibc: stays False
                 import ctypes
 
                 lib = ctypes.CDLL("libc.so.6")
                 lib.malloc_trim.argtypes = [ctypes.c_size_t]
                 _LIBC = lib
-            except (ImportError, OSError, AttributeError):
-                _LIBC = False
     if _LIBC is False:
         return False
     _LIBC.malloc_trim(0)
