@@ -9,9 +9,9 @@ of the pristine SQLite database) and (b) a full ``WebEnv.reset``: new browser co
 instance, login cookie, first page load and observation extraction, in one process.
 MiniWoB++: a full ``WebEnv.reset`` (new browser context, task page, ``Math.seedrandom`` +
 ``core.startEpisodeReal()``, instruction, observation; the browser is never relaunched),
-cycling over every supported task (or ``--task``) with test seeds. For comparison, FACTS.md
-measured BrowserGym's reset at 1.9-2.9 s on this machine, and a WebArena site reset is a
-container restart (minutes).
+cycling over every supported task (or ``--task``) with test seeds. For comparison,
+BrowserGym's reset measured 1.9-2.9 s on this kind of machine (docs/miniwob.md), and a
+WebArena site reset is a container restart (minutes).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@
 #   3) 2 M-GRPO steps generating with vLLM (train.generation_engine=vllm) on a few short
 #      embedded tasks in Chromium; tokens/s and sync seconds per step, version stamps checked
 #   4) async vs lockstep rollout with the fixed-latency engine (benchmarks/rollout.py --engine
-#      fixed) on this machine's cores: on 2 cores the browsers saturate them (see the README)
+#      fixed) on this machine's cores: on 2 cores the browsers saturate them (see docs/benchmarks.md)
 # Results: runs/gpu-check/{engine,train,rollout}.json. About 5-8 minutes with the install;
 # each part has a time limit (install 300 s, engine 240 s, training 300 s, rollout 240 s). The
 # training part runs vLLM eagerly (no CUDA-graph capture: a faster start); the engine part

@@ -1,6 +1,6 @@
 """Env pools: where the rollout gets a ``WebEnv`` for each episode.
 
-The rollout talks only to the ``EnvPool`` interface (DESIGN.md, "Scale-out"): it acquires an
+The rollout talks only to the ``EnvPool`` interface (docs/design.md, "Scale-out"): it acquires an
 env, runs one episode in it, and releases it. ``LocalEnvPool`` holds ``n`` envs over one
 local Chromium; ``raypool.RayEnvPool`` holds them in browser workers on Ray actors (the env it
 hands out proxies ``reset``/``step``/``close_episode`` to its actor). ``make_env_pool`` builds

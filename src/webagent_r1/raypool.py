@@ -1,6 +1,6 @@
 """Browser workers as Ray actors, behind the same ``EnvPool`` interface as ``LocalEnvPool``.
 
-When one machine's Chromium processes are not enough (DESIGN.md, "Scale-out"), the envs can
+When one machine's Chromium processes are not enough (docs/design.md, "Scale-out"), the envs can
 live in Ray actors: each ``BrowserWorker`` starts the task source's sites, launches its own
 Chromium and holds ``slots`` WebEnvs. ``RayEnvPool`` hands out ``RemoteEnv`` proxies whose
 ``reset``/``step``/``close_episode`` run in their worker's slot, so ``rollout.collect`` runs

@@ -1,6 +1,6 @@
 """Rolling out episodes: a policy acting in WebEnvs, recorded as Trajectories.
 
-Every turn builds the compressed prompt (DESIGN.md, "Context compression"), tokenises it once
+Every turn builds the compressed prompt (docs/design.md, "Context compression"), tokenises it once
 with the chat template, asks the policy for a completion, and stores the exact prompt and
 completion ids it used, so training never re-tokenises generated text.
 

@@ -2,7 +2,7 @@
 
 ``write_trajectories`` / ``read_trajectories`` store ``Trajectory.to_dict()`` one per line;
 reading validates every line and names the line of the first problem. ``turn_samples`` turns
-a trajectory into one training sample per turn (DESIGN.md, "Context compression": each turn
+a trajectory into one training sample per turn (docs/design.md, "Context compression": each turn
 has its own prompt), concatenating the stored prompt and completion ids exactly as they were
 sampled: generated text is never re-tokenised.
 """

@@ -1,4 +1,4 @@
-"""Core data types shared by every part of webagent-r1 (see DESIGN.md, "Contracts").
+"""Core data types shared by every part of webagent-r1 (see docs/design.md, "Contracts").
 
 All are plain dataclasses: they cross process boundaries as JSON (``to_dict``/``from_dict``)
 and carry no behaviour beyond (de)serialisation and small derived properties.

@@ -39,7 +39,7 @@ ALL_URLS = {s: f"http://wa.test:{7000 + i}" for i, s in enumerate(PLACEHOLDERS.v
 def test_all_165_load_with_the_published_breakdown(lite_tasks: list[Task]) -> None:
     assert len(lite_tasks) == 165
     assert [t.task_id for t in lite_tasks] == list(range(165))
-    # FACTS.md, WebArena-Lite section.
+    # The published breakdown (docs/webarena-lite.md).
     assert summarize(lite_tasks)["sites"] == {
         "shopping": 45,
         "shopping_admin": 35,

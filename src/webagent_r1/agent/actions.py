@@ -1,6 +1,6 @@
 """The agent's action space: parse the model's text into an ``Action`` and format it back.
 
-Syntax of WebRL / WebAgent-R1 (DESIGN.md, "Action space"), so their data and checkpoints stay
+Syntax of WebRL / WebAgent-R1 (docs/design.md, "Action space"), so their data and checkpoints stay
 usable::
 
     do(action="Click", element="12")

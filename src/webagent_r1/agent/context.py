@@ -1,4 +1,4 @@
-"""Dynamic context compression (DESIGN.md, "Context compression"; WebAgent-R1 §3).
+"""Dynamic context compression (docs/design.md, "Context compression"; WebAgent-R1 §3).
 
 Turn k's prompt is the system prompt, the task, every earlier turn's full response with a
 placeholder instead of its observation, and the current full observation. Pages are by far

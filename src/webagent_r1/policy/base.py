@@ -2,7 +2,7 @@
 
 Engines never see text they would have to re-tokenise: the rollout builds prompt ids once
 with the chat template and keeps the exact completion ids an engine sampled, so training
-uses the ids that were sampled (DESIGN.md, "Policy engines").
+uses the ids that were sampled (docs/design.md, "Policy engines").
 """
 
 from __future__ import annotations

@@ -164,7 +164,7 @@ def cpu_has_native_bf16() -> bool:
     """Whether this CPU computes bf16 natively (AVX512-BF16 or AMX).
 
     Without it, bf16 autocast is emulated: measured about 5x *slower* than fp32 on an AVX2-only
-    EPYC, where with AVX512-BF16 it is about 2x faster (FACTS.md).
+    EPYC, where with AVX512-BF16 it is about 2x faster (docs/benchmarks.md).
     """
     try:
         with open("/proc/cpuinfo") as f:

@@ -1,10 +1,10 @@
 """Turn samples → padded micro-batches → log-probs of the completion tokens only.
 
-Every turn is its own training sample (DESIGN.md, "Context compression"): its stored prompt
+Every turn is its own training sample (docs/design.md, "Context compression"): its stored prompt
 ids then its stored completion ids, never re-tokenised. The forward pass attends over the whole
 sequence (observation tokens included: the policy is trained on exactly the context it sampled
 from) but the LM head runs only on the positions that predict a completion token. Full-vocab
-logits over every position would dominate memory (FACTS.md: 4 × 1024 × 49152 fp32 = 805 MB);
+logits over every position would dominate memory (4 × 1024 × 49152 fp32 = 805 MB);
 over completion positions only they are a few percent of that.
 
 Micro-batches are formed by length (longest first) so that padding stays small, and each holds

@@ -5,7 +5,7 @@ same context compression the policy sees and whose completions are the expert's 
 (rationale in ``<think>``), stored as token ids. Every turn is one sample; the loss is the
 negative log-likelihood of the completion tokens (``algos/sft.py``), the prompt is context.
 
-Training is budgeted in optimizer steps (FACTS.md: steps and data decide BC, not epochs): step
+Training is budgeted in optimizer steps (steps and data decide BC, not epochs): step
 k takes the next ``bc.batch_size`` samples of a seeded per-epoch shuffle, so the data order
 is a function of the step alone and a resumed run sees exactly the batches it would have.
 A held-out share of whole trajectories gives the held-out loss.

@@ -1,6 +1,6 @@
 """M-GRPO training: roll out groups in real browsers, then update on every turn of every episode.
 
-One training step (WebAgent-R1, Sec. 3.2; DESIGN.md, "M-GRPO"):
+One training step (WebAgent-R1, Sec. 3.2; docs/design.md, "M-GRPO"):
 
 1. sample B tasks from the training split (a seeded function of the step and the curriculum
    state, so a resumed run draws the same tasks; ``rl.curriculum``: uniform, or weighted toward
