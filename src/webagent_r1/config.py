@@ -123,9 +123,8 @@ class ModelConfig:
     dtype: str = "float32"
     """Master weight dtype: 'float32' (CPU default), 'bfloat16' or 'float16' (GPU)."""
     autocast_bf16: bool = True
-    """bf16 autocast over fp32 weights where the hardware has native bf16 (about 2x faster
-    with AVX512-BF16/AMX or on a GPU); ignored on CPUs without it, where emulated bf16 is
-    about 5x slower than fp32."""
+    """bf16 autocast over fp32 weights where the hardware has native bf16 (AVX512-BF16/AMX or
+    a GPU); ignored on CPUs without it, where emulated bf16 is slower than fp32."""
     device: str = "auto"
     """'auto' (cuda if available, else cpu), 'cpu' or 'cuda'."""
 
@@ -292,10 +291,9 @@ class TrainConfig:
     'sdpa' or 'eager' attention (otherwise one sample per row)."""
     share_prefix: bool = True
     """BC and M-GRPO: the prompt prefix all samples of a micro-batch share (the system prompt)
-    is run once and its KV cache repeated for every row (same log-probs and gradients; a BC
-    step of the CPU recipe ~15% faster; without dropout, which the prefix then draws once for
-    all rows). Needs 'sdpa' or 'eager' attention and no sliding-window layers; off under
-    gradient checkpointing and sharding."""
+    is run once and its KV cache repeated for every row (same log-probs and gradients, without
+    dropout, which the prefix then draws once for all rows). Needs 'sdpa' or 'eager' attention
+    and no sliding-window layers; off under gradient checkpointing and sharding."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass (less memory, ~30% slower)."""
     lora_r: int = 0
@@ -392,8 +390,8 @@ class BCConfig:
     demo_concurrency: int | None = None
     """Browser contexts at once while recipes make demonstrations (None: as many as
     ``rollout.max_concurrent_episodes``). The experts answer at once, so every context keeps
-    the browser busy: at 48 on 2 cores, actions hit their 10 s timeout and a quarter of the
-    demonstrations were lost (the CPU recipe sets 12)."""
+    the browser busy: more contexts than the cores serve make actions time out and lose
+    demonstrations."""
     steps: int = 80
     """Optimizer steps (0 skips BC: R1-Zero). Budget BC by steps and data, not epochs."""
     batch_size: int = 8
@@ -476,8 +474,8 @@ class RLConfig:
     """'dynamic': cap on extra groups collected per step beyond the first B."""
     trainable_layers: int | None = None
     """M-GRPO's own ``train.trainable_layers`` (None: the same as BC). A CPU recipe can warm
-    up the top layers with BC and let M-GRPO train every layer (0), which costs it ~2x the
-    update time and, per ``train.token_budget`` token, the activations of every layer."""
+    up the top layers with BC and let M-GRPO train every layer (0), which costs it more update
+    time and, per ``train.token_budget`` token, the activations of every layer."""
 
     def __post_init__(self) -> None:
         _check(self.steps >= 0, "rl.steps must be >= 0")
