@@ -291,8 +291,8 @@ class TrainConfig:
     'sdpa' or 'eager' attention (otherwise one sample per row)."""
     share_prefix: bool = True
     """BC and M-GRPO: the prompt prefix all samples of a micro-batch share (the system prompt)
-    is run once and its KV cache repeated for every row (same log-probs and gradients, without
-    dropout, which the prefix then draws once for all rows). Needs 'sdpa' or 'eager' attention
+    is run once and its KV cache repeated for every row (the log-probs and gradients of whole
+    rows; with dropout the prefix draws once for all rows). Needs 'sdpa' or 'eager' attention
     and no sliding-window layers; off under gradient checkpointing and sharding."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass (less memory, ~30% slower)."""
