@@ -109,9 +109,10 @@ def _type_name(tp: Any) -> str:
     return tp if isinstance(tp, str) else getattr(tp, "__name__", str(tp))
 
 
-def _first_paragraph(cls: type) -> str:
-    doc = inspect.getdoc(cls) or ""
-    return " ".join(doc.split("\n\n")[0].split())
+def _class_doc(cls: type) -> str:
+    """The class docstring, each paragraph on one line (Markdown joins them anyway)."""
+    paragraphs = (inspect.getdoc(cls) or "").split("\n\n")
+    return "\n\n".join(" ".join(p.split()) for p in paragraphs).replace("``", "`")
 
 
 def _sections(cls: type, prefix: str) -> list[str]:
@@ -119,7 +120,7 @@ def _sections(cls: type, prefix: str) -> list[str]:
     fields = dataclasses.fields(cls)
     docs = field_docs(cls)
     title = f"`{prefix}`" if prefix else "Top level"
-    out = [f"## {title}", "", _first_paragraph(cls), ""]
+    out = [f"## {title}", "", _class_doc(cls), ""]
     leaves = [f for f in fields if not _is_section(f)]
     if leaves:
         out += ["| key | type | default | what it does |", "| --- | --- | --- | --- |"]
