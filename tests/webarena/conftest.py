@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import threading
@@ -51,6 +52,13 @@ def wa_sites(fake_sites: dict[str, FakeSite], judge_server: FakeJudge) -> WebAre
         judge=OpenAIJudge(judge_server.base_url, "fake-judge", api_key="sk-test"),
         settle_s=0.2,
     )
+
+
+def with_scoring(sites: WebArenaSites, scoring: str) -> WebArenaSites:
+    """A copy of ``sites`` grading by ``scoring`` (``vab`` | ``webarena``)."""
+    other = copy.copy(sites)
+    other.scoring = scoring
+    return other
 
 
 # --------------------------------------------------------------------------------------

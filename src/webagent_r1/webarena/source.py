@@ -28,6 +28,7 @@ class WebArenaSource(TaskSource):
         login: ``WebArenaSites`` login policy (``storage_state`` | ``all`` | ``none``).
         reset: run the reset hook (``WA_RESET_COMMAND`` / ``WA_FULL_RESET``) on ``start()``.
         check: run ``check_configured`` when tasks are listed.
+        scoring: the grading rules (``"vab"`` | ``"webarena"``; ``WebArenaSites.scoring``).
         backend: the sites to use instead of ``WebArenaSites.from_env()`` (tests).
     """
 
@@ -42,6 +43,7 @@ class WebArenaSource(TaskSource):
         login: LoginPolicy = "storage_state",
         reset: bool = True,
         check: bool = True,
+        scoring: str = "vab",
         backend: WebArenaSites | None = None,
     ) -> None:
         self.files = {"test": test_file, "train": train_file}
@@ -49,6 +51,7 @@ class WebArenaSource(TaskSource):
         self.login = login
         self.reset = reset
         self.check = check
+        self.scoring = scoring
         self._sites = backend
         self._checked: set[str] = set()
 
@@ -56,7 +59,7 @@ class WebArenaSource(TaskSource):
     def from_config(cls, cfg: Any) -> WebArenaSource:
         """From a ``Config``: the optional ``tasks.webarena`` section (fields as the
         arguments above: ``test_file``, ``train_file``, ``sites``, ``login``, ``reset``,
-        ``check``); defaults when the config has none."""
+        ``check``, ``scoring``); defaults when the config has none."""
         section = getattr(getattr(cfg, "tasks", None), "webarena", None)
 
         def get(key: str, default: Any) -> Any:
@@ -70,11 +73,12 @@ class WebArenaSource(TaskSource):
             login=get("login", "storage_state"),
             reset=get("reset", True),
             check=get("check", True),
+            scoring=get("scoring", "vab"),
         )
 
     def _backend_for_checks(self) -> WebArenaSites:
         if self._sites is None:
-            self._sites = WebArenaSites.from_env(login=self.login)
+            self._sites = WebArenaSites.from_env(login=self.login, scoring=self.scoring)
         return self._sites
 
     def tasks(self, split: str) -> list[Task]:
