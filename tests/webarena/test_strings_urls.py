@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.webarena.conftest import FakeJudge, with_scoring
+from tests.webarena.conftest import FakeJudge, by_id, score, with_scoring
 from webagent_r1.env import EvalContext
 from webagent_r1.types import Task
 from webagent_r1.webarena import JudgeNotConfiguredError, WebArenaSites, evaluate
@@ -27,15 +27,7 @@ URLS = {
 }
 
 
-def _by_id(tasks: list[Task]) -> dict[int | str, Task]:
-    return {t.task_id: t for t in tasks}
-
-
-async def _score(task: Task, answer: str | None, sites: WebArenaSites, url: str = "") -> float:
-    ctx = EvalContext(
-        task=task, answer=answer, session=None, url=url, instance_id=None, backend=sites
-    )
-    return (await evaluate(ctx)).reward
+_by_id, _score = by_id, score
 
 
 # -- cleaning and matching --------------------------------------------------------------
