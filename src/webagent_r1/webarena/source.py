@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 from webagent_r1.env import EvaluatorFn, SiteBackend
 from webagent_r1.tasks.sources import TaskSource
-from webagent_r1.types import Task
+from webagent_r1.types import Task, Trajectory
 from webagent_r1.webarena.data import load_tasks
 from webagent_r1.webarena.evaluators import evaluate
+from webagent_r1.webarena.results import headline, warn_shared_state
 from webagent_r1.webarena.sites import LoginPolicy, WebArenaSites, check_configured
 
 
@@ -95,6 +97,18 @@ class WebArenaSource(TaskSource):
     @property
     def evaluator(self) -> EvaluatorFn:
         return evaluate
+
+    def check_run(self, tasks: Sequence[Task], samples: int, concurrency: int) -> None:
+        """Warn (``results.SharedStateWarning``, naming the task ids) when several samples
+        or episodes at once meet tasks graded by site state alone."""
+        warn_shared_state(tasks, samples, concurrency)
+
+    def headline_result(
+        self, tasks: Sequence[Task], trajectories: Sequence[Trajectory]
+    ) -> dict[str, Any]:
+        """The paper's denominator: success over every episode, env errors as failures, per
+        site too (``results.headline``)."""
+        return headline(tasks, trajectories)
 
     def _start(self) -> SiteBackend:
         sites = self._backend_for_checks()
