@@ -7,7 +7,8 @@
 - ``state_graded(task)``: the task is graded by the sites' state alone: every check is a
   page check that opens a fixed page or a helper's page (the newest order), not the page
   the episode ended on. WebArena's sites keep their state, so once one episode has done
-  such a task, every later episode on the same sites passes it, whatever it does.
+  such a task, every later episode on the same sites passes it, whatever it does; episodes
+  at once see each other's changes (an order placed by one is the "newest" for another).
 - ``shared_state_warning(tasks, samples, concurrency)``: the warning for runs where that
   happens (several samples per task, or episodes at once), naming the task ids.
 """
@@ -71,11 +72,12 @@ def shared_state_warning(
     )
     shown = ", ".join(str(i) for i in ids)
     return (
-        f"WebArena-Lite: with {why}, episodes share the sites, and {len(ids)} task(s) are "
-        f"graded by site state alone: once one episode succeeds, later episodes of the same "
-        f"task pass whatever they do (task ids {shown}). For scores comparable with published "
-        "ones run --samples 1 with rollout.max_concurrent_episodes=1, or reset the sites "
-        "between episodes (docs/webarena-lite.md)"
+        f"WebArena-Lite: with {why}, episodes share the sites' state, and {len(ids)} task(s) "
+        f"are graded by that state alone (task ids {shown}): once an earlier or concurrent "
+        "episode has done one, another passes it whatever it does, and a newest-order check "
+        "reads whichever order came last. For scores comparable with published ones run "
+        "--samples 1 with rollout.max_concurrent_episodes=1, or reset the sites between "
+        "episodes (docs/webarena-lite.md)"
     )
 
 
