@@ -17,6 +17,7 @@ from webagent_r1.webarena import SitesNotConfiguredError, WebArenaSites
 from webagent_r1.webarena.data import SCORINGS
 from webagent_r1.webarena.evaluators import RULES
 from webagent_r1.webarena.judge import VAB_FUZZY_ENDING, WEBARENA_FUZZY_ENDING
+from webagent_r1.webarena.source import WebArenaSource
 
 URLS = {
     "shopping": "http://shop.test:7770",
@@ -49,6 +50,8 @@ def test_scorings_agree_everywhere() -> None:
         WebArenaConfig(scoring="browsergym")
     with pytest.raises(ValueError, match="scoring must be one of"):
         WebArenaSites({}, scoring="nope")
+    with pytest.raises(ValueError, match="scoring must be one of"):
+        WebArenaSource(scoring="nope")
 
 
 # -- must_include: whole tokens for one-token references (answers) -----------------------

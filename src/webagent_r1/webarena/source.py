@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 from webagent_r1.env import EvaluatorFn, SiteBackend
 from webagent_r1.tasks.sources import TaskSource
 from webagent_r1.types import Task, Trajectory
-from webagent_r1.webarena.data import load_tasks
+from webagent_r1.webarena.data import SCORINGS, load_tasks
 from webagent_r1.webarena.evaluators import evaluate
 from webagent_r1.webarena.results import headline, warn_shared_state
 from webagent_r1.webarena.sites import LoginPolicy, WebArenaSites, check_configured
@@ -48,6 +48,8 @@ class WebArenaSource(TaskSource):
         scoring: str = "vab",
         backend: WebArenaSites | None = None,
     ) -> None:
+        if scoring not in SCORINGS:
+            raise ValueError(f"scoring must be one of {', '.join(SCORINGS)}, not {scoring!r}")
         self.files = {"test": test_file, "train": train_file}
         self.sites = list(sites or [])
         self.login = login
