@@ -112,6 +112,7 @@ def headline(tasks: Sequence[Task], trajectories: Sequence[Trajectory]) -> dict[
         c[0] += int(tr.reward == 1.0 and tr.status != "env_error")
         c[1] += 1
         c[2] += int(tr.status == "env_error")
+    reasons = Counter(r for tr in trajectories if (r := failure_reason(tr)) is not None)
     ok = sum(c[0] for c in counts.values())
     n = len(trajectories)
     errors = sum(c[2] for c in counts.values())
@@ -131,9 +132,5 @@ def headline(tasks: Sequence[Task], trajectories: Sequence[Trajectory]) -> dict[
             }
             for site, (s, k, e) in sorted(counts.items())
         },
-        "failures": dict(
-            Counter(r for tr in trajectories if (r := failure_reason(tr)) is not None).most_common(
-                20
-            )
-        ),
+        "failures": dict(reasons.most_common(20)),
     }
