@@ -576,6 +576,7 @@ class MiniWoBConfig:
 # The WebArena site names (``webarena/data.py: SITES``; repeated so config stays light).
 WEBARENA_SITES = ("shopping", "shopping_admin", "reddit", "gitlab", "map", "wikipedia")
 WEBARENA_LOGINS = ("storage_state", "all", "none")
+WEBARENA_SCORINGS = ("vab", "webarena")  # ``webarena/data.py: SCORINGS``
 
 
 @dataclass
@@ -587,8 +588,8 @@ class WebArenaConfig:
     """
 
     test_file: str = ""
-    """Configs of the test split (JSON list or JSONL, WebArena format); empty: the 165
-    WebArena-Lite configs of the installed ``browsergym-webarenalite`` package."""
+    """Configs of the test split (JSON list or JSONL, WebArena format, e.g. WebAgent-R1's
+    revised Lite file); empty: the 165 configs of the installed ``browsergym-webarenalite``."""
     train_file: str = ""
     """WebArena's ``config_files/test.raw.json`` (812 tasks): the train split is those minus
     the 165 Lite tasks. Empty: no train split."""
@@ -604,8 +605,16 @@ class WebArenaConfig:
     check: bool = True
     """Check before any browser starts that every site the tasks need is configured and
     answers, and that a judge is set when a task needs one."""
+    scoring: str = "vab"
+    """Grading rules: 'vab' (VisualAgentBench's evaluator, which scored the paper's and
+    WebRL's numbers) or 'webarena' (WebArena's original rules, as BrowserGym's)."""
 
     def __post_init__(self) -> None:
+        _check(
+            self.scoring in WEBARENA_SCORINGS,
+            f"tasks.webarena.scoring must be one of {', '.join(WEBARENA_SCORINGS)} ('vab' "
+            f"scores as the paper); got {self.scoring!r}",
+        )
         bad = [s for s in self.sites if s not in WEBARENA_SITES]
         _check(
             not bad,

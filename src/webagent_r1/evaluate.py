@@ -379,6 +379,17 @@ async def _evaluate_at(
         await pool.close()
 
 
+def _source_hook(source: TaskSource, name: str, *args: Any) -> Any:
+    """``source.<name>(*args)`` when the task source defines that optional hook, else None.
+
+    Hooks: ``check_run(tasks, samples, concurrency)`` before the episodes (WebArena-Lite
+    warns about shared site state) and ``headline_result(tasks, trajectories)``, fields that
+    replace the generic ones (WebArena-Lite divides by every episode, as the paper).
+    """
+    fn = getattr(source, name, None)
+    return fn(*args) if callable(fn) else None
+
+
 def _relative_screenshots(trajs: list[Trajectory], folder: Path) -> None:
     """Screenshot paths relative to ``folder`` (the viewer resolves them from the JSONL's)."""
     import os
@@ -472,6 +483,7 @@ async def run_evaluation(
     async with _setup(
         cfg, engine, model_path, openai_url, openai_model, openai_token_ids, source
     ) as (eng, tok, browser, src, count):
+        _source_hook(src, "check_run", tasks, samples, n_conc)
         longest: EvalReport | None = None
         for m in sorted(budgets, reverse=True):
             reuse: dict[int, Trajectory] = {}
@@ -509,6 +521,9 @@ async def run_evaluation(
             if longest is None:
                 longest = report
             res = {"max_turns": m, "reused": len(reuse), **report.result()}
+            res.update(
+                _source_hook(src, "headline_result", report.tasks, report.trajectories) or {}
+            )
             if out is not None:
                 name = f"trajectories-t{m}.jsonl"
                 _relative_screenshots(report.trajectories, out)

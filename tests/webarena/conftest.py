@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import threading
@@ -13,8 +14,9 @@ from typing import Any
 import pytest
 
 from tests.webarena.fakesites import FakeSite
+from webagent_r1.env import EvalContext
 from webagent_r1.types import Task
-from webagent_r1.webarena import WebArenaSites, find_lite_file, load_tasks
+from webagent_r1.webarena import WebArenaSites, evaluate, find_lite_file, load_tasks
 
 FAKE_SITES = ("shopping", "shopping_admin", "reddit", "gitlab", "map")
 
@@ -53,6 +55,27 @@ def wa_sites(fake_sites: dict[str, FakeSite], judge_server: FakeJudge) -> WebAre
     )
 
 
+def by_id(tasks: list[Task]) -> dict[int | str, Task]:
+    """Tasks by ``task_id``."""
+    return {t.task_id: t for t in tasks}
+
+
+async def score(task: Task, answer: str | None, sites: WebArenaSites, url: str = "") -> float:
+    """``webarena.evaluate``'s reward of an episode that answered ``answer`` and ended on
+    ``url`` (no browser: for string_match and url_match)."""
+    ctx = EvalContext(
+        task=task, answer=answer, session=None, url=url, instance_id=None, backend=sites
+    )
+    return (await evaluate(ctx)).reward
+
+
+def with_scoring(sites: WebArenaSites, scoring: str) -> WebArenaSites:
+    """A copy of ``sites`` grading by ``scoring`` (``vab`` | ``webarena``)."""
+    other = copy.copy(sites)
+    other.scoring = scoring
+    return other
+
+
 # --------------------------------------------------------------------------------------
 # A fake OpenAI-compatible judge
 # --------------------------------------------------------------------------------------
@@ -71,6 +94,9 @@ class FakeJudge:
     requests: list[dict[str, Any]] = field(default_factory=list)
     fail_next: int = 0
     reply_override: str | None = None
+    explains_unless_told: bool = False
+    """Explain a "correct" verdict in words that contain "incorrect" unless the prompt asks
+    for the verdict alone (as chat models tend to)."""
 
     def __post_init__(self) -> None:
         handler = type("Handler", (_JudgeHandler,), {"judge": self})
@@ -87,6 +113,8 @@ class FakeJudge:
             pred = re.search(r"student answer: (.*)\n", prompt).group(1)  # type: ignore[union-attr]
             parts = [p.strip().lower() for p in ref.split(",") if p.strip()]
             ok = all(p in pred.lower() for p in parts)
+            if ok and self.explains_unless_told and "Only output one" not in prompt:
+                return "The student's answer is correct: nothing in it is incorrect."
             return "The student's answer is correct." if ok else "It is incorrect."
         actual = re.search(r"actual unachievable reason: (.*)\n", prompt).group(1)  # type: ignore[union-attr]
         reported = re.search(r"reported unachievable reason: (.*)\n", prompt).group(1)  # type: ignore[union-attr]
@@ -134,4 +162,5 @@ def judge_server(_judge_singleton: FakeJudge) -> FakeJudge:
     _judge_singleton.requests.clear()
     _judge_singleton.fail_next = 0
     _judge_singleton.reply_override = None
+    _judge_singleton.explains_unless_told = False
     return _judge_singleton

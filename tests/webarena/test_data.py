@@ -181,8 +181,8 @@ def test_missing_package_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> 
             "reference_answers.regex is unknown",
         ),
         (
-            {"eval": {"eval_types": ["url_match"], "reference_url": "x", "url_note": "EXACT"}},
-            "url_note 'EXACT'",
+            {"eval": {"eval_types": ["url_match"], "reference_url": "x", "url_note": "SAME HOST"}},
+            "url_note 'SAME HOST'",
         ),
         (
             {

@@ -222,6 +222,7 @@ async def test_whole_episode_through_webenv(
             "eval_types": ["string_match", "url_match", "program_html"],
             "reference_answers": {"must_include": ["MarvelsGrantMan136"]},
             "reference_url": f"{reddit}/f/gaming/12",
+            "url_note": "GOLD in PRED",
             "program_html": [
                 {
                     "url": "last",

@@ -91,3 +91,54 @@ def test_config_section_reaches_the_source(tmp_path: Path) -> None:
         load_config(None, ["tasks.webarena.login=always"])
     with pytest.raises(ConfigError, match=r"unknown site\(s\) \['wiki'\]"):
         load_config(None, ["tasks.webarena.sites=wiki"])
+
+
+REVISED = Path(__file__).parent / "fixtures" / "revised" / "test_webarena_lite_revised_sample.json"
+
+
+async def test_revised_test_file_through_the_config(
+    fake_sites: dict[str, FakeSite], judge_server: FakeJudge
+) -> None:
+    """``tasks.webarena.test_file`` with a file in the format of a revised Lite file: a list
+    ``must_include`` (81), judge checks (3), alternative URLs and a reworded intent (39),
+    ``|OR|`` in an answer check (94); graded by the configured scoring."""
+    from tests.webarena.conftest import by_id, score
+    from webagent_r1.config import load_config
+    from webagent_r1.tasks.sources import task_source as by_name
+
+    cfg = load_config(
+        None,
+        [
+            "tasks.source=webarena-lite",
+            f"tasks.webarena.test_file={REVISED}",
+            "tasks.webarena.check=false",
+            "tasks.webarena.scoring=webarena",
+        ],
+    )
+    source = by_name(cfg)
+    assert isinstance(source, WebArenaSource) and source.scoring == "webarena"
+    tasks = by_id(source.tasks("test"))
+    assert sorted(tasks) == [3, 39, 81, 94]
+    assert all(t.evaluator is evaluate and t.split == "test" for t in tasks.values())
+    assert tasks[81].eval["reference_answers"]["must_include"] == ["yjlou"]
+    assert tasks[39].intent == "Open the list of merge requests assigned to me"
+    sites = WebArenaSites(
+        {"gitlab": "http://gitlab.test:8023", "map": "http://map.test:3000", "shopping": "x"},
+        judge=OpenAIJudge(judge_server.base_url, "m"),
+    )
+    gitlab = "http://gitlab.test:8023/dashboard/merge_requests"
+    for scoring, or_in_answers in (("vab", 1.0), ("webarena", 0.0)):
+        sites.scoring = scoring
+        assert await score(tasks[81], "Only yjlou", sites) == 1.0
+        assert await score(tasks[81], "Only yjlou2", sites) == float(scoring == "webarena")
+        assert await score(tasks[3], "driving: 13min, walking: 1h 45min", sites) == 1.0
+        assert await score(tasks[3], "driving: 13min", sites) == 0.0
+        # Either alternative URL passes under VAB; WebArena's rule wants the query values of
+        # all alternatives together, so the shorter one fails there.
+        first = f"{gitlab}?assignee_username=byteblaze"
+        assert await score(tasks[39], None, sites, first) == float(scoring == "vab")
+        alt = f"{gitlab}?scope=all&state=opened&assignee_username=byteblaze"
+        assert await score(tasks[39], None, sites, alt) == 1.0
+        assert await score(tasks[39], None, sites, f"{gitlab}?author_username=byteblaze") == 0.0
+        # "65% |OR| 3.1 |OR| 3 stars": alternatives in answers are VAB's only.
+        assert await score(tasks[94], "3 stars", sites) == or_in_answers

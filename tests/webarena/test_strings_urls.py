@@ -1,10 +1,11 @@
-"""string_match and url_match with WebArena's semantics (no browser; the judge is faked)."""
+"""string_match and url_match with WebArena's rules (scoring ``webarena``) and what both
+scorings share (no browser; the judge is faked). ``test_scoring.py`` has VAB's rules."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.webarena.conftest import FakeJudge
+from tests.webarena.conftest import FakeJudge, by_id, score, with_scoring
 from webagent_r1.env import EvalContext
 from webagent_r1.types import Task
 from webagent_r1.webarena import JudgeNotConfiguredError, WebArenaSites, evaluate
@@ -26,15 +27,7 @@ URLS = {
 }
 
 
-def _by_id(tasks: list[Task]) -> dict[int | str, Task]:
-    return {t.task_id: t for t in tasks}
-
-
-async def _score(task: Task, answer: str | None, sites: WebArenaSites, url: str = "") -> float:
-    ctx = EvalContext(
-        task=task, answer=answer, session=None, url=url, instance_id=None, backend=sites
-    )
-    return (await evaluate(ctx)).reward
+_by_id, _score = by_id, score
 
 
 # -- cleaning and matching --------------------------------------------------------------
@@ -75,7 +68,7 @@ def test_must_include_tokenizes_one_character_references() -> None:
 
 
 async def test_must_include_tasks(lite_tasks: list[Task]) -> None:
-    sites, t = WebArenaSites(URLS), _by_id(lite_tasks)
+    sites, t = WebArenaSites(URLS, scoring="webarena"), _by_id(lite_tasks)
     answer = "Impulse Duffle, Overnight Duffle, Hawkeye Yoga Short-32-Blue"
     assert await _score(t[0], answer, sites) == 1.0
     assert await _score(t[0], "Impulse Duffle, Overnight Duffle", sites) == 0.0
@@ -96,7 +89,7 @@ async def test_exact_match_tasks(lite_tasks: list[Task]) -> None:
 async def test_fuzzy_match_through_the_judge(
     lite_tasks: list[Task], wa_sites: WebArenaSites, judge_server: FakeJudge
 ) -> None:
-    t = _by_id(lite_tasks)
+    t, wa_sites = _by_id(lite_tasks), with_scoring(wa_sites, "webarena")
     # Task 3: fuzzy_match ["driving: 13min", "walking: 1h 45min"]: one judge call per phrase.
     assert await _score(t[3], "Driving: 13min; walking: 1h 45min", wa_sites) == 1.0
     assert len(judge_server.requests) == 2
@@ -167,7 +160,7 @@ def test_url_match_gold_in_pred() -> None:
 
 
 async def test_url_match_tasks_resolve_placeholders(lite_tasks: list[Task]) -> None:
-    sites = WebArenaSites(URLS)
+    sites = WebArenaSites(URLS, scoring="webarena")
     t66 = _by_id(lite_tasks)[66]  # __SHOPPING__/catalogsearch/result/?q=switch+accessories
     found = (
         "http://shop.test:7770/catalogsearch/result/?q=switch+accessories&product_list_order=name"

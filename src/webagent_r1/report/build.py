@@ -513,7 +513,9 @@ def build_report_files(run_dir: str | Path) -> ReportFiles:
     md = [f"# Report: {root.resolve().name}", ""]
     md += [
         f"Rebuilt by `webagent-r1 report {root}` from the logs in the folder. Success rates are "
-        "percentages of the scored episodes (episodes lost to environment errors are left out).",
+        "percentages of the scored episodes (episodes lost to environment errors are left out), "
+        "except WebArena-Lite evaluations, which divide by every episode as the paper does "
+        "(an environment error counts as a failure; `eval.json` has `denominator`).",
         "",
         "## Found",
         "",

@@ -21,7 +21,11 @@ Public API:
   and accounts. ``WebArenaSites.from_env()`` reads ``WA_SHOPPING``, ``WA_SHOPPING_ADMIN``,
   ``WA_REDDIT``, ``WA_GITLAB``, ``WA_MAP``, ``WA_WIKIPEDIA``, ``WA_HOMEPAGE``.
 - ``evaluate(ctx) -> EvalResult``: WebArena's evaluators (string_match, url_match,
-  program_html with its helper functions; fuzzy_match through the judge).
+  program_html with its helper functions; fuzzy_match through the judge), by the rules of
+  ``WebArenaSites.scoring``: ``"vab"`` (VisualAgentBench's, the paper's) or ``"webarena"``.
+- ``headline(tasks, trajectories)``: success over every episode (env errors are failures),
+  per site in the paper's columns; ``shared_state_warning`` / ``SharedStateWarning``: runs
+  whose episodes of state-graded tasks share the sites.
 - ``check_configured(sites=None, tasks=None)``: raises ``SitesNotConfiguredError`` naming
   missing ``WA_*`` variables or unreachable sites, ``JudgeNotConfiguredError`` when tasks use
   fuzzy_match without a judge.
@@ -40,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from webagent_r1.webarena.data import (
     LITE_OLD_TASK_IDS,
+    SCORINGS,
     SITES,
     WebArenaDataError,
     find_lite_file,
@@ -53,6 +58,12 @@ from webagent_r1.webarena.evaluators import evaluate
 from webagent_r1.webarena.helpers import HelperError
 from webagent_r1.webarena.judge import JudgeError, JudgeNotConfiguredError, OpenAIJudge
 from webagent_r1.webarena.login import DEFAULT_ACCOUNTS, Account, LoginError
+from webagent_r1.webarena.results import (
+    SharedStateWarning,
+    headline,
+    shared_state_warning,
+    state_graded,
+)
 from webagent_r1.webarena.sites import (
     ENV_VARS,
     ResetError,
@@ -84,16 +95,21 @@ __all__ = [
     "LoginError",
     "OpenAIJudge",
     "ResetError",
+    "SCORINGS",
+    "SharedStateWarning",
     "SitesNotConfiguredError",
     "WebArenaDataError",
     "WebArenaSites",
     "check_configured",
     "evaluate",
     "find_lite_file",
+    "headline",
     "load_configs",
     "load_tasks",
     "needs_judge",
+    "shared_state_warning",
     "sites_used",
+    "state_graded",
     "summarize",
     "task_source",
 ]

@@ -49,9 +49,13 @@ PLACEHOLDERS: dict[str, str] = {
 }
 """URL placeholders of the raw configs → site names (``homepage`` is WebArena's start page)."""
 
+SCORINGS: tuple[str, ...] = ("vab", "webarena")
+"""The rule sets ``webarena.evaluate`` grades by (``evaluators.RULES``; the first is the
+default): VisualAgentBench's, which scored the paper's numbers, and WebArena's."""
+
 EVAL_TYPES: tuple[str, ...] = ("string_match", "url_match", "program_html")
 REFERENCE_KINDS: tuple[str, ...] = ("exact_match", "must_include", "fuzzy_match")
-URL_RULES: tuple[str, ...] = ("GOLD in PRED",)
+URL_RULES: tuple[str, ...] = ("GOLD in PRED", "EXACT")  # EXACT: VAB only
 
 HELPERS: dict[str, int] = {
     "shopping_get_latest_order_url": 0,

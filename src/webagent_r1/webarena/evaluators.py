@@ -1,27 +1,34 @@
-"""WebArena's evaluators, reimplemented with its exact semantics: the reward of a WebArena(-Lite)
-episode.
+"""WebArena-Lite's evaluators: the reward of a WebArena(-Lite) episode, under one of two
+rule sets (``WebArenaSites.scoring``, config ``tasks.webarena.scoring``).
 
 The reward is the product of the scores of ``eval.eval_types`` (all must pass), in order.
-These follow WebArena-Lite's evaluators (VAB-WebArena-Lite, as packaged by BrowserGym), not
-the stricter embedded-suite evaluators of ``tasks/evaluators.py``, so that scores are
-comparable with published WebArena-Lite numbers:
 
-- ``string_match``: the ``exit(message=…)`` answer, cleaned (trimmed, one pair of enclosing
-  quotes removed, lowercased), against ``reference_answers``:
+Two scorings, because the published WebArena-Lite numbers were graded by two evaluators whose
+rules differ on many of the 165 tasks (docs/webarena-lite.md has the table per rule):
 
-  * ``exact_match``: equal after cleaning;
-  * ``must_include``: every phrase is a substring; when the list has one phrase of one
-    character (``"0"``, ``"2"``), it must be a whole token (``word_tokenize``), so ``"2"``
-    does not pass ``"12"``;
-  * ``fuzzy_match``: a list: the LLM judge must call the answer "correct" for every phrase;
-    ``"N/A"``: the answer is ``N/A``, or else the judge must find the agent's reason for
-    giving up the same as ``eval.string_note`` (WebArena's ``ua_match``).
+- ``vab`` (the default): the rules of VisualAgentBench's WebArena-Lite evaluator
+  (THUDM/VisualAgentBench, ``VAB-WebArena-Lite``), which scored WebRL's and WebAgent-R1's
+  published numbers. Answers and page texts are lowercased and one pair of enclosing quotes
+  removed, *not* trimmed; ``must_include`` splits every item into `` |OR| `` alternatives and
+  requires a whole token for any reference that is one token (``word_tokenize``; tokens
+  with ``/`` also count by their parts), in answers and page texts alike; a
+  ``fuzzy_match`` list is judged once, its items joined with ``", "``, by a prompt that
+  ends asking for the verdict alone; ``url_match`` without ``url_note`` is an exact match,
+  with ``GOLD in PRED`` some reference URL is a raw substring of the final URL (after
+  ``localhost`` → ``127.0.0.1`` and dropping a trailing ``/``).
+- ``webarena``: WebArena's original rules, as BrowserGym's ``webarenalite`` evaluator
+  restores them. Answers are trimmed too; ``must_include`` of an answer tokenizes only a
+  one-character reference in a one-item list and has no alternatives, page texts are
+  substrings; each ``fuzzy_match`` item is judged on its own with WebArena's prompt;
+  ``url_match`` compares decoded host+path (substring) and query values order-free.
 
-- ``url_match``: the final URL (trailing ``/`` dropped) against ``reference_url``
-  (alternatives split by `` |OR| ``): some reference's host+path must be a *substring* of the
-  final host+path, and for every query parameter of the references, one of the references'
-  values must be among the final URL's values (WebArena's "GOLD in PRED" rule; queries are
-  decoded, paths are not).
+Shared by both:
+
+- ``string_match``: the ``exit(message=…)`` answer, cleaned, against ``reference_answers``:
+  ``exact_match`` (equal after cleaning), ``must_include`` (every item), ``fuzzy_match``
+  (the judge must say "correct"; "incorrect" or "partially correct" fail), and for
+  ``fuzzy_match: "N/A"``: the answer is ``N/A``, or else the judge must find the agent's
+  reason for giving up the same as ``eval.string_note`` (WebArena's ``ua_match``).
 - ``program_html``: for each ``{url, locator, required_contents}``: ``url`` is ``last`` (the
   page the episode ended on), a URL (opened in that same tab, then up to ``settle_s`` for the
   network to go idle; WebArena sleeps 3 s), or ``func:helper(…)`` giving a URL. ``locator`` is
@@ -29,16 +36,23 @@ comparable with published WebArena-Lite numbers:
   ``[...document.`` (its value as Python's ``str``; ``""`` when it throws), ``lambda:`` + a JS
   function (nothing found fails the task), or ``func:helper(__page__, …)``. The selected
   text must then satisfy ``exact_match``, ``must_include`` (each item may list alternatives
-  with `` |OR| ``; no tokenising) or ``fuzzy_match`` (the items joined with ``", "``, judged).
+  with `` |OR| ``) or ``fuzzy_match`` (the items joined with ``", "``, judged once).
 
-Placeholders (``__SHOPPING__`` …) anywhere in the eval spec become the sites' URLs first.
+Placeholders (``__SHOPPING__`` …) anywhere in the eval spec become the sites' URLs first, and
+a reference SSH clone URL on ``localhost:2222`` (task 71) gets the GitLab host and SSH port
+of the configured sites (``WebArenaSites.gitlab_ssh``).
 
-Known differences from WebArena: an episode that ended without ``exit`` fails
-``string_match`` at once (WebArena scores its "Early stop" message, which never matches); a
-``must_include`` given as one string (task 81) is read as a one-phrase list (WebArena asserts
-a list); ``word_tokenize`` approximates NLTK's tokenizer without its sentence splitter (it
-only matters for one-character references); an unknown judge verdict or a helper that cannot
-reach the site raises an ``EnvError`` (the episode is an env error) where WebArena crashes.
+Known differences from both: an episode that ended without ``exit`` fails ``string_match``
+at once (they score an "Early stop" message, which never matches); a ``must_include`` given
+as one string (task 81) is read as a one-phrase list (both assert a list: VAB's evaluator
+stops on task 81, which so always counts as failed there); ``word_tokenize`` approximates
+NLTK's tokenizer without its sentence splitter.
+
+Errors: a malformed eval spec (an unknown kind, URL rule or locator) gives 0 with the reason;
+a failure of the infrastructure (the judge gives no verdict or does not answer, a helper or
+page cannot reach its site, Playwright fails reading a page) raises an ``EnvError``, so the
+episode is an env error (retried, then counted as a failure by the headline score); a bug
+(``TypeError``, ``KeyError`` …) propagates.
 """
 
 from __future__ import annotations
@@ -46,6 +60,7 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
@@ -53,7 +68,6 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
-from webagent_r1.browser import BrowserCrashedError
 from webagent_r1.config import ConfigError
 from webagent_r1.env import EnvError, EvalContext, EvalResult
 from webagent_r1.webarena.helpers import call_helper
@@ -69,10 +83,18 @@ OR = " |OR| "
 
 def clean_answer(answer: str) -> str:
     """Trim, drop one pair of enclosing ``'…'`` or ``"…"``, lowercase (WebArena's rule)."""
-    answer = answer.strip()
+    return vab_clean_answer(answer.strip())
+
+
+def vab_clean_answer(answer: str) -> str:
+    """Drop one pair of enclosing ``'…'`` or ``"…"``, lowercase; no trimming (VAB's rule).
+
+    >>> vab_clean_answer(" 'Yes' ")
+    " 'yes' "
+    """
     if len(answer) >= 2 and answer[0] == answer[-1] and answer[0] in "'\"":
         answer = answer[1:-1]
-    elif answer in ("'", '"'):  # WebArena's startswith/endswith test sees one quote as a pair
+    elif answer in ("'", '"'):  # a startswith/endswith test sees one quote as a pair
         answer = ""
     return answer.lower()
 
@@ -80,6 +102,11 @@ def clean_answer(answer: str) -> str:
 def exact_match(ref: str, pred: str) -> bool:
     """Equal after ``clean_answer`` of both."""
     return clean_answer(pred) == clean_answer(ref)
+
+
+def vab_exact_match(ref: str, pred: str) -> bool:
+    """Equal after ``vab_clean_answer`` of both (surrounding whitespace counts)."""
+    return vab_clean_answer(pred) == vab_clean_answer(ref)
 
 
 # An approximation of NLTK's ``word_tokenize`` (the improved Treebank rules); punkt's sentence
@@ -129,38 +156,86 @@ def must_include(ref: str, pred: str, tokenize: bool = False) -> bool:
     return clean_ref in clean_pred
 
 
+def vab_must_include(ref: str, pred: str) -> bool:
+    """VAB's ``must_include``: a reference of one token must be a whole token of ``pred``
+    (a token with ``/`` also counts by its parts); longer references are substrings.
+
+    >>> vab_must_include("914", "914km"), vab_must_include("914", "914 km")
+    (False, True)
+    >>> vab_must_include("desk", "white desks"), vab_must_include("b", "a/b")
+    (False, True)
+    """
+    clean_ref, clean_pred = vab_clean_answer(ref), vab_clean_answer(pred)
+    if len(word_tokenize(clean_ref)) != 1:
+        return clean_ref in clean_pred
+    tokens = word_tokenize(clean_pred)
+    tokens += [part for tok in tokens if "/" in tok for part in tok.split("/")]
+    return clean_ref in tokens
+
+
+def vab_must_include_item(item: str, pred: str) -> bool:
+    """One ``must_include`` item under VAB: any of its `` |OR| `` alternatives is included."""
+    return any(vab_must_include(alt, pred) for alt in item.split(OR))
+
+
+def webarena_answer_must_include(items: list[str], pred: str) -> bool:
+    """WebArena's ``must_include`` of an answer: every item a substring; a one-item list of
+    one character must be a whole token. No alternatives."""
+    return all(must_include(str(x), pred, tokenize=len(items) == 1) for x in items)
+
+
+def webarena_page_must_include(item: str, text: str) -> bool:
+    """WebArena's ``must_include`` of a page text: any `` |OR| `` alternative a substring."""
+    return any(must_include(alt, text) for alt in item.split(OR))
+
+
+def vab_answer_must_include(items: list[str], pred: str) -> bool:
+    """VAB's ``must_include`` of an answer: every item, each with alternatives, tokenized."""
+    return all(vab_must_include_item(str(x), pred) for x in items)
+
+
 def _need_judge(judge: Judge | None) -> Judge:
     if judge is None:
         raise JudgeNotConfiguredError(not_configured_message())
     return judge
 
 
+async def _judge_fuzzy(
+    judge: Judge | None, pred: str, reference: str, intent: str, rules: Rules
+) -> bool:
+    return await _need_judge(judge).fuzzy_match(pred, reference, intent, prompt=rules.judge_prompt)
+
+
 async def string_match(
-    answer: str | None, ev: dict[str, Any], intent: str, judge: Judge | None
+    answer: str | None,
+    ev: dict[str, Any],
+    intent: str,
+    judge: Judge | None,
+    scoring: str = "vab",
 ) -> tuple[float, str]:
-    """WebArena's ``StringEvaluator``: (score, explanation)."""
+    """WebArena's ``StringEvaluator`` under ``scoring``'s rules: (score, explanation)."""
     if answer is None:
         return 0.0, "string_match: the agent gave no answer (no exit)"
-    pred = clean_answer(answer)
+    rules = RULES[scoring]
+    pred = rules.clean(answer)
     score = 1.0
     for kind, value in (ev.get("reference_answers") or {}).items():
         if kind == "exact_match":
-            score *= exact_match(str(value), pred)
+            score *= rules.exact_match(str(value), pred)
         elif kind == "must_include":
             value = [value] if isinstance(value, str) else value  # one string in task 81
-            for phrase in value:
-                score *= must_include(str(phrase), pred, tokenize=len(value) == 1)
+            score *= rules.answer_must_include([str(x) for x in value], pred)
         elif kind == "fuzzy_match" and value == "N/A":
             # An unachievable task: "N/A" itself passes; otherwise the reason must match.
-            score *= exact_match("N/A", pred)
-            if score != 1.0:  # WebArena overwrites the score here, it does not multiply
+            score *= rules.exact_match("N/A", pred)
+            if score != 1.0:  # both evaluators overwrite the score here, not multiply
                 note = str(ev.get("string_note") or "")
                 score = float(await _need_judge(judge).ua_match(pred, note, intent))
         elif kind == "fuzzy_match":
-            for reference in value:
+            for reference in rules.fuzzy_references([str(x) for x in value]):
                 if score == 0.0:
                     break  # stays 0 whatever the judge says: save the call
-                score *= await _need_judge(judge).fuzzy_match(pred, str(reference), intent)
+                score *= await _judge_fuzzy(judge, pred, reference, intent, rules)
         else:
             raise ValueError(f"unknown reference_answers kind {kind!r}")
     refs = ev.get("reference_answers")
@@ -202,6 +277,91 @@ def url_match(page_url: str, reference_url: str, url_note: str | None = None) ->
     base_ok = any(b in pred_base for b in ref_bases)
     query_ok = all(any(v in pred_query.get(k, []) for v in vs) for k, vs in ref_queries.items())
     return float(base_ok and query_ok)
+
+
+def _vab_clean_url(url: str) -> str:
+    url = url.replace("localhost", "127.0.0.1")
+    return url[:-1] if url.endswith("/") else url
+
+
+def vab_url_match(page_url: str, reference_url: str, url_note: str | None = None) -> float:
+    """VAB's ``URLExactEvaluator``: without ``url_note`` the final URL must equal a reference;
+    with ``GOLD in PRED`` a reference must be a raw substring of it (no decoding, queries in
+    the reference's order). Both sides: ``localhost`` → ``127.0.0.1``, one trailing ``/``
+    dropped.
+
+    >>> vab_url_match("http://s/a?x=1&y=2", "http://s/a?y=2&x=1", "GOLD in PRED")
+    0.0
+    >>> vab_url_match("http://s/a/", "http://s/a |OR| http://s/b")
+    1.0
+
+    Raises:
+        ValueError: an unknown ``url_note`` rule.
+    """
+    rule = url_note if url_note is not None else "EXACT"
+    pred = _vab_clean_url(page_url)
+    refs = [_vab_clean_url(r) for r in reference_url.split(OR)]
+    if rule == "EXACT":
+        return float(pred in refs)
+    if rule == "GOLD in PRED":
+        return float(any(r in pred for r in refs))
+    raise ValueError(f"unknown url_note matching rule {rule!r}")
+
+
+# --------------------------------------------------------------------------------------
+# The two scorings
+# --------------------------------------------------------------------------------------
+
+
+def _each(items: list[str]) -> list[str]:
+    return items
+
+
+def _joined(items: list[str]) -> list[str]:
+    return [", ".join(items)]
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The rules of one scoring (the points where VAB's and WebArena's evaluators differ)."""
+
+    clean: Callable[[str], str]
+    """Cleans an answer before matching."""
+    exact_match: Callable[[str, str], bool]
+    """``(reference, text)``: ``exact_match`` of answers and page texts."""
+    answer_must_include: Callable[[list[str], str], bool]
+    """``(items, cleaned answer)``: ``must_include`` of an answer (all items)."""
+    page_must_include: Callable[[str, str], bool]
+    """``(item, page text)``: one ``must_include`` item of a page check."""
+    fuzzy_references: Callable[[list[str]], list[str]]
+    """A ``fuzzy_match`` list → the references the judge is asked about, one call each."""
+    judge_prompt: str
+    """The judge's fuzzy_match prompt (``judge.FUZZY_PROMPTS``)."""
+    url_match: Callable[[str, str, str | None], float]
+    """``(final URL, reference_url, url_note)`` → 1.0 or 0.0."""
+
+
+RULES: dict[str, Rules] = {
+    "vab": Rules(
+        clean=vab_clean_answer,
+        exact_match=vab_exact_match,
+        answer_must_include=vab_answer_must_include,
+        page_must_include=vab_must_include_item,
+        fuzzy_references=_joined,
+        judge_prompt="vab",
+        url_match=vab_url_match,
+    ),
+    "webarena": Rules(
+        clean=clean_answer,
+        exact_match=exact_match,
+        answer_must_include=webarena_answer_must_include,
+        page_must_include=webarena_page_must_include,
+        fuzzy_references=_each,
+        judge_prompt="webarena",
+        url_match=url_match,
+    ),
+}
+"""Scoring name (``tasks.webarena.scoring``) → its rules; ``vab`` scored the paper's numbers."""
 
 
 # --------------------------------------------------------------------------------------
@@ -255,7 +415,8 @@ async def select_content(page: Page, target: dict[str, Any], sites: WebArenaSite
 async def program_html(
     page: Page, ev: dict[str, Any], intent: str, sites: WebArenaSites
 ) -> tuple[float, str]:
-    """WebArena's ``HTMLContentEvaluator``: (score, explanation)."""
+    """WebArena's ``HTMLContentEvaluator`` under ``sites.scoring``: (score, explanation)."""
+    rules = RULES[sites.scoring]
     for i, target in enumerate(ev.get("program_html") or []):
         what = f"program_html[{i}] ({target.get('locator') or 'page'})"
         selected = await select_content(page, target, sites)
@@ -263,15 +424,12 @@ async def program_html(
             return 0.0, f"{what}: nothing selected at {page.url}"
         req = target.get("required_contents") or {}
         if "exact_match" in req:
-            ok = exact_match(str(req["exact_match"]), selected)
+            ok = rules.exact_match(str(req["exact_match"]), selected)
         elif "must_include" in req:
-            ok = all(
-                any(must_include(alt, selected) for alt in str(content).split(OR))
-                for content in req["must_include"]
-            )
+            ok = all(rules.page_must_include(str(item), selected) for item in req["must_include"])
         elif "fuzzy_match" in req:
             reference = ", ".join(str(x) for x in req["fuzzy_match"])
-            ok = await _need_judge(sites.judge).fuzzy_match(selected, reference, intent)
+            ok = await _judge_fuzzy(sites.judge, selected, reference, intent, rules)
         else:
             raise ValueError(f"unknown required_contents {sorted(req)}")
         if not ok:
@@ -286,12 +444,13 @@ async def program_html(
 
 
 async def _check_string(ctx: EvalContext, ev: dict[str, Any], sites: WebArenaSites) -> Any:
-    return await string_match(ctx.answer, ev, ctx.task.intent, sites.judge)
+    return await string_match(ctx.answer, ev, ctx.task.intent, sites.judge, sites.scoring)
 
 
 async def _check_url(ctx: EvalContext, ev: dict[str, Any], sites: WebArenaSites) -> Any:
     final = ctx.session.page.url if ctx.session is not None else ctx.url
-    score = url_match(final, ev.get("reference_url") or "", ev.get("url_note"))
+    rules = RULES[sites.scoring]
+    score = rules.url_match(final, ev.get("reference_url") or "", ev.get("url_note"))
     if score == 1.0:
         return 1.0, "url_match: ok"
     return 0.0, f"url_match: final URL {final} does not match {ev.get('reference_url')}"
@@ -316,13 +475,16 @@ async def evaluate(ctx: EvalContext) -> EvalResult:
 
     Use with ``WebEnv(backend=WebArenaSites(…))``: the backend gives the site URLs, the REST
     account and the judge. Checks stop at the first 0 (the product stays 0; it saves judge
-    calls and page loads). A malformed eval spec gives 0 with the reason.
+    calls and page loads). The rules are those of ``sites.scoring`` (``RULES``). A malformed
+    eval spec (a ``ValueError``: unknown kind, rule or locator) gives 0 with the reason.
 
     Raises:
         ConfigError: the env's backend is not a ``WebArenaSites``.
         JudgeNotConfiguredError: the task needs the LLM judge and none is configured.
-        EnvError: the judge or a site failed (the episode is an env error, not a failure).
+        EnvError: the judge, a helper's site or Playwright failed (the episode is an env
+            error, not a failure).
         BrowserCrashedError: the browser died while reading a page.
+        TypeError, KeyError: a bug of the evaluator; never turned into a score.
     """
     sites = ctx.backend
     if not isinstance(sites, WebArenaSites):
@@ -341,10 +503,13 @@ async def evaluate(ctx: EvalContext) -> EvalResult:
             return EvalResult(0.0, f"unknown eval type {t!r}; known: {', '.join(CHECKS)}")
         try:
             score, note = await check(ctx, ev, sites)
-        except (ConfigError, EnvError, BrowserCrashedError):
+        except ConfigError:  # a ValueError too: no judge is set, a setup error
             raise
-        except (ValueError, KeyError, TypeError) as e:
-            score, note = 0.0, f"{t}: evaluator error: {e}"
+        except ValueError as e:  # the eval spec asks for something no evaluator knows
+            score, note = 0.0, f"{t}: bad eval spec: {e}"
+        except PlaywrightError as e:  # the page could not be read: not the agent's doing
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise EnvError(f"{t}: reading the page failed: {first}") from e
         reward *= score
         notes.append(note)
         if reward == 0.0:

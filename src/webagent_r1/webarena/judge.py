@@ -5,7 +5,11 @@ WebArena grades free-form answers with GPT-4 (``gpt-4-1106-preview``, temperatur
 ("correct" / "incorrect" / "partially correct"; only "correct" passes), and for tasks whose
 reference is ``N/A`` ``ua_match`` asks whether the agent's reason for giving up matches the
 real one ("same" / "different"). The prompts below are WebArena's, word for word, so scores
-stay comparable; the model and endpoint are the user's choice.
+stay comparable; the fuzzy_match prompt comes in two endings (``FUZZY_PROMPTS``): WebArena's
+("Conclude the judgement by correct/incorrect/partially correct.") and VisualAgentBench's,
+which asks for the verdict alone (a judge that explains itself may write "incorrect" while
+calling the answer correct, and any reply containing "incorrect" fails). The model and
+endpoint are the user's choice.
 
 Settings come from arguments or the environment: ``WA_JUDGE_BASE_URL`` (e.g.
 ``https://api.openai.com/v1`` or a local vLLM ``http://127.0.0.1:8000/v1``), ``WA_JUDGE_MODEL``
@@ -16,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import httpx
@@ -52,8 +56,11 @@ def not_configured_message(n_tasks: int | None = None) -> str:
 class Judge(Protocol):
     """What the evaluators ask a judge (both return the verdict as a bool)."""
 
-    async def fuzzy_match(self, pred: str, reference: str, question: str) -> bool:
-        """Is ``pred`` semantically equivalent to ``reference`` as an answer to ``question``?"""
+    async def fuzzy_match(
+        self, pred: str, reference: str, question: str, *, prompt: str = "vab"
+    ) -> bool:
+        """Is ``pred`` semantically equivalent to ``reference`` as an answer to ``question``?
+        ``prompt`` names the prompt's wording (``FUZZY_PROMPTS``)."""
         ...
 
     async def ua_match(self, pred: str, reference: str, question: str) -> bool:
@@ -61,8 +68,17 @@ class Judge(Protocol):
         ...
 
 
-def fuzzy_match_messages(pred: str, reference: str, question: str) -> list[dict[str, str]]:
-    """WebArena's ``llm_fuzzy_match`` prompt."""
+WEBARENA_FUZZY_ENDING = "Conclude the judgement by correct/incorrect/partially correct."
+VAB_FUZZY_ENDING = (
+    "Conclude the judgement by 'correct', 'incorrect', or 'partially correct'. Only output one "
+    "of these options, and nothing else."
+)
+
+
+def fuzzy_match_messages(
+    pred: str, reference: str, question: str, ending: str = WEBARENA_FUZZY_ENDING
+) -> list[dict[str, str]]:
+    """WebArena's ``llm_fuzzy_match`` prompt, with the last line ``ending``."""
     message = (
         "Help a teacher to grade the answer of a student given a question. Keep in mind that "
         "the student may use different phrasing or wording to answer the question. The goal "
@@ -72,12 +88,24 @@ def fuzzy_match_messages(pred: str, reference: str, question: str) -> list[dict[
         f"reference answer: {reference}\n"
         "all the string 'N/A' that you see is a special sequence that means 'not achievable'\n"
         f"student answer: {pred}\n"
-        "Conclude the judgement by correct/incorrect/partially correct."
+        f"{ending}"
     )
     return [
         {"role": "system", "content": "You are a helpful assistant"},
         {"role": "user", "content": message},
     ]
+
+
+def vab_fuzzy_match_messages(pred: str, reference: str, question: str) -> list[dict[str, str]]:
+    """VisualAgentBench's ``llm_fuzzy_match`` prompt: WebArena's, asking for the verdict alone."""
+    return fuzzy_match_messages(pred, reference, question, VAB_FUZZY_ENDING)
+
+
+FUZZY_PROMPTS: dict[str, Callable[[str, str, str], list[dict[str, str]]]] = {
+    "vab": vab_fuzzy_match_messages,
+    "webarena": fuzzy_match_messages,
+}
+"""fuzzy_match prompt wording by scoring (``tasks.webarena.scoring``)."""
 
 
 def ua_match_messages(pred: str, reference: str, question: str) -> list[dict[str, str]]:
@@ -191,8 +219,11 @@ class OpenAIJudge:
     def __repr__(self) -> str:
         return f"OpenAIJudge(base_url={self.base_url!r}, model={self.model!r})"
 
-    async def fuzzy_match(self, pred: str, reference: str, question: str) -> bool:
-        return fuzzy_verdict(await self.complete(fuzzy_match_messages(pred, reference, question)))
+    async def fuzzy_match(
+        self, pred: str, reference: str, question: str, *, prompt: str = "vab"
+    ) -> bool:
+        messages = FUZZY_PROMPTS[prompt](pred, reference, question)
+        return fuzzy_verdict(await self.complete(messages))
 
     async def ua_match(self, pred: str, reference: str, question: str) -> bool:
         return ua_verdict(await self.complete(ua_match_messages(pred, reference, question)))

@@ -15,7 +15,10 @@ wikipedia          ``WA_WIKIPEDIA``        ``http://myhost:8888/wikipedia_en_all
 homepage           ``WA_HOMEPAGE``         ``http://myhost:4399``
 =================  ======================  =========================================
 
-Only the sites the chosen tasks use must be set. WebArena's sites share state across
+Only the sites the chosen tasks use must be set. ``WA_GITLAB_SSH_PORT`` (default 2222, the
+SSH port of WebArena's GitLab image) is the port of GitLab's SSH clone URLs: a reference
+answer on ``ssh://git@localhost:2222/`` (task 71) is graded against the GitLab host of
+``WA_GITLAB`` and this port, as the site shows them. WebArena's sites share state across
 episodes (there is no per-episode instance): tasks that write (post, order, edit) change the
 site for later ones, so the sites must be reset between runs: ``WA_RESET_COMMAND`` (any shell
 command, e.g. a script that restarts the containers) and/or ``WA_FULL_RESET`` (BrowserGym's
@@ -41,6 +44,7 @@ from webagent_r1.types import Task
 from webagent_r1.webarena.data import (
     LOGIN_SITES,
     PLACEHOLDERS,
+    SCORINGS,
     SITES,
     login_sites_of,
     needs_judge,
@@ -52,6 +56,9 @@ from webagent_r1.webarena.login import DEFAULT_ACCOUNTS, Account, ui_login
 
 ENV_VARS: dict[str, str] = {site: f"WA_{site.upper()}" for site in (*SITES, "homepage")}
 """Site name → the environment variable holding its base URL (BrowserGym's names)."""
+ENV_GITLAB_SSH_PORT = "WA_GITLAB_SSH_PORT"
+REFERENCE_GITLAB_SSH = "ssh://git@localhost:2222/"
+"""The SSH clone URL prefix the configs' reference answers hard-code (task 71)."""
 ENV_RESET_COMMAND = "WA_RESET_COMMAND"
 ENV_FULL_RESET = "WA_FULL_RESET"
 AND = " |AND| "
@@ -87,6 +94,9 @@ class WebArenaSites:
             go idle (WebArena sleeps 3 s) before reading it.
         reset_command: shell command run by ``reset()``.
         reset_url: BrowserGym-style reset server root run by ``reset()``.
+        scoring: the rules ``webarena.evaluate`` grades by: ``"vab"`` (VisualAgentBench's,
+            which scored the paper's numbers) or ``"webarena"`` (see ``evaluators``).
+        gitlab_ssh_port: GitLab's SSH port, for SSH clone URLs in reference answers.
     """
 
     def __init__(
@@ -99,7 +109,11 @@ class WebArenaSites:
         settle_s: float = 3.0,
         reset_command: str | None = None,
         reset_url: str | None = None,
+        scoring: str = "vab",
+        gitlab_ssh_port: int = 2222,
     ) -> None:
+        if scoring not in SCORINGS:
+            raise ValueError(f"scoring must be one of {', '.join(SCORINGS)}, not {scoring!r}")
         unknown = sorted(set(urls) - set(ENV_VARS))
         if unknown:
             raise ValueError(f"unknown WebArena site(s) {unknown}; known: {', '.join(ENV_VARS)}")
@@ -112,6 +126,8 @@ class WebArenaSites:
         self.settle_s = settle_s
         self.reset_command = reset_command
         self.reset_url = reset_url.rstrip("/") if reset_url else None
+        self.scoring = scoring
+        self.gitlab_ssh_port = gitlab_ssh_port
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **kwargs: object) -> WebArenaSites:
@@ -120,10 +136,17 @@ class WebArenaSites:
 
         Raises:
             JudgeNotConfiguredError: the judge variables are only half set.
+            SitesNotConfiguredError: ``WA_GITLAB_SSH_PORT`` is not a port number.
         """
         env = os.environ if env is None else env
         urls = {site: env[var] for site, var in ENV_VARS.items() if env.get(var)}
+        port = env.get(ENV_GITLAB_SSH_PORT) or "2222"
+        if not port.isdigit() or not 0 < int(port) < 65536:
+            raise SitesNotConfiguredError(
+                f"{ENV_GITLAB_SSH_PORT} must be a port number (GitLab's SSH port), not {port!r}"
+            )
         kw: dict[str, object] = {
+            "gitlab_ssh_port": int(port),
             "judge": OpenAIJudge.from_env(env),
             "reset_command": env.get(ENV_RESET_COMMAND) or None,
             "reset_url": env.get(ENV_FULL_RESET) or None,
@@ -132,7 +155,10 @@ class WebArenaSites:
         return cls(urls, **kw)  # type: ignore[arg-type]
 
     def __repr__(self) -> str:
-        return f"WebArenaSites({self.urls!r}, login={self.login!r}, judge={self.judge!r})"
+        return (
+            f"WebArenaSites({self.urls!r}, login={self.login!r}, judge={self.judge!r}, "
+            f"scoring={self.scoring!r})"
+        )
 
     # -- URLs -------------------------------------------------------------------------
 
@@ -156,9 +182,22 @@ class WebArenaSites:
                 text = text.replace(ph, self.urls[site])
         return text
 
+    def gitlab_ssh(self) -> str | None:
+        """``ssh://git@<GitLab host>:<gitlab_ssh_port>/``; None without a GitLab URL."""
+        if "gitlab" not in self.urls:
+            return None
+        host = urlsplit(self.urls["gitlab"]).hostname or "localhost"
+        host = f"[{host}]" if ":" in host else host  # an IPv6 address
+        return f"ssh://git@{host}:{self.gitlab_ssh_port}/"
+
     def substitute_all(self, value: object) -> object:
-        """``substitute`` applied to every string inside lists and dicts (an eval spec)."""
-        return json.loads(self.substitute(json.dumps(value, ensure_ascii=False)))
+        """``substitute`` applied to every string inside lists and dicts (an eval spec); a
+        reference SSH clone URL on ``localhost:2222`` gets the configured GitLab's."""
+        text = self.substitute(json.dumps(value, ensure_ascii=False))
+        ssh = self.gitlab_ssh()
+        if ssh is not None:
+            text = text.replace(REFERENCE_GITLAB_SSH, ssh)
+        return json.loads(text)
 
     def resolve_url(self, url: str) -> str:
         """Placeholders → URLs. For a start URL of several pages (``a |AND| b``), the last:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 from webagent_r1.env import EvaluatorFn, SiteBackend
 from webagent_r1.tasks.sources import TaskSource
-from webagent_r1.types import Task
-from webagent_r1.webarena.data import load_tasks
+from webagent_r1.types import Task, Trajectory
+from webagent_r1.webarena.data import SCORINGS, load_tasks
 from webagent_r1.webarena.evaluators import evaluate
+from webagent_r1.webarena.results import headline, warn_shared_state
 from webagent_r1.webarena.sites import LoginPolicy, WebArenaSites, check_configured
 
 
@@ -28,6 +30,7 @@ class WebArenaSource(TaskSource):
         login: ``WebArenaSites`` login policy (``storage_state`` | ``all`` | ``none``).
         reset: run the reset hook (``WA_RESET_COMMAND`` / ``WA_FULL_RESET``) on ``start()``.
         check: run ``check_configured`` when tasks are listed.
+        scoring: the grading rules (``"vab"`` | ``"webarena"``; ``WebArenaSites.scoring``).
         backend: the sites to use instead of ``WebArenaSites.from_env()`` (tests).
     """
 
@@ -42,13 +45,17 @@ class WebArenaSource(TaskSource):
         login: LoginPolicy = "storage_state",
         reset: bool = True,
         check: bool = True,
+        scoring: str = "vab",
         backend: WebArenaSites | None = None,
     ) -> None:
+        if scoring not in SCORINGS:
+            raise ValueError(f"scoring must be one of {', '.join(SCORINGS)}, not {scoring!r}")
         self.files = {"test": test_file, "train": train_file}
         self.sites = list(sites or [])
         self.login = login
         self.reset = reset
         self.check = check
+        self.scoring = scoring
         self._sites = backend
         self._checked: set[str] = set()
 
@@ -56,7 +63,7 @@ class WebArenaSource(TaskSource):
     def from_config(cls, cfg: Any) -> WebArenaSource:
         """From a ``Config``: the optional ``tasks.webarena`` section (fields as the
         arguments above: ``test_file``, ``train_file``, ``sites``, ``login``, ``reset``,
-        ``check``); defaults when the config has none."""
+        ``check``, ``scoring``); defaults when the config has none."""
         section = getattr(getattr(cfg, "tasks", None), "webarena", None)
 
         def get(key: str, default: Any) -> Any:
@@ -70,11 +77,12 @@ class WebArenaSource(TaskSource):
             login=get("login", "storage_state"),
             reset=get("reset", True),
             check=get("check", True),
+            scoring=get("scoring", "vab"),
         )
 
     def _backend_for_checks(self) -> WebArenaSites:
         if self._sites is None:
-            self._sites = WebArenaSites.from_env(login=self.login)
+            self._sites = WebArenaSites.from_env(login=self.login, scoring=self.scoring)
         return self._sites
 
     def tasks(self, split: str) -> list[Task]:
@@ -91,6 +99,18 @@ class WebArenaSource(TaskSource):
     @property
     def evaluator(self) -> EvaluatorFn:
         return evaluate
+
+    def check_run(self, tasks: Sequence[Task], samples: int, concurrency: int) -> None:
+        """Warn (``results.SharedStateWarning``, naming the task ids) when several samples
+        or episodes at once meet tasks graded by site state alone."""
+        warn_shared_state(tasks, samples, concurrency)
+
+    def headline_result(
+        self, tasks: Sequence[Task], trajectories: Sequence[Trajectory]
+    ) -> dict[str, Any]:
+        """The paper's denominator: success over every episode, env errors as failures, per
+        site too (``results.headline``)."""
+        return headline(tasks, trajectories)
 
     def _start(self) -> SiteBackend:
         sites = self._backend_for_checks()
