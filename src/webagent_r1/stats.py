@@ -20,6 +20,8 @@ import math
 import random
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 __all__ = [
     "BOOTSTRAP_REPS",
     "EXACT_PERMUTATION_MAX",
@@ -61,10 +63,29 @@ def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, flo
     return (lo, hi)
 
 
-def _percentiles(stats: list[float]) -> tuple[float, float]:
-    """The 2.5% and 97.5% points of sorted bootstrap statistics."""
+def _percentiles(stats: np.ndarray) -> tuple[float, float]:
+    """The 2.5% and 97.5% points of bootstrap statistics (order statistics, no interpolation)."""
+    stats = np.sort(stats)
     reps = len(stats)
-    return stats[int(0.025 * (reps - 1))], stats[math.ceil(0.975 * (reps - 1))]
+    return float(stats[int(0.025 * (reps - 1))]), float(stats[math.ceil(0.975 * (reps - 1))])
+
+
+def _resampled_ratios(
+    num: Sequence[float], den: Sequence[float], seed: int, reps: int
+) -> np.ndarray:
+    """``sum(num[i]) / sum(den[i])`` over ``reps`` seeded resamples of the indices with
+    replacement (chunked: a resample is len(num) indices)."""
+    num_a = np.asarray(num, dtype=np.float64)  # [m]
+    den_a = np.asarray(den, dtype=np.float64)  # [m]
+    m = len(num_a)
+    rng = np.random.default_rng(seed)
+    out = np.empty(reps, dtype=np.float64)  # [reps]
+    chunk = max(1, 2_000_000 // m)
+    for start in range(0, reps, chunk):
+        stop = min(reps, start + chunk)
+        idx = rng.integers(0, m, size=(stop - start, m))  # [chunk, m]
+        out[start:stop] = num_a[idx].sum(axis=1) / den_a[idx].sum(axis=1)
+    return out
 
 
 def bootstrap_interval(
@@ -72,12 +93,9 @@ def bootstrap_interval(
 ) -> tuple[float, float]:
     """95% percentile interval of ``mean(diffs)`` over tasks resampled with replacement
     (``diffs`` holds one value per task, e.g. B's success minus A's); (0, 0) when empty."""
-    n = len(diffs)
-    if n == 0:
+    if len(diffs) == 0:
         return (0.0, 0.0)
-    rng = random.Random(seed)
-    means = sorted(sum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(reps))
-    return _percentiles(means)
+    return _percentiles(_resampled_ratios(diffs, [1.0] * len(diffs), seed, reps))
 
 
 def task_bootstrap_interval(
@@ -107,18 +125,9 @@ def task_bootstrap_interval(
         return (0.0, 1.0)
     if total_s in (0, total_n):
         return wilson_interval(len(clusters) if total_s else 0, len(clusters))
-    m = len(clusters)
-    rng = random.Random(seed)
-    rates = []
-    for _ in range(reps):
-        s = n = 0
-        for _ in range(m):
-            cs, cn = clusters[rng.randrange(m)]
-            s += cs
-            n += cn
-        rates.append(s / n)
-    rates.sort()
-    return _percentiles(rates)
+    num = [float(c) for c, _ in clusters]
+    den = [float(n) for _, n in clusters]
+    return _percentiles(_resampled_ratios(num, den, seed, reps))
 
 
 def success_interval(
