@@ -22,6 +22,7 @@ from webagent_r1.tasks.evaluators import (
     evaluate,
     fuzzy_match_normalised,
     must_include,
+    named_excluded,
     rival_value,
     url_matches,
 )
@@ -182,20 +183,28 @@ def _db_with(path: Path, rows: dict[str, str]) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(_STATE_INCLUDES))
-async def test_agent_written_text_with_rival_values_scores_zero(name: str, tmp_path) -> None:
-    """Each template that checks text the agent wrote (a comment, a post): the text with the
-    facts passes, the text listing a rival candidate of each fact fails."""
+async def test_agent_written_text_with_rival_candidates_scores_zero(name: str, tmp_path) -> None:
+    """Each template that checks text the agent wrote (a comment, a post, an issue): the text
+    with the facts passes; the same text also naming a rival value of a fact (another price,
+    time, distance) or a known runner-up (``must_exclude``) fails, and so does text with only
+    part of a fact."""
     src = _STATE_INCLUDES[name]
     checks = [c for c in src.eval["state_checks"] if "must_include" in c]
     phrases = [_first_alt(p) for c in checks for p in c["must_include"]]
+    excluded = [x for c in checks for x in c.get("must_exclude") or []]
     good = "For the record: " + "; ".join(phrases) + "."
-    rivals = [p for p in phrases if rival_value(_rival(p), [p]) is not None]
-    if not rivals:  # free text (a description): the rule cannot tell a rival, must_include can
-        bad = "For the record: " + "; ".join(p[: len(p) // 2] for p in phrases)
-    else:
-        bad = good + " Or perhaps " + ", ".join(_rival(p) for p in rivals) + "."
-    for text, want in ((good, 1.0), (bad, 0.0)):
-        db = tmp_path / f"{want}.sqlite"
+    rivals = [_rival(p) for p in phrases if rival_value(_rival(p), [p]) is not None]
+    bad = {"part of each fact": "For the record: " + "; ".join(p[: len(p) // 2] for p in phrases)}
+    if rivals:
+        bad["rival values"] = good + " Or perhaps " + ", ".join(rivals) + "."
+    if excluded:
+        bad["a runner-up"] = good + f" Or {excluded[0]}."
+        bad["the last runner-up"] = f"{excluded[-1]}, " + good
+    if name in ("cross.closest_place_reply", "cross.closest_place_issue"):
+        assert excluded, "a closest-place template must name its runners-up"
+    cases = [(good, 1.0)] + [(text, 0.0) for text in bad.values()]
+    for i, (text, want) in enumerate(cases):
+        db = tmp_path / f"{i}.sqlite"
         _db_with(db, {"x": text})
         task = Task(
             task_id=src.task_id,
@@ -205,13 +214,24 @@ async def test_agent_written_text_with_rival_values_scores_zero(name: str, tmp_p
             eval={
                 "eval_types": ["state_match"],
                 "state_checks": [
-                    {"sql": "SELECT body FROM t WHERE k = 'x'", "must_include": c["must_include"]}
+                    {
+                        "sql": "SELECT body FROM t WHERE k = 'x'",
+                        "must_include": c["must_include"],
+                        "must_exclude": c.get("must_exclude") or [],
+                    }
                     for c in checks
                 ],
             },
         )
         res = await evaluate(_ctx(task, "done", _OneDb(db)))
         assert res.reward == want, (text, res.explanation)
+
+
+def test_runner_up_inside_the_right_name_is_no_rival() -> None:
+    assert named_excluded("It is Blue Owl Cafe.", ["Blue Owl Cafe"], ["Owl Cafe"]) is None
+    assert named_excluded("Blue Owl Cafe or Owl Cafe", ["Blue Owl Cafe"], ["Owl Cafe"]) == (
+        "Owl Cafe"
+    )
 
 
 def test_url_match_needs_the_page_not_a_url_that_mentions_it() -> None:

@@ -20,7 +20,8 @@ trajectory so a failure can be read later. ``docs/grading.md`` states every rule
   page's text), and check the contents with exact_match / must_include.
 - ``state_match`` (embedded sites): SQL queries on the episode's own site instance, read-only:
   ``state_checks: [{site, sql, params?, expected | must_include | row_count}]``; text the
-  agent wrote must not hold a rival value of the same kind (another price, time, …).
+  agent wrote must not hold a rival value of the same kind (another price, time, …), nor any
+  of the check's ``must_exclude`` phrases (known runners-up).
 
 A grader that cannot read the site (a locked or corrupt database, a closed page, a failed
 navigation) raises ``EnvError``: the episode is an ``env_error``, retried or dropped, never a
@@ -336,6 +337,14 @@ def rival_value(text: str | None, phrases: list[str] | str) -> str | None:
     return None
 
 
+def named_excluded(text: str | None, phrases: list[str] | str, exclude: list[str]) -> str | None:
+    """The first ``exclude`` phrase (a known rival candidate: a runner-up place) named in
+    ``text`` outside the ``phrases`` it must include, or None. Masking the phrases first keeps
+    a rival whose name is part of the right answer's name from failing the right answer."""
+    rest, _ = _find_phrases(normalize(text), phrases)
+    return next((x for x in exclude if normalize(x) and _phrase_pattern(x).search(rest)), None)
+
+
 async def check_program_html(ctx: EvalContext) -> tuple[float, str]:
     specs = ctx.task.eval.get("program_html") or []
     if not specs:
@@ -415,6 +424,9 @@ async def check_state_match(ctx: EvalContext) -> tuple[float, str]:
             rival = rival_value(text, c["must_include"])
             if rival is not None:
                 return 0.0, f"state_match: {desc}: {value!r} also names {rival!r}"
+            named = named_excluded(text, c["must_include"], c.get("must_exclude") or [])
+            if named is not None:
+                return 0.0, f"state_match: {desc}: {value!r} also names {named!r}"
     return 1.0, "state_match: ok"
 
 
