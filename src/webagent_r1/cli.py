@@ -499,8 +499,15 @@ def eval_cmd(
                 name, f"{r['success']:.3f}", f"[{r['ci'][0]:.2f}, {r['ci'][1]:.2f}]", str(n)
             )
         stdout.print(table)
+        if res.get("ci_method") == "task-bootstrap":
+            stdout.print("95% CI: bootstrap over tasks (a task's samples resampled together)")
         if res["pass_at_k"] is not None:
-            stdout.print(f"pass@{samples}: {res['pass_at_k']:.3f}")
+            stdout.print(f"pass@{samples} (unbiased): {res['pass_at_k']:.3f}")
+        if res.get("unscored_tasks"):
+            stdout.print(
+                f"{len(res['unscored_tasks'])} task(s) with no scored episode (env errors "
+                f"only), not in the rates: {', '.join(res['unscored_tasks'][:10])}"
+            )
         for reason, n in list(res["failures"].items())[:5]:
             stdout.print(f"  [dim]{n} x {reason}[/dim]", highlight=False)
     if out_dir:

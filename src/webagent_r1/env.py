@@ -7,8 +7,9 @@ and returns the next observation. A malformed action or a bad element costs a tu
 back as ``Observation.error``; it never raises. The episode ends on ``exit(message=…)``,
 after ``max_turns`` turns, or, for backends whose page runs the episode itself (MiniWoB++,
 ``PageEpisodes``), when the page says it is done; the task's evaluator then gives a binary
-reward. A crashed browser ends the episode with status ``env_error`` (never a failure to
-train on), and the next ``reset`` relaunches Chromium.
+reward. A crashed browser, or an evaluator that raises ``EnvError`` (it could not read the
+site), ends the episode with status ``env_error`` (never a failure to train on), and the next
+``reset`` relaunches Chromium if it died.
 """
 
 from __future__ import annotations
@@ -326,6 +327,8 @@ class WebEnv:
             result = await self._evaluate(answer, obs.url if obs else "")
         except BrowserCrashedError as e:
             return await self._crash(e, info)
+        except EnvError as e:  # the grader could not read the site: no reward to give
+            return await self._crash(e, info, what="grader fault")
         info.update(
             status=status,
             answer=answer,
@@ -336,9 +339,12 @@ class WebEnv:
         assert obs is not None
         return StepResult(observation=obs, done=True, reward=result.reward, info=info)
 
-    async def _crash(self, e: Exception, info: dict[str, Any]) -> StepResult:
+    async def _crash(
+        self, e: Exception, info: dict[str, Any], what: str = "browser crashed"
+    ) -> StepResult:
+        """End the episode as ``env_error`` (never graded, never trained on)."""
         self.done = True
-        info.update(status="env_error", error=f"browser crashed: {e}")
+        info.update(status="env_error", error=f"{what}: {e}")
         await self.close_episode()
         obs = Observation(url="", title="", text="", error=info["error"])
         return StepResult(observation=obs, done=True, reward=0.0, info=info)

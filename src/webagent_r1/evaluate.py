@@ -5,9 +5,10 @@ training and grades each with the task's programmatic evaluator; ``eval_subset``
 stratified subset of a split (round-robin over templates) so that evaluations during training
 compare like with like. ``run_evaluation`` is ``webagent-r1 eval``: any engine (a model folder
 or checkpoint, the experts, an OpenAI-compatible server), one or several turn budgets
-(test-time scaling), results per site and per template kind with Wilson confidence intervals,
-pass@k, failure reasons, and an output folder (``eval.json`` and the trajectories) that
-``webagent-r1 report`` and ``webagent-r1 view`` read.
+(test-time scaling), results per site and per template kind with 95% intervals (Wilson with
+one episode per task, a bootstrap over tasks with several; see ``stats``), unbiased pass@k,
+tasks that no episode scored, failure reasons, and an output folder (``eval.json`` and the
+trajectories) that ``webagent-r1 report`` and ``webagent-r1 view`` read.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import math
 import random
 import time
 from collections import Counter, defaultdict
@@ -28,6 +28,7 @@ from webagent_r1.config import AgentConfig
 from webagent_r1.envpool import EnvPool
 from webagent_r1.policy.base import Engine, SamplingParams
 from webagent_r1.rollout import Policy, RolloutStats, collect
+from webagent_r1.stats import pass_at_k, success_interval
 from webagent_r1.tasks.sources import TaskSource
 from webagent_r1.types import Task, Trajectory, site_of
 
@@ -38,27 +39,7 @@ __all__ = [
     "failure_reason",
     "run_evaluation",
     "site_of",
-    "wilson_interval",
 ]
-
-
-def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """Wilson score interval of a binomial proportion (95% for z = 1.96); (0, 1) when n = 0.
-
-    Unlike the normal approximation it stays inside [0, 1] and is sensible at 0/n and n/n,
-    which small evaluations hit often.
-    """
-    if n <= 0:
-        return (0.0, 1.0)
-    if not 0 <= successes <= n:
-        raise ValueError(f"successes must be in [0, n], got {successes} of {n}")
-    p = successes / n
-    denom = 1.0 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    lo = 0.0 if successes == 0 else max(0.0, centre - half)
-    hi = 1.0 if successes == n else min(1.0, centre + half)
-    return (lo, hi)
 
 
 def _template_attr(task: Task, attr: str) -> str:
@@ -113,53 +94,79 @@ class EvalReport:
         scored = self._scored()
         return sum(tr.reward for _, tr in scored) / len(scored) if scored else 0.0
 
-    def by(self, key: str = "site") -> dict[str, tuple[int, int]]:
-        """``name -> (successes, episodes)`` per site, template, kind or difficulty."""
-        if key not in ("site", "template", "kind", "difficulty"):
-            raise ValueError(f"key must be site, template, kind or difficulty, got {key!r}")
-        out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    def _group_of(self, task: Task, key: str) -> str:
+        if key == "site":
+            return site_of(task)
+        if key == "template":
+            return str(task.extra.get("template", "?"))
+        return _template_attr(task, key)
+
+    def per_task(self) -> dict[str, list[int]]:
+        """``task_id -> [1 or 0 per scored episode]``, every task listed (an empty list: all
+        of its episodes were env errors)."""
+        out: dict[str, list[int]] = {str(t.task_id): [] for t in self.tasks}
         for task, tr in self._scored():
-            if key == "site":
-                name = site_of(task)
-            elif key == "template":
-                name = str(task.extra.get("template", "?"))
-            else:
-                name = _template_attr(task, key)
-            out[name][0] += int(tr.reward == 1.0)
-            out[name][1] += 1
-        return {k: (v[0], v[1]) for k, v in sorted(out.items())}
+            out[str(task.task_id)].append(int(tr.reward == 1.0))
+        return out
+
+    def clusters(self, key: str | None = None) -> dict[str, list[tuple[int, int]]]:
+        """``group -> [(successes, scored episodes) per task]`` by site, template, kind or
+        difficulty (one group ``"all"`` when ``key`` is None): what the intervals resample."""
+        if key not in (None, "site", "template", "kind", "difficulty"):
+            raise ValueError(f"key must be site, template, kind or difficulty, got {key!r}")
+        outs = self.per_task()
+        groups: dict[str, dict[str, tuple[int, int]]] = defaultdict(dict)
+        for task in self.tasks:
+            tid = str(task.task_id)
+            name = "all" if key is None else self._group_of(task, key)
+            groups[name][tid] = (sum(outs[tid]), len(outs[tid]))
+        return {k: list(v.values()) for k, v in sorted(groups.items())}
+
+    def by(self, key: str = "site") -> dict[str, tuple[int, int]]:
+        """``name -> (successes, episodes)`` per site, template, kind or difficulty (groups
+        whose every episode was an env error left out)."""
+        out = {
+            name: (sum(s for s, _ in cs), sum(n for _, n in cs))
+            for name, cs in self.clusters(key).items()
+        }
+        return {k: v for k, v in out.items() if v[1] > 0}
 
     def pass_at_k(self) -> float:
-        """Share of tasks with at least one success among their ``samples`` episodes."""
-        per_task: dict[str, bool] = {}
-        for task, tr in self._scored():
-            key = str(task.task_id)
-            per_task[key] = per_task.get(key, False) or tr.reward == 1.0
-        return sum(per_task.values()) / len(per_task) if per_task else 0.0
+        """Unbiased pass@k, k = ``samples``, averaged over the tasks with a scored episode
+        (``stats.pass_at_k``)."""
+        return pass_at_k(self.per_task(), self.samples)[0]
 
     def failures(self) -> Counter[str]:
         """Failure reasons (``failure_reason``) and how many episodes had each."""
         return Counter(r for _, tr in self._scored() if (r := failure_reason(tr)) is not None)
 
     def result(self) -> dict[str, Any]:
-        """JSON-ready summary: success with its 95% Wilson interval, per site, template (a
-        MiniWoB++ task) and kind."""
+        """JSON-ready summary: success with its 95% interval (``ci_method``: Wilson over
+        episodes, or a bootstrap over tasks when a task has several episodes), unbiased pass@k,
+        the tasks no episode scored, per site, template (a MiniWoB++ task) and kind."""
         scored = self._scored()
         ok = sum(int(tr.reward == 1.0) for _, tr in scored)
+        ci, method = success_interval(self.clusters()["all"] if self.tasks else [])
+        pak, short, unscored = pass_at_k(self.per_task(), self.samples)
 
         def table(key: str) -> dict[str, dict[str, Any]]:
-            return {
-                name: {"success": s / n if n else 0.0, "ci": list(wilson_interval(s, n)), "n": n}
-                for name, (s, n) in self.by(key).items()
-            }
+            rows = {}
+            for name, cs in self.clusters(key).items():
+                s, n = sum(c[0] for c in cs), sum(c[1] for c in cs)
+                if n:
+                    rows[name] = {"success": s / n, "ci": list(success_interval(cs)[0]), "n": n}
+            return rows
 
         return {
             "success": ok / len(scored) if scored else 0.0,
-            "ci": list(wilson_interval(ok, len(scored))),
-            "pass_at_k": self.pass_at_k() if self.samples > 1 else None,
+            "ci": list(ci),
+            "ci_method": method,
+            "pass_at_k": pak if self.samples > 1 else None,
+            "pass_at_k_short_tasks": short if self.samples > 1 else 0,
             "samples": self.samples,
             "episodes": len(scored),
             "tasks": len({str(t.task_id) for t in self.tasks}),
+            "unscored_tasks": unscored,
             "env_errors": self.env_errors,
             "turns": sum(len(tr.turns) for _, tr in scored) / len(scored) if scored else 0.0,
             "by_site": table("site"),
@@ -535,7 +542,12 @@ async def run_evaluation(
                     f"max_turns {m}: success {res['success']:.3f} "
                     f"[{res['ci'][0]:.3f}, {res['ci'][1]:.3f}] on {res['episodes']} episodes"
                     + (f", pass@{samples} {res['pass_at_k']:.3f}" if samples > 1 else "")
-                    + (f" ({len(reuse)} reused)" if reuse else ""),
+                    + (f" ({len(reuse)} reused)" if reuse else "")
+                    + (
+                        f"; {len(res['unscored_tasks'])} task(s) with no scored episode"
+                        if res["unscored_tasks"]
+                        else ""
+                    ),
                     flush=True,
                 )
     summary = {

@@ -15,24 +15,11 @@ from webagent_r1.evaluate import (
     evaluate_policy,
     failure_reason,
     run_evaluation,
-    wilson_interval,
 )
 from webagent_r1.policy.base import Completion, SamplingParams
 from webagent_r1.tasks.suite import run_tasks
 from webagent_r1.trajectories import read_trajectories
 from webagent_r1.types import Action, Task, Trajectory, Turn
-
-
-def test_wilson_interval_known_values() -> None:
-    lo, hi = wilson_interval(5, 10)  # the textbook case: 0.5 of 10 -> [0.2366, 0.7634]
-    assert lo == pytest.approx(0.23659, abs=1e-4) and hi == pytest.approx(0.76341, abs=1e-4)
-    lo, hi = wilson_interval(0, 10)
-    assert lo == 0.0 and hi == pytest.approx(0.27753, abs=1e-4)
-    lo, hi = wilson_interval(10, 10)
-    assert lo == pytest.approx(0.72247, abs=1e-4) and hi == 1.0
-    assert wilson_interval(0, 0) == (0.0, 1.0)
-    with pytest.raises(ValueError):
-        wilson_interval(3, 2)
 
 
 def _traj(task: Task, reward: float, status: str = "done", actions: int = 1) -> Trajectory:
@@ -55,7 +42,11 @@ def test_report_pass_at_k_breakdowns_and_reasons() -> None:
     assert report.success_rate == 0.25
     assert report.pass_at_k() == 0.5
     res = report.result()
-    assert res["by_site"] == {"map": {"success": 0.25, "ci": list(wilson_interval(1, 4)), "n": 4}}
+    # Two tasks of two samples: the interval is a bootstrap over tasks (1 of 2, 0 of 2):
+    # resampled rates 0.5 (p 1/4), 0.25 (p 1/2), 0 (p 1/4) → [0, 0.5] (see tests/test_stats.py)
+    assert res["by_site"] == {"map": {"success": 0.25, "ci": [0.0, 0.5], "n": 4}}
+    assert res["ci"] == [0.0, 0.5] and res["ci_method"] == "task-bootstrap"
+    assert res["unscored_tasks"] == [] and res["pass_at_k_short_tasks"] == 0
     assert sum(v["n"] for v in res["by_kind"].values()) == 4 and "?" not in res["by_kind"]
     assert res["failures"] == {
         "ran out of turns: no valid action in any turn": 1,
@@ -64,6 +55,33 @@ def test_report_pass_at_k_breakdowns_and_reasons() -> None:
     assert failure_reason(_traj(a, 1.0)) is None
     with pytest.raises(ValueError):
         report.by("colour")
+
+
+def test_report_keeps_tasks_with_no_scored_episode() -> None:
+    """A task whose every episode was an env error is reported, not silently dropped; a task
+    with one env error counts pass@k over its scored episodes."""
+    tasks = eval_subset(run_tasks("test", ["map"], [], []), 3, 0)
+    a, b, c = tasks
+    report = EvalReport(
+        trajectories=[
+            _traj(a, 1.0),
+            _traj(a, 0.0),
+            _traj(b, 0.0, "env_error"),
+            _traj(b, 0.0, "env_error"),
+            _traj(c, 1.0),
+            _traj(c, 0.0, "env_error"),
+        ],
+        tasks=[a, a, b, b, c, c],
+        env_errors=3,
+        samples=2,
+    )
+    res = report.result()
+    assert res["unscored_tasks"] == [str(b.task_id)]
+    assert res["tasks"] == 3 and res["episodes"] == 3
+    # a: 1 of 2 → pass@2 = 1; c: 1 of 1 scored (short) → pass@1 = 1; b not averaged
+    assert res["pass_at_k"] == 1.0 and res["pass_at_k_short_tasks"] == 1
+    assert res["success"] == pytest.approx(2 / 3)
+    assert report.per_task()[str(b.task_id)] == []
 
 
 def _cfg(tmp_path: Path, *extra: str) -> Config:

@@ -27,12 +27,9 @@ from tests.report.conftest import traj
 from webagent_r1.cli import app
 from webagent_r1.report.load import ReportError
 from webagent_r1.report.paired import (
-    bootstrap_interval,
     compare_files,
     load_outcomes,
     render_paired_markdown,
-    sign_flip_p,
-    sign_test_p,
 )
 from webagent_r1.trajectories import write_trajectories
 
@@ -56,43 +53,6 @@ def write_eval(folder: Path, outcomes: dict[str, list[int]], extra_rows: str = "
     results = [{"max_turns": 4, "trajectories": "trajectories-t4.jsonl"}]
     (folder / "eval.json").write_text(json.dumps({"results": results}))
     return folder
-
-
-def test_sign_test_hand_values() -> None:
-    assert sign_test_p(0, 0) == 1.0
-    assert sign_test_p(5, 0) == pytest.approx(2 / 32)
-    assert sign_test_p(1, 1) == 1.0
-    # 13 better, 6 worse: 2 * sum_{i<=6} C(19, i) / 2^19 = 2 * 43796 / 524288
-    assert sign_test_p(13, 6) == pytest.approx(2 * 43796 / 2**19)
-    assert sign_test_p(6, 13) == sign_test_p(13, 6)
-
-
-def test_sign_flip_exact_and_sampled() -> None:
-    # 3 x +1: only all-plus and all-minus reach |sum| = 3 → 2 / 8
-    assert sign_flip_p([1, 1, 1, 0]) == pytest.approx(0.25)
-    # |±0.5 ±0.25 ±1| >= 1.25 for 4 of the 8 patterns (1.75, 1.25 and their negatives)
-    assert sign_flip_p([0.5, -0.25, 0, 1]) == pytest.approx(0.5)
-    assert sign_flip_p([0, 0]) == 1.0
-    # thirds are not exact in binary: ties must still count. Of the 64 patterns of
-    # ±1/3 x4 ±2/3 x2 (observed sum 1/3), |sum| < 1/3 only at sum 0: 14 patterns → 50/64
-    assert sign_flip_p([1 / 3, 1 / 3, 1 / 3, -2 / 3, 2 / 3, -1 / 3]) == pytest.approx(50 / 64)
-    # 20 non-zero differences: sampled patterns; exact p would be 2 / 2^20
-    p = sign_flip_p([1.0] * 20, seed=3)
-    assert 0 < p < 1e-3
-    assert p == sign_flip_p([1.0] * 20, seed=3)
-
-
-def test_bootstrap_interval() -> None:
-    assert bootstrap_interval([0.25] * 7) == (0.25, 0.25)
-    diffs = [1.0, 0.0, 0.0, -0.5, 0.5, 0.0, 1.0, 0.0]
-    lo, hi = bootstrap_interval(diffs, seed=1)
-    assert (lo, hi) == bootstrap_interval(diffs, seed=1)
-    # against the normal approximation: mean 0.25, sd 0.5, se = 0.5 / sqrt(8) = 0.177
-    se = 0.5 / math.sqrt(8)
-    assert lo == pytest.approx(0.25 - 1.96 * se, abs=0.07)
-    assert hi == pytest.approx(0.25 + 1.96 * se, abs=0.07)
-    # not the extremes of the resampled means (-0.5 and 1.0 are reachable)
-    assert lo > -0.2 and hi < 0.7
 
 
 def test_pass_at_k_unbiased_with_unequal_episodes(tmp_path: Path) -> None:
@@ -140,6 +100,25 @@ def test_env_errors_and_bad_rows_are_not_scored(tmp_path: Path) -> None:
     assert out.env_errors == 1
     assert any("skipped 2 row(s) without a task_id" in p for p in out.problems)
     assert any("not JSON objects" in p for p in out.problems)
+
+
+def test_tasks_with_no_scored_episode_are_named(tmp_path: Path) -> None:
+    """A task whose every episode was an env error is named in the comparison, not dropped
+    without a word; the success intervals are a bootstrap over tasks (2 episodes a task)."""
+    errs = "".join(
+        json.dumps(traj("z.c/0", 1, 0.0, status="env_error").to_dict()) + "\n" for _ in range(2)
+    )
+    a = write_eval(tmp_path / "a", A)
+    b = write_eval(tmp_path / "b", A, extra_rows=errs)
+    [c], problems = compare_files([a, b])
+    assert c.unscored_b == ["z.c/0"] and c.unscored_a == [] and c.tasks == 4
+    assert any("1 task(s) with no scored episode" in p for p in problems)
+    md = render_paired_markdown([c])
+    assert "1 task(s) of b had no scored episode" in md and "z.c/0" in md
+    assert c.ci_method == "task-bootstrap" and "bootstrap over tasks" in md
+    # A's tasks: (1,2) (0,2) (2,2) (1,2): 4 of 8; the interval holds 0.5 and lies in [0, 1]
+    lo, hi = c.ci_a
+    assert 0.0 <= lo < 0.5 < hi <= 1.0 and c.ci_a == c.ci_b
 
 
 def test_trajectory_file_and_turn_budget(tmp_path: Path) -> None:

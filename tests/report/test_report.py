@@ -135,6 +135,23 @@ def test_eval_folder_alone(tmp_path: Path) -> None:
         assert_png(p)
 
 
+def test_eval_intervals_and_unscored_tasks_are_stated(tmp_path: Path) -> None:
+    """An evaluation with several samples per task says its intervals are a bootstrap over
+    tasks and pass@k the unbiased estimator, and names the tasks no episode scored."""
+    write_eval_folder(tmp_path)
+    d = json.loads((tmp_path / "eval.json").read_text())
+    d["samples"] = 4
+    for r in d["results"]:
+        r.update(ci_method="task-bootstrap", pass_at_k=0.5, unscored_tasks=[])
+    d["results"][-1]["unscored_tasks"] = ["map.x/3", "map.y/0"]
+    (tmp_path / "eval.json").write_text(json.dumps(d))
+    md = build_report(tmp_path).read_text()
+    assert "bootstrap over tasks (a task's samples resampled together" in md
+    assert "pass@k: unbiased" in md
+    assert "max_turns 15: 2 task(s) with no scored episode" in md and "map.x/3, map.y/0" in md
+    assert "max_turns 5: " not in md.split("CI: ")[1].split("\n\n")[0]
+
+
 def test_missing_eval_trajectories_are_noted(tmp_path: Path) -> None:
     write_eval_folder(tmp_path)
     (tmp_path / "trajectories-t15.jsonl").unlink()

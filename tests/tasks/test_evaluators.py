@@ -45,6 +45,7 @@ def test_matchers() -> None:
     assert not must_include("It was shipped", ["shipped", "jan 3"])
     assert must_include("color: red", ["blue |OR| red"])
     assert fuzzy_match_normalised("The answer is Lumen Charger", "lumen charger")
+    assert not fuzzy_match_normalised("Lumen Charger or Volt Cable", "lumen charger")
     assert not fuzzy_match_normalised("", "lumen charger")
     assert url_matches("http://h:1/search?q=mug&sort=price_asc&p=1", "http://h:1/search?q=mug")
     assert not url_matches("http://h:1/search?q=cup", "http://h:1/search?q=mug")
@@ -63,13 +64,14 @@ async def test_string_match_pass_and_fail() -> None:
     assert res.reward == 0.0 and "no answer" in res.explanation
 
 
-async def test_malformed_spec_is_reward_zero_not_crash() -> None:
-    t = _task({"eval_types": ["nonsense"]})
-    res = await evaluate(_ctx(t, "x"))
-    assert res.reward == 0.0 and "unknown eval type" in res.explanation
-    t = _task({"eval_types": ["url_match"]})
-    res = await evaluate(_ctx(t, "x"))
-    assert res.reward == 0.0 and "evaluator error" in res.explanation
+async def test_malformed_spec_is_a_task_error_not_a_reward() -> None:
+    """A spec the evaluators cannot run is a bug in the task: never a reward of 0 to train on."""
+    from webagent_r1.tasks import TaskError
+
+    with pytest.raises(TaskError, match="unknown eval type"):
+        await evaluate(_ctx(_task({"eval_types": ["nonsense"]}), "x"))
+    with pytest.raises(TaskError, match="url_match needs"):
+        await evaluate(_ctx(_task({"eval_types": ["url_match"]}), "x"))
 
 
 @pytest.fixture

@@ -276,6 +276,7 @@ def _eval_section(data: RunData, ef: EvalFile) -> list[str]:
         row.append(str(r.episodes) if r.episodes is not None else _MISSING)
         body.append(row)
     lines += _md_table(header, body) + [""]
+    lines += _interval_notes(ef)
     for what in ("by_site", "by_kind"):
         names = sorted({n for r in ef.results for n in getattr(r, what)})
         if what == "by_site":  # the paper's order, then the others by name
@@ -303,6 +304,31 @@ def _eval_section(data: RunData, ef: EvalFile) -> list[str]:
             body.append(cells)
         lines += _md_table(head, body) + [""]
     return lines
+
+
+_CI_METHODS = {
+    "wilson": "95% Wilson intervals (one episode per task)",
+    "task-bootstrap": "95% intervals from a bootstrap over tasks (a task's samples resampled "
+    "together, since they are correlated)",
+}
+
+
+def _interval_notes(ef: EvalFile) -> list[str]:
+    """How the intervals were made and which tasks no episode scored, one line each."""
+    notes = []
+    methods = sorted({r.ci_method for r in ef.results if r.ci_method})
+    if methods:
+        notes.append("CI: " + "; ".join(_CI_METHODS.get(m, m) for m in methods) + ".")
+    if ef.results and ef.results[0].pass_at_k is not None:
+        notes.append("pass@k: unbiased, 1 − C(n−c, k)/C(n, k) per task, averaged over tasks.")
+    for r in ef.results:
+        if r.unscored_tasks:
+            shown = ", ".join(r.unscored_tasks[:10]) + (" …" if len(r.unscored_tasks) > 10 else "")
+            notes.append(
+                f"max_turns {r.max_turns}: {len(r.unscored_tasks)} task(s) with no scored "
+                f"episode (env errors only), not in the rates: {shown}."
+            )
+    return [*(f"- {n}" for n in notes), ""] if notes else []
 
 
 def _stage_lines(summary: dict[str, Any]) -> list[str]:
@@ -468,6 +494,14 @@ def _paired_section(data: RunData) -> list[str]:
         f"{100 * lo:+.1f} to {100 * hi:+.1f}).",
         f"- Tasks better / worse / tied: {c.better} / {c.worse} / {c.tied}; sign test "
         f"p = {c.sign_p:.3f}, sign-flip test p = {c.flip_p:.3f}.",
+        *(
+            [
+                f"- Tasks with no scored episode (env errors only), not compared: "
+                f"{len(c.unscored_a)} at step {s0}, {len(c.unscored_b)} at step {s1}."
+            ]
+            if c.unscored_a or c.unscored_b
+            else []
+        ),
         f"- Sources: {data.rel(f0)}, {data.rel(f1)} (with several processes, rank 0's share "
         "of the tasks). `webagent-r1 compare-evals` compares any two evaluations this way "
         "(sample several episodes per task for a finer test).",

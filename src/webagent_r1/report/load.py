@@ -81,6 +81,10 @@ class EvalResult:
     """``kind -> {"success", "ci": [lo, hi], "n"}``."""
     trajectories: Path | None = None
     """The trajectory file of this budget, resolved against the folder of ``eval.json``."""
+    ci_method: str | None = None
+    """How ``ci`` was made: ``wilson`` or ``task-bootstrap`` (None in older files)."""
+    unscored_tasks: list[str] = field(default_factory=list)
+    """Tasks with no scored episode (env errors only), left out of the rates."""
 
 
 @dataclass
@@ -262,6 +266,10 @@ def parse_eval_file(path: Path, d: Any, problems: list[str], rel: str) -> EvalFi
                 by_site=_groups(r.get("by_site")),
                 by_kind=_groups(r.get("by_kind")),
                 trajectories=path.parent / traj if isinstance(traj, str) and traj else None,
+                ci_method=r["ci_method"] if isinstance(r.get("ci_method"), str) else None,
+                unscored_tasks=[
+                    str(t) for t in r.get("unscored_tasks") or [] if isinstance(t, str | int)
+                ],
             )
         )
     ef.results.sort(key=lambda r: r.max_turns)

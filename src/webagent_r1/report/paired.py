@@ -8,7 +8,8 @@ solved by both or by neither, and only the tasks where the two differ carry evid
 Per task ``t`` with ``k`` scored episodes each (``env_error`` episodes are not scored, as in
 ``evaluate.EvalRun``): ``d_t = success_B(t) - success_A(t)``, a rate in [-1, 1]. Reported:
 
-- success of each on the common tasks (episodes pooled) with its 95% Wilson interval;
+- success of each on the common tasks (episodes pooled) with its 95% interval: Wilson with one
+  episode per task, a bootstrap over tasks (a task's episodes resampled together) with more;
 - the difference, ``mean_t d_t``, with a 95% paired bootstrap interval (tasks resampled with
   replacement, seeded, so the same files give the same interval);
 - tasks better / worse / tied, and the exact two-sided **sign test** on better vs worse
@@ -18,46 +19,44 @@ Per task ``t`` with ``k`` scored episodes each (``env_error`` episodes are not s
   ``d_t`` when ``n <= 16``, else 20,000 seeded random patterns;
 - pass@k of each, unbiased (``1 - C(n-c, k) / C(n, k)`` per task, averaged), for the
   largest ``k > 1`` that every common task has in both evaluations;
-- the same better/worse counts and successes per site and per template.
+- the same better/worse counts and successes per site and per template;
+- the tasks of each evaluation with no scored episode (env errors only), named, not dropped.
+
+The statistics themselves live in ``webagent_r1.stats``.
 
 ``webagent-r1 compare-evals A B [C ...]`` compares B, C, ... each against A.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
-import random
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from webagent_r1.evaluate import wilson_interval
 from webagent_r1.report.build import _md_table
 from webagent_r1.report.load import ReportError, read_jsonl_rows
+from webagent_r1.stats import (
+    bootstrap_interval,
+    pass_at_k,
+    sign_flip_p,
+    sign_test_p,
+    success_interval,
+)
 
 __all__ = [
     "EvalOutcomes",
     "GroupDiff",
     "PairedComparison",
-    "bootstrap_interval",
     "compare_files",
     "compare_paired",
     "load_outcomes",
-    "pass_at_k",
     "render_paired_markdown",
-    "sign_flip_p",
-    "sign_test_p",
     "to_json",
 ]
-
-BOOTSTRAP_REPS = 10_000
-PERMUTATION_REPS = 20_000
-EXACT_PERMUTATION_MAX = 16
-"""Up to this many non-zero task differences the sign-flip test enumerates every pattern."""
 
 
 @dataclass
@@ -72,6 +71,8 @@ class EvalOutcomes:
     site: dict[str, str]
     template: dict[str, str]
     env_errors: int = 0
+    unscored: list[str] = field(default_factory=list)
+    """Tasks whose every episode was an env error (no outcome to compare)."""
     problems: list[str] = field(default_factory=list)
 
 
@@ -127,6 +128,7 @@ def load_outcomes(path: str | Path, label: str, max_turns: int | None = None) ->
         raise ReportError(f"{f}: cannot read it as trajectory JSONL ({e})") from None
     out = EvalOutcomes(label, f, defaultdict(list), {}, {}, problems=problems)
     bad = 0
+    errored: set[str] = set()
     for r in rows:
         tid, reward = r.get("task_id"), r.get("reward")
         if (
@@ -139,6 +141,7 @@ def load_outcomes(path: str | Path, label: str, max_turns: int | None = None) ->
             continue
         if r.get("status") == "env_error":
             out.env_errors += 1
+            errored.add(tid)
             continue
         out.outcomes[tid].append(int(reward == 1.0))
         task = (r.get("info") or {}).get("task") if isinstance(r.get("info"), dict) else None
@@ -150,55 +153,8 @@ def load_outcomes(path: str | Path, label: str, max_turns: int | None = None) ->
     if not out.outcomes:
         raise ReportError(f"{f}: no scored episode (task_id and reward) in it")
     out.outcomes = dict(out.outcomes)
+    out.unscored = sorted(errored - set(out.outcomes))
     return out
-
-
-def sign_test_p(better: int, worse: int) -> float:
-    """Exact two-sided sign test: P(a split at least this uneven | each side p = 1/2)."""
-    n = better + worse
-    if n == 0:
-        return 1.0
-    k = min(better, worse)
-    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
-    return min(1.0, 2 * tail)
-
-
-def sign_flip_p(diffs: Sequence[float], seed: int = 0) -> float:
-    """Two-sided sign-flip permutation test of ``mean(diffs)`` against 0.
-
-    Exact over all sign patterns of the non-zero differences when there are at most
-    ``EXACT_PERMUTATION_MAX`` of them, else ``PERMUTATION_REPS`` seeded random patterns (with
-    the observed pattern counted, so p > 0).
-    """
-    nz = [abs(d) for d in diffs if d != 0]
-    if not nz:
-        return 1.0
-    observed = abs(sum(d for d in diffs if d != 0))
-    tol = 1e-9 * max(1.0, observed)
-    if len(nz) <= EXACT_PERMUTATION_MAX:
-        hits = total = 0
-        for signs in itertools.product((1, -1), repeat=len(nz)):
-            total += 1
-            hits += abs(sum(s * d for s, d in zip(signs, nz, strict=True))) >= observed - tol
-        return hits / total
-    rng = random.Random(seed)
-    hits = 1  # the observed pattern
-    for _ in range(PERMUTATION_REPS):
-        s = sum(d if rng.random() < 0.5 else -d for d in nz)
-        hits += abs(s) >= observed - tol
-    return hits / (PERMUTATION_REPS + 1)
-
-
-def bootstrap_interval(
-    diffs: Sequence[float], seed: int = 0, reps: int = BOOTSTRAP_REPS
-) -> tuple[float, float]:
-    """95% percentile interval of ``mean(diffs)`` over tasks resampled with replacement."""
-    n = len(diffs)
-    if n == 0:
-        return (0.0, 0.0)
-    rng = random.Random(seed)
-    means = sorted(sum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(reps))
-    return means[int(0.025 * (reps - 1))], means[math.ceil(0.975 * (reps - 1))]
 
 
 @dataclass
@@ -228,6 +184,11 @@ class PairedComparison:
     n_a: int
     ok_b: int
     n_b: int
+    ci_a: tuple[float, float]
+    """95% interval of A's success (``ci_method``)."""
+    ci_b: tuple[float, float]
+    ci_method: str
+    """``wilson`` (one episode per task) or ``task-bootstrap`` (several)."""
     diff: float
     """``mean_t d_t``: B's success minus A's, tasks weighted equally."""
     diff_ci: tuple[float, float]
@@ -243,6 +204,9 @@ class PairedComparison:
     """The fewest episodes of a common task in either evaluation (the k of pass@k)."""
     by_site: list[GroupDiff]
     by_template: list[GroupDiff]
+    unscored_a: list[str] = field(default_factory=list)
+    """Tasks of A with no scored episode (env errors only); not compared."""
+    unscored_b: list[str] = field(default_factory=list)
 
     @property
     def success_a(self) -> float:
@@ -255,17 +219,6 @@ class PairedComparison:
 
 def _rate(xs: list[int]) -> float:
     return sum(xs) / len(xs)
-
-
-def pass_at_k(outcomes: dict[str, list[int]], tasks: Sequence[str], k: int) -> float:
-    """Unbiased pass@k over ``tasks``: per task with n episodes, c of them successes, the
-    chance that k of the n drawn without replacement hold a success, ``1 - C(n-c,k)/C(n,k)``.
-    Every task must have at least k episodes."""
-    total = 0.0
-    for t in tasks:
-        n, c = len(outcomes[t]), sum(outcomes[t])
-        total += 1.0 - math.comb(n - c, k) / math.comb(n, k)
-    return total / len(tasks)
 
 
 def _groups(
@@ -300,8 +253,11 @@ def compare_paired(a: EvalOutcomes, b: EvalOutcomes, seed: int = 0) -> PairedCom
     diffs = [_rate(b.outcomes[t]) - _rate(a.outcomes[t]) for t in tasks]
     better, worse = sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)
     k = min(min(len(a.outcomes[t]), len(b.outcomes[t])) for t in tasks)
-    pass_a = pass_at_k(a.outcomes, tasks, k) if k > 1 else None
-    pass_b = pass_at_k(b.outcomes, tasks, k) if k > 1 else None
+    pass_a = pass_at_k({t: a.outcomes[t] for t in tasks}, k)[0] if k > 1 else None
+    pass_b = pass_at_k({t: b.outcomes[t] for t in tasks}, k)[0] if k > 1 else None
+    ci_a, method_a = success_interval([(sum(a.outcomes[t]), len(a.outcomes[t])) for t in tasks])
+    ci_b, method_b = success_interval([(sum(b.outcomes[t]), len(b.outcomes[t])) for t in tasks])
+    method = method_a if method_a == method_b else "task-bootstrap"
     return PairedComparison(
         a=a.label,
         b=b.label,
@@ -312,6 +268,9 @@ def compare_paired(a: EvalOutcomes, b: EvalOutcomes, seed: int = 0) -> PairedCom
         n_a=sum(len(a.outcomes[t]) for t in tasks),
         ok_b=sum(sum(b.outcomes[t]) for t in tasks),
         n_b=sum(len(b.outcomes[t]) for t in tasks),
+        ci_a=ci_a,
+        ci_b=ci_b,
+        ci_method=method,
         diff=sum(diffs) / len(diffs),
         diff_ci=bootstrap_interval(diffs, seed),
         better=better,
@@ -324,6 +283,8 @@ def compare_paired(a: EvalOutcomes, b: EvalOutcomes, seed: int = 0) -> PairedCom
         k=k,
         by_site=_groups(a, b, tasks, a.site | b.site),
         by_template=_groups(a, b, tasks, a.template | b.template),
+        unscored_a=list(a.unscored),
+        unscored_b=list(b.unscored),
     )
 
 
@@ -335,8 +296,8 @@ def _pts(x: float) -> str:
     return f"{100 * x:+.1f}"
 
 
-def _succ(ok: int, n: int) -> str:
-    lo, hi = wilson_interval(ok, n)
+def _succ(ok: int, n: int, ci: tuple[float, float]) -> str:
+    lo, hi = ci
     return f"{ok}/{n} = {_pct(ok / n if n else 0.0)} ({_pct(lo)}-{_pct(hi)})"
 
 
@@ -355,8 +316,8 @@ def render_paired_markdown(comparisons: Sequence[PairedComparison]) -> str:
             [
                 f"{c.b} vs {c.a}",
                 str(c.tasks),
-                _succ(c.ok_a, c.n_a),
-                _succ(c.ok_b, c.n_b),
+                _succ(c.ok_a, c.n_a, c.ci_a),
+                _succ(c.ok_b, c.n_b, c.ci_b),
                 f"{_pts(c.diff)} ({_pts(lo)} to {_pts(hi)})",
                 f"{c.better} / {c.worse} / {c.tied}",
                 f"{c.sign_p:.3f}",
@@ -379,7 +340,12 @@ def render_paired_markdown(comparisons: Sequence[PairedComparison]) -> str:
     lines += [
         "",
         "Tasks weighted equally; p-values two-sided. A difference is clear when its interval "
-        "excludes 0 and p < 0.05.",
+        "excludes 0 and p < 0.05. Success intervals: "
+        + (
+            "bootstrap over tasks (a task's episodes resampled together)."
+            if any(c.ci_method == "task-bootstrap" for c in comparisons)
+            else "Wilson (one episode per task)."
+        ),
     ]
     for c in comparisons:
         notes = []
@@ -388,6 +354,14 @@ def render_paired_markdown(comparisons: Sequence[PairedComparison]) -> str:
                 f"Compared on the {c.tasks} common tasks; {c.only_a} only in {c.a}, "
                 f"{c.only_b} only in {c.b}."
             )
+        for label, unscored in ((c.a, c.unscored_a), (c.b, c.unscored_b)):
+            if unscored:
+                notes.append(
+                    f"{len(unscored)} task(s) of {label} had no scored episode (env errors "
+                    f"only) and are not compared: {', '.join(unscored[:10])}"
+                    + (" …" if len(unscored) > 10 else "")
+                    + "."
+                )
         lines += ["", f"## {c.b} vs {c.a}", *(["", *notes] if notes else [])]
         for title, rows in (("site", c.by_site), ("template", c.by_template)):
             lines += [""]
@@ -426,7 +400,10 @@ def compare_files(
     outs = [load_outcomes(p, n, max_turns) for p, n in zip(paths, names, strict=True)]
     problems = [p for o in outs for p in o.problems]
     problems += [
-        f"{o.label}: {o.env_errors} env_error episode(s) not scored" for o in outs if o.env_errors
+        f"{o.label}: {o.env_errors} env_error episode(s) not scored"
+        + (f", {len(o.unscored)} task(s) with no scored episode" if o.unscored else "")
+        for o in outs
+        if o.env_errors
     ]
     return [compare_paired(outs[0], o, seed) for o in outs[1:]], problems
 

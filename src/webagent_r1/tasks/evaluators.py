@@ -1,13 +1,16 @@
-"""Programmatic evaluators with WebArena semantics; every one gives a binary reward.
+"""Programmatic evaluators with WebArena semantics, made strict; every one gives a binary reward.
 
 A task's ``eval.eval_types`` lists the checks; the reward is the product of their scores, as in
 WebArena (all must pass). Each check also returns a one-line explanation, kept in the
-trajectory so a failure can be read later.
+trajectory so a failure can be read later. ``docs/grading.md`` states every rule.
 
 - ``string_match``: the ``exit(message=…)`` answer against ``reference_answers``:
-  ``exact_match`` (equal after normalisation), ``must_include`` (every phrase contained),
-  ``fuzzy_match`` (an LLM judge when an OpenAI-compatible endpoint is configured, otherwise the
-  deterministic normaliser below: equal or containing after normalisation).
+  ``exact_match`` (equal after normalisation), ``must_include`` (every phrase contained at word
+  boundaries, and nothing else in the answer but punctuation and a few function words, so a
+  list of candidates or a hedge fails), ``fuzzy_match`` (an LLM judge when an
+  OpenAI-compatible endpoint is configured, otherwise the deterministic rules below: token
+  overlap in both directions for long references, the ``must_include`` rule for short ones,
+  and a fixed phrase list for ``N/A``).
 - ``url_match``: the final URL against ``reference_url`` (alternatives split by ``|OR|``):
   the final path must equal the reference path or extend it by whole segments (WebArena
   checks plain substring containment, which lets ``/product/12`` accept ``/product/123``),
@@ -16,7 +19,13 @@ trajectory so a failure can be read later.
   the final page) in the episode's browser context, evaluate the JS ``locator`` (empty = the
   page's text), and check the contents with exact_match / must_include.
 - ``state_match`` (embedded sites): SQL queries on the episode's own site instance, read-only:
-  ``state_checks: [{site, sql, params?, expected | must_include | row_count}]``.
+  ``state_checks: [{site, sql, params?, expected | must_include | row_count}]``; text the
+  agent wrote must not hold a rival value of the same kind (another price, time, …), nor any
+  of the check's ``must_exclude`` phrases (known runners-up).
+
+A grader that cannot read the site (a locked or corrupt database, a closed page, a failed
+navigation) raises ``EnvError``: the episode is an ``env_error``, retried or dropped, never a
+failure to train on. Any other exception is a bug and propagates.
 """
 
 from __future__ import annotations
@@ -28,7 +37,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from webagent_r1.env import EvalContext, EvalResult
+from playwright.async_api import Error as PlaywrightError
+
+from webagent_r1.browser import BrowserError
+from webagent_r1.env import EnvError, EvalContext, EvalResult
+from webagent_r1.tasks.io import TaskError
 
 Check = Callable[[EvalContext], Awaitable[tuple[float, str]]]
 Judge = Callable[[str, str, str], Awaitable[bool]]
@@ -65,23 +78,197 @@ def exact_match(answer: str | None, reference: str) -> bool:
     return normalize(answer) == normalize(reference)
 
 
-def must_include(answer: str | None, phrases: list[str] | str) -> bool:
-    """Every phrase (or, for a nested list, any of its alternatives) is in the answer."""
-    a = normalize(answer)
+_WORD = r"[a-z0-9]"
+
+
+def _phrase_pattern(phrase: str) -> re.Pattern[str]:
+    """``phrase`` (normalised) standing alone: not inside a longer word or number, so ``12``
+    does not match ``123``, ``12.5`` or ``$112``."""
+    body = re.escape(normalize(phrase))
+    return re.compile(rf"(?<!{_WORD})(?<!\d[.,]){body}(?!{_WORD})(?![.,]\d)")
+
+
+def _alternatives(p: Any) -> list[str]:
+    """A must_include entry's alternatives: a nested list, or ``a |OR| b``."""
+    return [str(x) for x in _as_list(p)] if isinstance(p, (list, tuple)) else str(p).split(" |OR| ")
+
+
+def _find_phrases(text: str, phrases: list[str] | str) -> tuple[str, str | None]:
+    """Mask every occurrence of each phrase (its first alternative found) in normalised
+    ``text``; return the masked text and the first phrase with no alternative found."""
     for p in _as_list(phrases):
-        alts = _as_list(p) if isinstance(p, (list, tuple)) else str(p).split(" |OR| ")
-        if not any(normalize(x) in a for x in alts):
-            return False
-    return True
+        for alt in _alternatives(p):
+            pat = _phrase_pattern(alt)
+            if normalize(alt) and pat.search(text):
+                text = pat.sub(" ", text)
+                break
+        else:
+            return text, str(p)
+    return text, None
+
+
+def must_include(text: str | None, phrases: list[str] | str) -> bool:
+    """Every phrase (or, for a nested list or ``a |OR| b``, one of its alternatives) is in
+    ``text`` at word boundaries. For page and database text; answers use ``answer_includes``."""
+    return _find_phrases(normalize(text), phrases)[1] is None
+
+
+FRAME_WORDS = frozenset(
+    {
+        "a",
+        "an",
+        "the",
+        "is",
+        "are",
+        "was",
+        "were",
+        "it",
+        "its",
+        "and",
+        "both",
+        "answer",
+        "answers",
+        "final",
+        "of",
+        "at",
+        "in",
+        "on",
+        "to",
+    }  # fmt: skip
+)
+"""Words an answer may hold besides the reference values (``The answer is 12``): function
+words that can name no candidate. Everything else left over makes a must_include answer fail."""
+
+HEDGES = (
+    "or",
+    "either",
+    "maybe",
+    "perhaps",
+    "possibly",
+    "probably",
+    "likely",
+    "might",
+    "could be",
+    "not sure",
+    "unsure",
+    "i think",
+    "i believe",
+    "i guess",
+)
+"""Phrases that hedge between candidates; named in the explanation when they sink an answer."""
+
+_TOKEN = re.compile(r"[a-z0-9]+(?:[.:'][a-z0-9]+)*")
+
+
+def _hedge_in(text: str) -> str | None:
+    """The first hedge phrase standing alone in normalised ``text``."""
+    return next((h for h in HEDGES if _phrase_pattern(h).search(text)), None)
+
+
+def answer_includes(answer: str | None, phrases: list[str] | str) -> tuple[bool, str]:
+    """must_include for an agent's answer, stricter than WebArena's substring test: every
+    phrase is present at word boundaries and what is left is only punctuation and
+    ``FRAME_WORDS``, so a list of candidates, a hedge, or the reference inside a longer
+    answer fails.
+
+    Returns:
+        (passed, why): ``why`` says what failed (empty when passed).
+    """
+    rest, missing = _find_phrases(normalize(answer), phrases)
+    if missing is not None:
+        return False, f"lacks {missing!r}"
+    hedge = _hedge_in(rest)
+    if hedge is not None:
+        return False, f"hedges ({hedge!r})"
+    extra = [w for w in _TOKEN.findall(rest) if w not in FRAME_WORDS]
+    if extra:
+        return False, f"says more than the reference ({' '.join(extra[:6])!r})"
+    return True, ""
+
+
+NA_REFERENCES = frozenset({"n/a", "na", "none", "not applicable"})
+"""References that mean the task has no answer (WebArena's unachievable tasks)."""
+
+NA_ANSWERS = frozenset(
+    {
+        "n/a",
+        "na",
+        "none",
+        "not applicable",
+        "not available",
+        "not found",
+        "no answer",
+        "unanswerable",
+        "cannot be determined",
+        "it cannot be determined",
+        "there is none",
+        "there is no such information",
+        "this information is not available",
+        "the information is not available",
+        "it does not exist",
+        "does not exist",
+        "unknown",
+    }
+)
+"""Whole answers (normalised) that say a task has no answer; nothing else passes an N/A
+reference (a bare "not" inside an answer is no such statement)."""
+
+LONG_TEXT_WORDS = 8
+"""A reference of at least this many words is long text, graded by overlap in both
+directions; a shorter one is a value, graded like must_include."""
+
+FUZZY_OVERLAP = 0.8
+"""Share of the reference's words the answer must hold, and of the answer's words the
+reference must hold, for a long-text fuzzy match."""
+
+
+def _overlap(answer: list[str], reference: list[str]) -> tuple[float, float]:
+    """(recall, precision) of answer tokens against reference tokens, as multisets."""
+    from collections import Counter
+
+    common = sum((Counter(answer) & Counter(reference)).values())
+    return common / max(1, len(reference)), common / max(1, len(answer))
 
 
 def fuzzy_match_normalised(answer: str | None, reference: str) -> bool:
-    """Deterministic stand-in for WebArena's LLM judge: equal, or one contains the other,
-    after normalisation; ``N/A`` references need an answer that says so."""
+    """Deterministic stand-in for WebArena's LLM judge.
+
+    ``N/A`` references need an answer from ``NA_ANSWERS``; a long-text reference (at least
+    ``LONG_TEXT_WORDS`` words) needs ``FUZZY_OVERLAP`` of its words in the answer and as large
+    a share of the answer's words in it, and no hedge; a short one is graded like
+    must_include by ``answer_includes``.
+    """
     a, r = normalize(answer), normalize(reference)
-    if r in ("n/a", "na", "none"):
-        return a in ("n/a", "na", "none", "") or "not" in a.split()
-    return bool(a) and (a == r or r in a)
+    if r in NA_REFERENCES:
+        return a in NA_ANSWERS
+    ref_tokens = _TOKEN.findall(r)
+    if len(ref_tokens) < LONG_TEXT_WORDS:
+        return answer_includes(answer, [reference])[0]
+    if _hedge_in(a) is not None and _hedge_in(r) is None:
+        return False
+    recall, precision = _overlap(_TOKEN.findall(a), ref_tokens)
+    return recall >= FUZZY_OVERLAP and precision >= FUZZY_OVERLAP
+
+
+async def _string_check(ctx: EvalContext, kind: str, ref: Any) -> str | None:
+    """One reference_answers entry against the answer: None if it passes, else why not."""
+    answer = ctx.answer
+    if kind == "exact_match":
+        return None if exact_match(answer, ref) else f"answer {answer!r} != {ref!r}"
+    if kind == "must_include":
+        ok, why = answer_includes(answer, ref)
+        return None if ok else f"answer {answer!r} {why} (must include {ref!r})"
+    if kind == "fuzzy_match":
+        for r in _as_list(ref):
+            ok = (
+                await _FUZZY_JUDGE(ctx.task.intent, answer or "", str(r))
+                if _FUZZY_JUDGE is not None
+                else fuzzy_match_normalised(answer, str(r))
+            )
+            if not ok:
+                return f"answer {answer!r} !~ {r!r}"
+        return None
+    raise TaskError(f"task {ctx.task.task_id}: unknown reference_answers kind {kind!r}")
 
 
 async def check_string_match(ctx: EvalContext) -> tuple[float, str]:
@@ -89,23 +276,9 @@ async def check_string_match(ctx: EvalContext) -> tuple[float, str]:
     if ctx.answer is None:
         return 0.0, "string_match: the agent gave no answer (no exit)"
     for kind, ref in refs.items():
-        if kind == "exact_match":
-            if not exact_match(ctx.answer, ref):
-                return 0.0, f"string_match: answer {ctx.answer!r} != {ref!r}"
-        elif kind == "must_include":
-            if not must_include(ctx.answer, ref):
-                return 0.0, f"string_match: answer {ctx.answer!r} lacks one of {ref!r}"
-        elif kind == "fuzzy_match":
-            for r in _as_list(ref):
-                ok = (
-                    await _FUZZY_JUDGE(ctx.task.intent, ctx.answer, str(r))
-                    if _FUZZY_JUDGE is not None
-                    else fuzzy_match_normalised(ctx.answer, str(r))
-                )
-                if not ok:
-                    return 0.0, f"string_match: answer {ctx.answer!r} !~ {r!r}"
-        else:
-            raise ValueError(f"unknown reference_answers kind {kind!r}")
+        why = await _string_check(ctx, kind, ref)
+        if why is not None:
+            return 0.0, f"string_match: {why}"
     return 1.0, "string_match: ok"
 
 
@@ -130,17 +303,52 @@ async def check_url_match(ctx: EvalContext) -> tuple[float, str]:
     ref = ctx.task.eval.get("reference_url") or ""
     alts = [ctx.backend.resolve_url(r.strip()) for r in ref.split(" |OR| ") if r.strip()]
     if not alts:
-        raise ValueError("url_match needs eval.reference_url")
+        raise TaskError("url_match needs eval.reference_url")
     final = ctx.session.page.url if ctx.session is not None else ctx.url
     if any(url_matches(final, r) for r in alts):
         return 1.0, "url_match: ok"
     return 0.0, f"url_match: final URL {final} does not match {ref}"
 
 
+VALUE_KINDS: dict[str, re.Pattern[str]] = {
+    "money": re.compile(r"(?<![a-z0-9])\$\d+(?:\.\d+)?(?![a-z0-9])"),
+    "clock time": re.compile(r"(?<![a-z0-9:])\d{1,2}:\d{2}(?![0-9:])"),
+    "duration": re.compile(r"(?<![a-z0-9.])(?:\d+ ?h(?: \d+ ?min)?|\d+ ?min)(?![a-z0-9])"),
+    "distance": re.compile(r"(?<![a-z0-9.])\d+(?:\.\d+)? ?(?:km|m)(?![a-z0-9])"),
+}
+"""Kinds of value a phrase can be; normalised text matched whole by one of these."""
+
+
+def rival_value(text: str | None, phrases: list[str] | str) -> str | None:
+    """A value in ``text`` of the same kind as a phrase but different from every phrase (a
+    second price when the reference is one price), or None.
+
+    For text the agent wrote (a comment, a post), where ``must_include`` alone would pass a
+    list of candidates.
+    """
+    t = normalize(text)
+    wanted = [normalize(x) for p in _as_list(phrases) for x in _alternatives(p)]
+    for pat in VALUE_KINDS.values():
+        if not any(pat.fullmatch(w) for w in wanted):
+            continue
+        for m in pat.finditer(t):
+            if m.group(0) not in wanted:
+                return m.group(0)
+    return None
+
+
+def named_excluded(text: str | None, phrases: list[str] | str, exclude: list[str]) -> str | None:
+    """The first ``exclude`` phrase (a known rival candidate: a runner-up place) named in
+    ``text`` outside the ``phrases`` it must include, or None. Masking the phrases first keeps
+    a rival whose name is part of the right answer's name from failing the right answer."""
+    rest, _ = _find_phrases(normalize(text), phrases)
+    return next((x for x in exclude if normalize(x) and _phrase_pattern(x).search(rest)), None)
+
+
 async def check_program_html(ctx: EvalContext) -> tuple[float, str]:
     specs = ctx.task.eval.get("program_html") or []
     if not specs:
-        raise ValueError("program_html needs eval.program_html entries")
+        raise TaskError("program_html needs eval.program_html entries")
     for spec in specs:
         url = spec.get("url", "last")
         locator = spec.get("locator", "") or ""
@@ -148,7 +356,7 @@ async def check_program_html(ctx: EvalContext) -> tuple[float, str]:
         temp = None
         if url != "last":
             if url.startswith("func:"):
-                raise ValueError(f"program_html url helper {url!r} is only for WebArena sites")
+                raise TaskError(f"program_html url helper {url!r} is only for WebArena sites")
             temp = await ctx.session.context.new_page()
             await temp.goto(ctx.backend.resolve_url(url), wait_until="domcontentloaded")
             page = temp
@@ -160,7 +368,7 @@ async def check_program_html(ctx: EvalContext) -> tuple[float, str]:
                     f"() => {{ try {{ return {locator}; }} catch (e) {{ return ''; }} }}"
                 )
             else:
-                raise ValueError(f"program_html locator {locator!r} must be a JS expression")
+                raise TaskError(f"program_html locator {locator!r} must be a JS expression")
         finally:
             if temp is not None:
                 await temp.close()
@@ -176,7 +384,7 @@ async def check_program_html(ctx: EvalContext) -> tuple[float, str]:
 def _state_db(ctx: EvalContext, site: str) -> sqlite3.Connection:
     path_fn = getattr(ctx.backend, "instance_db_path", None)
     if path_fn is None or ctx.instance_id is None:
-        raise ValueError("state_match needs an embedded site instance")
+        raise TaskError("state_match needs an embedded site instance")
     path = path_fn(site, ctx.instance_id)
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     conn.row_factory = None
@@ -186,7 +394,7 @@ def _state_db(ctx: EvalContext, site: str) -> sqlite3.Connection:
 async def check_state_match(ctx: EvalContext) -> tuple[float, str]:
     checks = ctx.task.eval.get("state_checks") or []
     if not checks:
-        raise ValueError("state_match needs eval.state_checks")
+        raise TaskError("state_match needs eval.state_checks")
     for c in checks:
         site = c.get("site") or (ctx.task.sites[0] if ctx.task.sites else "")
         conn = _state_db(ctx, site)
@@ -209,8 +417,16 @@ async def check_state_match(ctx: EvalContext) -> tuple[float, str]:
             )
             if not ok:
                 return 0.0, f"state_match: {desc}: got {value!r}, want {exp!r}"
-        if "must_include" in c and not must_include(str(value or ""), c["must_include"]):
-            return 0.0, f"state_match: {desc}: {value!r} lacks {c['must_include']!r}"
+        if "must_include" in c:
+            text = str(value or "")
+            if not must_include(text, c["must_include"]):
+                return 0.0, f"state_match: {desc}: {value!r} lacks {c['must_include']!r}"
+            rival = rival_value(text, c["must_include"])
+            if rival is not None:
+                return 0.0, f"state_match: {desc}: {value!r} also names {rival!r}"
+            named = named_excluded(text, c["must_include"], c.get("must_exclude") or [])
+            if named is not None:
+                return 0.0, f"state_match: {desc}: {value!r} also names {named!r}"
     return 1.0, "state_match: ok"
 
 
@@ -222,25 +438,40 @@ CHECKS: dict[str, Check] = {
 }
 
 
+_FAULTS: dict[type[BaseException], str] = {
+    sqlite3.Error: "database fault",
+    PlaywrightError: "browser fault",
+    BrowserError: "browser fault",
+    OSError: "file fault",
+}
+"""Exceptions that mean the grader could not read the site, not that the agent failed."""
+
+
 async def evaluate(ctx: EvalContext) -> EvalResult:
     """Run every check in ``ctx.task.eval['eval_types']``; reward = product of the scores.
 
-    A malformed eval spec is reported in the explanation with reward 0 (never a crash of the
-    episode), so one broken task cannot stop a training run.
+    Raises:
+        EnvError: a check could not read the site (database locked or corrupt, page closed,
+            navigation failed): the episode is an ``env_error``, never a reward of 0.
+        TaskError: the task's eval spec cannot be run (a bug in the task, not the agent's
+            failure).
     """
     types_ = ctx.task.eval.get("eval_types") or []
     if not types_:
-        return EvalResult(0.0, "task has no eval_types")
+        raise TaskError(f"task {ctx.task.task_id} has no eval_types")
     notes = []
     reward = 1.0
     for t in types_:
         fn = CHECKS.get(t)
         if fn is None:
-            return EvalResult(0.0, f"unknown eval type {t!r}; known: {', '.join(CHECKS)}")
+            raise TaskError(
+                f"task {ctx.task.task_id}: unknown eval type {t!r}; known: {', '.join(CHECKS)}"
+            )
         try:
             score, note = await fn(ctx)
-        except (ValueError, KeyError, sqlite3.Error) as e:
-            score, note = 0.0, f"{t}: evaluator error: {e}"
+        except tuple(_FAULTS) as e:
+            what = next(v for k, v in _FAULTS.items() if isinstance(e, k))
+            raise EnvError(f"task {ctx.task.task_id}: {t}: {what}: {e}") from e
         notes.append(note)
         reward *= score
         if reward == 0.0:

@@ -135,14 +135,21 @@ def _pair(conn: sqlite3.Connection, rng: random.Random) -> tuple[Any, Any]:
             return a, b
 
 
-def _closest(conn: sqlite3.Connection, rng: random.Random) -> tuple[Any, Any, Any] | None:
-    """(place, category, the nearest other place of that category) with a clear winner."""
+RIVALS = 5
+"""Runners-up a closest-place answer must not also name (a list of candidates is no answer)."""
+
+
+def _closest(
+    conn: sqlite3.Connection, rng: random.Random
+) -> tuple[Any, Any, Any, list[Any]] | None:
+    """(place, category, the nearest other place of that category, the next ``RIVALS``
+    nearest) with a clear winner."""
     place = rng.choice(_places(conn))
     cat = category_by_slug(conn, rng.choice(_places(conn))["category_slug"])
     found = nearby(conn, place, cat["id"], max(RADII))
     if len(found) < 2 or found[1][0] - found[0][0] < 30:
         return None
-    return place, cat, found[0][1]
+    return place, cat, found[0][1], [r for _, r in found[1 : 1 + RIVALS]]
 
 
 def _products(conn: sqlite3.Connection) -> list[Any]:
@@ -198,7 +205,9 @@ def _project(conn: sqlite3.Connection, name: str) -> Any:
     return conn.execute("SELECT * FROM projects WHERE name = ?", (name,)).fetchone()
 
 
-def _new_post_check(p: Params, *phrases: str) -> list[dict[str, Any]]:
+def _new_post_check(
+    p: Params, *phrases: str, exclude: list[str] | None = None
+) -> list[dict[str, Any]]:
     """state_checks: one post by the user in the forum with the title, body holding phrases."""
     sql = "SELECT {} FROM submissions WHERE title = ? AND forum_id = ? AND user_id = ?"
     args = [p["title"], p["_forum_id"], p["_user"]]
@@ -215,12 +224,15 @@ def _new_post_check(p: Params, *phrases: str) -> list[dict[str, Any]]:
             "sql": sql.format("body"),
             "params": args,
             "must_include": list(phrases),
+            **({"must_exclude": exclude} if exclude else {}),
             "description": "the post's text gives the facts looked up",
         },
     ]
 
 
-def _new_issue_check(p: Params, *phrases: str) -> list[dict[str, Any]]:
+def _new_issue_check(
+    p: Params, *phrases: str, exclude: list[str] | None = None
+) -> list[dict[str, Any]]:
     """state_checks: one issue by the user in the project with the title and facts."""
     sql = "SELECT {} FROM issues WHERE project_id = ? AND title = ? AND author_id = ?"
     args = [p["_pid"], p["title"], p["_uid"]]
@@ -237,6 +249,7 @@ def _new_issue_check(p: Params, *phrases: str) -> list[dict[str, Any]]:
             "sql": sql.format("description"),
             "params": args,
             "must_include": list(phrases),
+            **({"must_exclude": exclude} if exclude else {}),
             "description": "the issue's description gives the facts looked up",
         },
     ]
@@ -626,7 +639,9 @@ def sample_price_reply(conns: Conns, rng: random.Random) -> Params | None:
     }
 
 
-def _reply_check(p: Params, phrases: list[str], description: str) -> dict[str, Any]:
+def _reply_check(
+    p: Params, phrases: list[str], description: str, exclude: list[str] | None = None
+) -> dict[str, Any]:
     """state_match: the user's newest top-level comment on the post holds the phrases."""
     return {
         "eval_types": ["state_match"],
@@ -637,6 +652,7 @@ def _reply_check(p: Params, phrases: list[str], description: str) -> dict[str, A
                 "AND parent_id IS NULL ORDER BY id DESC",
                 "params": [p["_post_id"], p["_user"]],
                 "must_include": phrases,
+                **({"must_exclude": exclude} if exclude else {}),
                 "description": description,
             }
         ],
@@ -719,7 +735,7 @@ def sample_closest_reply(conns: Conns, rng: random.Random) -> Params | None:
     post = _forum_post(conns["reddit"], rng)
     if found is None or post is None:
         return None
-    place, cat, best = found
+    place, cat, best, rivals = found
     return {
         "category": cat["name"].lower(),
         "place": place["name"],
@@ -727,6 +743,7 @@ def sample_closest_reply(conns: Conns, rng: random.Random) -> Params | None:
         "_category_option": cat["name"],
         "_name": best["name"],
         "_street": street_address(best),
+        "_rivals": [r["name"] for r in rivals] + [street_address(r) for r in rivals],
         "_post_id": post["id"],
         "_user": _user_id(conns["reddit"], FORUM_USER),
     }
@@ -734,7 +751,10 @@ def sample_closest_reply(conns: Conns, rng: random.Random) -> Params | None:
 
 def eval_closest_reply(p: Params) -> dict[str, Any]:
     return _reply_check(
-        p, [p["_name"], p["_street"]], "my newest comment names the place and its address"
+        p,
+        [p["_name"], p["_street"]],
+        "my newest comment names the place and its address, and no runner-up",
+        exclude=p["_rivals"],
     )
 
 
@@ -762,7 +782,7 @@ def sample_closest_issue(conns: Conns, rng: random.Random) -> Params | None:
     found = _closest(conns["map"], rng)
     if found is None:
         return None
-    place, cat, best = found
+    place, cat, best, rivals = found
     project = _project(conns["gitlab"], rng.choice(ROUTE_PROJECTS))
     return {
         "project": project["name"],
@@ -770,6 +790,7 @@ def sample_closest_issue(conns: Conns, rng: random.Random) -> Params | None:
         "category": cat["name"].lower(),
         "place": place["name"],
         "_name": best["name"],
+        "_rivals": [r["name"] for r in rivals],
         "_pid": project["id"],
         "_uid": _user_id(conns["gitlab"], GITLAB_USER),
     }
@@ -991,7 +1012,7 @@ TEMPLATES: list[Template] = [
         sample=sample_closest_issue,
         evaluation=lambda p: {
             "eval_types": ["state_match"],
-            "state_checks": _new_issue_check(p, p["_name"]),
+            "state_checks": _new_issue_check(p, p["_name"], exclude=p["_rivals"]),
         },
         expert=expert_closest_issue,
         backend_sites=["map", "gitlab"],

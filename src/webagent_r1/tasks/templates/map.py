@@ -825,7 +825,7 @@ TEMPLATES: list[Template] = [
         "street, like 412 Water Street.",
         start_url=START,
         sample=sample_address,
-        evaluation=lambda p: _includes(p["_answer"]),
+        evaluation=lambda p: _exact(p["_answer"]),
         expert=expert_address,
         difficulty="1-2",
     ),
