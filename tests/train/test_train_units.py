@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.train.tiny import make_trajectories, make_turn
+from tests.train.tiny import make_tiny_model, make_trajectories, make_turn
 from webagent_r1.algos.sft import token_weights
 from webagent_r1.config import load_config
 from webagent_r1.rollout import Group
@@ -135,6 +135,27 @@ def test_one_mgrpo_step_moves_rewarded_up_and_unrewarded_down(
     assert after[1] < before[1], "the unrewarded trajectory's actions must become less likely"
     assert metrics["train/ratio_mean"] == pytest.approx(1.0, abs=1e-4)  # π_old recomputed
     assert metrics["train/clip_frac"] == 0.0  # first iteration: nothing to clip
+
+
+def test_first_iteration_ratio_is_one_with_dropout(tmp_path: Path) -> None:
+    """With dropout in the model, π_old and the update's π_θ come from the same dropout-free
+    function: ratio 1, nothing clipped, and the model is back in train mode after."""
+    folder = make_tiny_model(tmp_path / "dropout", attention_dropout=0.5)
+    cfg = _cfg(folder, "model.autocast_bf16=false", "rl.lr=0.05", "rl.clip_eps=0.01")
+    torch.manual_seed(0)
+    model, _ = load_policy(cfg)
+    assert model.training
+    group = _group([1.0, 0.0], seed=4)
+    samples = [s for t in group.trajectories for s in turn_samples(t)]
+    mb = collate(samples, list(range(len(samples))), pad_id=1)
+    with torch.no_grad():  # the dropout really draws in train mode
+        a, b = (completion_logprobs(model, mb, autocast_bf16=False) for _ in range(2))
+    assert (a - b).abs().max() > 1e-3
+    opt = build_optimizer(list(model.parameters()), cfg.rl.lr, cfg.train)
+    metrics = mgrpo_update(model, opt, build_rl_batch([group]), cfg, pad_id=1)
+    assert metrics["train/ratio_mean"] == pytest.approx(1.0, abs=1e-6)
+    assert metrics["train/clip_frac"] == 0.0
+    assert model.training
 
 
 def test_mu_above_one_makes_the_clip_act(tiny_dir: Path) -> None:

@@ -13,7 +13,8 @@ One training step (WebAgent-R1, Sec. 3.2; DESIGN.md, "M-GRPO"):
    advantages; groups whose rewards are all equal carry no gradient and are skipped (counted);
    env-error episodes are never trained on as failures;
 4. compute π_old once (``rl.old_logprobs``: recomputed by the trainer's own forward, or the
-   sampler's stored log-probs) and the reference log-probs when β > 0;
+   sampler's stored log-probs) and the reference log-probs when β > 0; the whole update runs
+   without dropout, so a recomputed π_old gives a ratio of exactly 1 at the first iteration;
 5. μ policy iterations over the batch, each one optimizer step of the clipped surrogate with
    the chosen normalisation (``algos/mgrpo.py``), gradients accumulated over micro-batches;
 6. the engine samples from the updated weights from the next step on: ``WeightSync.push``
@@ -30,11 +31,13 @@ from (observations included), and μ > 1 is supported so the ratio clip really a
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import json
 import random
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -207,6 +210,10 @@ def mgrpo_update(
 ) -> dict[str, float]:
     """μ policy iterations of M-GRPO on ``batch`` (this process's share).
 
+    The model runs in eval mode throughout (no dropout, LoRA's included) and gets its
+    previous mode back after: π_old and the first iteration's π_θ are the same function of
+    the same weights, so the first iteration's ratio is exactly 1.
+
     Args:
         model: the policy (trainable).
         optimizer: its optimizer (learning rate already set for this step).
@@ -221,93 +228,110 @@ def mgrpo_update(
     Returns:
         ``train/…`` metrics (means over the μ iterations).
     """
-    dist = dist or Dist()
-    rl, tcfg = cfg.rl, cfg.train
-    temp = cfg.rollout.temperature if cfg.rollout.temperature > 0 else 1.0
-    bf16 = cfg.model.autocast_bf16
-    budget = tcfg.token_budget
-    share, prefix = tcfg.share_prompts, tcfg.share_prefix
-    params = trainable_parameters(model)
-    local_traj, local_tok = float(batch.n_traj), 0.0
-    traj_t, turn_t, adv_t, starts = _token_tensors(batch)
-    local_tok = float(traj_t.numel())
-    g_traj, g_tok = dist.all_reduce_sum([local_traj, local_tok])
-    metrics: dict[str, float] = {}
-    if g_tok == 0:
-        return {"train/skipped": 1.0}
-    weights = NORMALIZERS[rl.normalization](
-        traj_t,
-        turn_t,
-        n_traj=max(int(g_traj), 1),
-        n_tokens=int(g_tok),
-        max_tokens=cfg.rollout.max_new_tokens,
-    )  # (N,)
-    samples = batch.samples
-    # π_old: the trainer's own forward (so ratio = 1 exactly at the first iteration) or the
-    # sampler's log-probs as stored (cheaper; ratios then include sampler numerics).
-    if rl.old_logprobs == "sampler":
-        old = torch.tensor([lp for s in samples for lp in s.old_logprobs], dtype=torch.float)
-    else:  # (sharded, a process without samples still takes part in the forwards)
-        old = _all_logprobs(model, samples, pad_id, budget, temp, bf16, dist, share, prefix)
-    ref = None
-    if rl.beta > 0:
-        if ref_model is None:
-            raise ValueError("rl.beta > 0 needs a reference model")
-        ref = (
-            _all_logprobs(
-                ref_model, samples, pad_id, budget, temp, bf16, share=share, prefix=prefix
+    # Dropout off for the whole update, the previous mode restored after: π_old and the first
+    # iteration's π_θ are then one deterministic function, so the ratio is exactly 1 there (a
+    # fresh dropout mask per forward would make every ratio noise and let the clip act on it).
+    with _eval_mode(model):
+        dist = dist or Dist()
+        rl, tcfg = cfg.rl, cfg.train
+        temp = cfg.rollout.temperature if cfg.rollout.temperature > 0 else 1.0
+        bf16 = cfg.model.autocast_bf16
+        budget = tcfg.token_budget
+        share, prefix = tcfg.share_prompts, tcfg.share_prefix
+        params = trainable_parameters(model)
+        local_traj, local_tok = float(batch.n_traj), 0.0
+        traj_t, turn_t, adv_t, starts = _token_tensors(batch)
+        local_tok = float(traj_t.numel())
+        g_traj, g_tok = dist.all_reduce_sum([local_traj, local_tok])
+        metrics: dict[str, float] = {}
+        if g_tok == 0:
+            return {"train/skipped": 1.0}
+        weights = NORMALIZERS[rl.normalization](
+            traj_t,
+            turn_t,
+            n_traj=max(int(g_traj), 1),
+            n_tokens=int(g_tok),
+            max_tokens=cfg.rollout.max_new_tokens,
+        )  # (N,)
+        samples = batch.samples
+        # π_old: the trainer's own forward (so ratio = 1 exactly at the first iteration) or the
+        # sampler's log-probs as stored (cheaper; ratios then include sampler numerics).
+        if rl.old_logprobs == "sampler":
+            old = torch.tensor([lp for s in samples for lp in s.old_logprobs], dtype=torch.float)
+        else:  # (sharded, a process without samples still takes part in the forwards)
+            old = _all_logprobs(model, samples, pad_id, budget, temp, bf16, dist, share, prefix)
+        ref = None
+        if rl.beta > 0:
+            if ref_model is None:
+                raise ValueError("rl.beta > 0 needs a reference model")
+            ref = (
+                _all_logprobs(
+                    ref_model, samples, pad_id, budget, temp, bf16, share=share, prefix=prefix
+                )
+                if samples
+                else None
             )
-            if samples
-            else None
-        )
-    st = torch.tensor(starts, dtype=torch.long)
-    sums = {"loss": 0.0, "clip_frac": 0.0, "kl": 0.0, "ratio": 0.0, "grad_norm": 0.0}
-    groups = _plan(model, samples, budget, share)
-    n_mb = _micro_batch_count(model, groups, dist)
-    prefix = prefix and supports_shared_prefix(model)
-    for _ in range(rl.mu):
-        optimizer.zero_grad(set_to_none=True)
-        loss_sum, clip_n, kl_n, ratio_n = 0.0, 0.0, 0.0, 0.0
-        for k in range(n_mb):
-            if k >= len(groups):  # sharded: keep step with the other processes, add nothing
-                (completion_logprobs(model, padding_batch(pad_id), temp, bf16).sum() * 0).backward()
-                continue
-            mb = collate_rows(samples, groups[k], pad_id, prefix)
-            flat = st[mb.sample] + mb.offset  # (n,) positions in the batch's token order
-            logp = completion_logprobs(model, mb, temp, bf16).cpu()  # (n,)
-            loss, stats = mgrpo_loss(
-                logp,
-                old[flat],
-                adv_t[flat],
-                weights[flat],
-                clip_eps=rl.clip_eps,
-                beta=rl.beta,
-                ref_logp=ref[flat] if ref is not None else None,
-            )
-            loss.backward()
-            n = float(flat.numel())
-            loss_sum += float(loss.detach())
-            clip_n += stats.clip_frac * n
-            kl_n += stats.kl * n
-            ratio_n += stats.ratio_mean * n
-        if not is_sharded(model):  # FSDP has reduce-scattered the gradients in the backward
-            dist.all_reduce_grads(params)
-        loss_sum, clip_n, kl_n, ratio_n = dist.all_reduce_sum([loss_sum, clip_n, kl_n, ratio_n])
-        gn = grad_norm_and_clip(params, tcfg.max_grad_norm)
-        if lock is not None:
-            with lock:
+        st = torch.tensor(starts, dtype=torch.long)
+        sums = {"loss": 0.0, "clip_frac": 0.0, "kl": 0.0, "ratio": 0.0, "grad_norm": 0.0}
+        groups = _plan(model, samples, budget, share)
+        n_mb = _micro_batch_count(model, groups, dist)
+        prefix = prefix and supports_shared_prefix(model)
+        for _ in range(rl.mu):
+            optimizer.zero_grad(set_to_none=True)
+            loss_sum, clip_n, kl_n, ratio_n = 0.0, 0.0, 0.0, 0.0
+            for k in range(n_mb):
+                if k >= len(groups):  # sharded: keep step with the other processes, add nothing
+                    (
+                        completion_logprobs(model, padding_batch(pad_id), temp, bf16).sum() * 0
+                    ).backward()
+                    continue
+                mb = collate_rows(samples, groups[k], pad_id, prefix)
+                flat = st[mb.sample] + mb.offset  # (n,) positions in the batch's token order
+                logp = completion_logprobs(model, mb, temp, bf16).cpu()  # (n,)
+                loss, stats = mgrpo_loss(
+                    logp,
+                    old[flat],
+                    adv_t[flat],
+                    weights[flat],
+                    clip_eps=rl.clip_eps,
+                    beta=rl.beta,
+                    ref_logp=ref[flat] if ref is not None else None,
+                )
+                loss.backward()
+                n = float(flat.numel())
+                loss_sum += float(loss.detach())
+                clip_n += stats.clip_frac * n
+                kl_n += stats.kl * n
+                ratio_n += stats.ratio_mean * n
+            if not is_sharded(model):  # FSDP has reduce-scattered the gradients in the backward
+                dist.all_reduce_grads(params)
+            loss_sum, clip_n, kl_n, ratio_n = dist.all_reduce_sum([loss_sum, clip_n, kl_n, ratio_n])
+            gn = grad_norm_and_clip(params, tcfg.max_grad_norm)
+            if lock is not None:
+                with lock:
+                    optimizer.step()
+            else:
                 optimizer.step()
-        else:
-            optimizer.step()
-        sums["loss"] += loss_sum
-        sums["clip_frac"] += clip_n / g_tok
-        sums["kl"] += kl_n / g_tok
-        sums["ratio"] += ratio_n / g_tok
-        sums["grad_norm"] += gn
-    for k, v in sums.items():
-        metrics[f"train/{'ratio_mean' if k == 'ratio' else k}"] = v / rl.mu
-    metrics["train/tokens"] = g_tok
-    return metrics
+            sums["loss"] += loss_sum
+            sums["clip_frac"] += clip_n / g_tok
+            sums["kl"] += kl_n / g_tok
+            sums["ratio"] += ratio_n / g_tok
+            sums["grad_norm"] += gn
+        for k, v in sums.items():
+            metrics[f"train/{'ratio_mean' if k == 'ratio' else k}"] = v / rl.mu
+        metrics["train/tokens"] = g_tok
+        return metrics
+
+
+@contextlib.contextmanager
+def _eval_mode(model: Any) -> Iterator[None]:
+    """``model`` in eval mode (no dropout) inside; its previous mode restored after."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
 
 
 def generation_engine(cfg: Config, model: Any, tokenizer: Any, source: str | None = None) -> Any:
