@@ -267,7 +267,9 @@ async def test_an_rl_step_on_a_mixed_group_moves_the_weights(
     stage = tmp_path / "run" / "rl"
     rollouts = read_trajectories(stage / "rollouts" / "step-000000-rank0.jsonl")
     assert len(rollouts) == 2 and all(t.status != "env_error" for t in rollouts)
+    assert all(u.weight_version == 0 for t in rollouts for u in t.turns)  # sampled from step 0
     [row] = [r for r in read_metrics(stage / "metrics.jsonl") if "train/groups_used" in r]
+    assert row["train/turns_dropped_stale"] == 0
     before, after = _weights(model), _weights(res.checkpoint / "model")
     moved = max(float((after[k] - before[k]).abs().max()) for k in before)
     if not use_expert:

@@ -15,7 +15,7 @@ from webagent_r1.config import load_config
 from webagent_r1.rollout import Group
 from webagent_r1.train.batching import collate, completion_logprobs, micro_batches
 from webagent_r1.train.bc import batch_indices, split_demos
-from webagent_r1.train.rl import build_rl_batch, mgrpo_update
+from webagent_r1.train.rl import StaleTurnsError, build_rl_batch, mgrpo_update
 from webagent_r1.train.setup import build_optimizer, load_policy, lr_factor
 from webagent_r1.trajectories import turn_samples
 from webagent_r1.types import Task, Trajectory
@@ -107,6 +107,34 @@ def test_build_rl_batch_skips_equal_groups_and_env_errors() -> None:
     assert len(adv) == 2 and min(adv) < 0 < max(adv)
     kept_all = build_rl_batch([equal], drop_equal_groups=False)
     assert kept_all.groups_used == 1 and all(s.advantage == 0 for s in kept_all.samples)
+
+
+def test_build_rl_batch_drops_or_refuses_stale_turns() -> None:
+    from webagent_r1.config import ConfigError
+
+    group = _group([1.0, 0.0, 1.0, 0.0], seed=2)  # 1, 2, 1 and 2 turns
+    for t in group.trajectories:
+        for u in t.turns:
+            u.weight_version = 5  # the trainer's weights
+    group.trajectories[1].turns[0].weight_version = 3  # two updates behind
+    group.trajectories[3].turns[1].weight_version = 6  # weights the trainer never had
+    group.trajectories[2].turns[0].weight_version = None  # an engine without versions
+    unchecked = build_rl_batch([group])
+    assert len(unchecked.samples) == 6 and unchecked.turns_stale == 0
+    batch = build_rl_batch([group], version=5)
+    assert batch.turns_stale == 2 and len(batch.samples) == 4
+    kept = [(i, s.turn_index) for i, s in zip(batch.traj, batch.samples, strict=True)]
+    assert kept == [(0, 0), (1, 1), (2, 0), (3, 0)] and batch.n_traj == 4
+    # the episodes' rewards still define the group's advantages
+    adv = {i: s.advantage for i, s in zip(unchecked.traj, unchecked.samples, strict=True)}
+    assert all(s.advantage == adv[i] for i, s in zip(batch.traj, batch.samples, strict=True))
+    assert build_rl_batch([group], version=5, max_staleness=2).turns_stale == 1  # ahead: still
+    with pytest.raises(StaleTurnsError, match=r"versions \[3, 6\].*rl.max_staleness"):
+        build_rl_batch([group], version=5, stale_turns="error")
+    with pytest.raises(ConfigError, match="rl.stale_turns"):
+        load_config(None, ["rl.stale_turns=warn"])
+    with pytest.raises(ConfigError, match="rl.max_staleness"):
+        load_config(None, ["rl.max_staleness=-1"])
 
 
 def _seq_logp(model, traj: Trajectory) -> float:

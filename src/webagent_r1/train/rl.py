@@ -11,7 +11,9 @@ One training step (WebAgent-R1, Sec. 3.2; DESIGN.md, "M-GRPO"):
    trainer's model object; a vLLM engine holds its own copy);
 3. build one sample per turn from the stored ids (never re-tokenised); group-normalised
    advantages; groups whose rewards are all equal carry no gradient and are skipped (counted);
-   env-error episodes are never trained on as failures;
+   env-error episodes are never trained on as failures; a turn sampled from weights more than
+   ``rl.max_staleness`` updates older than the trainer's is dropped (counted) or stops the run
+   (``rl.stale_turns``);
 4. compute π_old once (``rl.old_logprobs``: recomputed by the trainer's own forward, or the
    sampler's stored log-probs) and the reference log-probs when β > 0; the whole update runs
    without dropout, so a recomputed π_old gives a ratio of exactly 1 at the first iteration;
@@ -84,8 +86,10 @@ from webagent_r1.types import Task
 __all__ = [
     "RLBatch",
     "RLResult",
+    "StaleTurnsError",
     "build_rl_batch",
     "generation_engine",
+    "is_stale",
     "mgrpo_update",
     "step_tasks",
     "train_rl",
@@ -106,17 +110,55 @@ class RLBatch:
     """Groups skipped because every reward was equal (zero advantage)."""
     groups_small: int = 0
     """Groups with fewer than 2 usable trajectories (env errors, untrainable text)."""
+    turns_stale: int = 0
+    """Turns left out because their weights were too old (``rl.max_staleness``)."""
+
+
+class StaleTurnsError(RuntimeError):
+    """Turns were sampled from weights other than those ``rl.max_staleness`` allows, and
+    ``rl.stale_turns`` is 'error'."""
+
+
+def is_stale(turn_version: int | None, version: int, max_staleness: int) -> bool:
+    """Whether a turn sampled from weights ``turn_version`` is too far from the trainer's
+    ``version``: more than ``max_staleness`` optimizer steps behind, or ahead of it (weights
+    the trainer never had). A turn without a version (an engine that reports none) is not."""
+    if turn_version is None:
+        return False
+    return not 0 <= version - turn_version <= max_staleness
 
 
 def build_rl_batch(
-    groups: list[Group], advantage_scale: str = "std", drop_equal_groups: bool = True
+    groups: list[Group],
+    advantage_scale: str = "std",
+    drop_equal_groups: bool = True,
+    version: int | None = None,
+    max_staleness: int = 0,
+    stale_turns: str = "drop",
 ) -> RLBatch:
     """Advantages per group and one sample per turn (``Sample.advantage`` set).
 
     Trajectories with status ``env_error`` or not trainable (an engine that returned text
     only) are left out; a group needs two usable members to define an advantage.
+
+    Args:
+        groups: the step's groups.
+        advantage_scale: ``group_advantages``' scale ('std' or 'none').
+        drop_equal_groups: skip groups whose rewards are all equal (counted).
+        version: the ``weight_version`` of the weights this batch will update; None checks
+            no turn's version.
+        max_staleness: most optimizer steps a turn's weights may lag ``version``.
+        stale_turns: 'drop' leaves a stale turn out (counted in ``turns_stale``; the episode's
+            reward still counts in its group's advantages, and its other turns share its
+            1/G weight); 'error' raises.
+
+    Raises:
+        StaleTurnsError: a stale turn with ``stale_turns='error'``.
     """
+    if stale_turns not in ("drop", "error"):
+        raise ValueError(f"stale_turns must be 'drop' or 'error', got {stale_turns!r}")
     batch = RLBatch()
+    stale: list[int | None] = []  # the versions of the stale turns
     for g in groups:
         usable = [t for t in g.usable if t.info.get("trainable", True) and t.turns]
         if len(usable) < 2:
@@ -129,10 +171,21 @@ def build_rl_batch(
         adv = group_advantages(rewards, advantage_scale)  # (G,)
         batch.groups_used += 1
         for i, traj in enumerate(usable):
-            for s in turn_samples(traj, float(adv[i])):
+            for turn, s in zip(traj.turns, turn_samples(traj, float(adv[i])), strict=True):
+                if version is not None and is_stale(turn.weight_version, version, max_staleness):
+                    stale.append(turn.weight_version)
+                    continue
                 batch.samples.append(s)
                 batch.traj.append(batch.n_traj + i)
         batch.n_traj += len(usable)
+    batch.turns_stale = len(stale)
+    if stale and stale_turns == "error":
+        raise StaleTurnsError(
+            f"{len(stale)} turn(s) were sampled from weight versions {sorted(set(stale))}, "
+            f"but the trainer updates version {version} and rl.max_staleness is "
+            f"{max_staleness}: raise rl.max_staleness, or set rl.stale_turns=drop to leave "
+            "such turns out of the update"
+        )
     return batch
 
 
@@ -579,7 +632,14 @@ async def train_rl(
             gen_s = time.time() - s0
             trajs = [t for g in groups for t in g.trajectories]
             write_trajectories(trajs, stage / "rollouts" / f"step-{step:06d}-rank{dist.rank}.jsonl")
-            batch = build_rl_batch(groups, rl.advantage_scale, rl.drop_equal_groups)
+            batch = build_rl_batch(
+                groups,
+                rl.advantage_scale,
+                rl.drop_equal_groups,
+                version=sync.version,
+                max_staleness=rl.max_staleness,
+                stale_turns=rl.stale_turns,
+            )
             release_free_memory()  # the rollout's KV caches, before the update's activations
             u0 = time.time()
             sleeps = bool(getattr(engine, "sleeps", False))
@@ -601,9 +661,10 @@ async def train_rl(
                     batch.groups_equal,
                     batch.groups_small,
                     stats.env_errors,
+                    batch.turns_stale,
                 ]
             )
-            valid, succ, turns, used, equal, small, errs = counts
+            valid, succ, turns, used, equal, small, errs, stale = counts
             metrics.update(
                 {
                     "rollout/success": succ / valid if valid else 0.0,
@@ -614,6 +675,7 @@ async def train_rl(
                     "train/groups_used": used,
                     "train/groups_skipped_equal": equal,
                     "train/groups_skipped_small": small,
+                    "train/turns_dropped_stale": stale,
                     "train/lr": opt.param_groups[0]["lr"],
                     "train/update_s": time.time() - u0,
                     "train/step_s": time.time() - s0,
