@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from tests.train.tiny import make_tiny_model, make_trajectories, make_turn
-from webagent_r1.algos.sft import token_weights
 from webagent_r1.config import load_config
 from webagent_r1.rollout import Group
 from webagent_r1.train.batching import collate, completion_logprobs, micro_batches
@@ -64,11 +63,11 @@ def test_lr_schedule() -> None:
     )
 
 
-def test_bc_token_weights_by_hand() -> None:
-    sample = torch.tensor([0, 0, 0, 1])
-    assert token_weights(sample, "token").tolist() == pytest.approx([0.25] * 4)
-    # two samples: 3 tokens and 1 token → 1/(2·3) each, then 1/(2·1)
-    assert token_weights(sample, "sample").tolist() == pytest.approx([1 / 6, 1 / 6, 1 / 6, 0.5])
+def test_bc_loss_is_the_weighted_nll() -> None:
+    from webagent_r1.algos.sft import bc_loss
+
+    logp = torch.tensor([-1.0, -3.0, -2.0])
+    assert float(bc_loss(logp, torch.full((3,), 1 / 3))) == pytest.approx(2.0)  # token mean
 
 
 def test_bc_data_order_is_a_function_of_the_step() -> None:
