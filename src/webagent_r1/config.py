@@ -386,7 +386,8 @@ class BCConfig:
     data: str = "data/demos.jsonl"
     """Demonstration JSONL (``webagent-r1 demos``); created by recipes when missing."""
     cot: bool = False
-    """Demonstrations with long chain-of-thought rationales (R1-CoT)."""
+    """Demonstrations with longer rationales (the R1-CoT variant): the scripted experts'
+    templated step-by-step text (task, page, element, next step), not a model's reasoning."""
     demo_tasks: int | None = 400
     """Training tasks to make demonstrations of when ``data`` is missing (None: all)."""
     demo_concurrency: int | None = None
