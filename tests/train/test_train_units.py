@@ -14,8 +14,13 @@ from webagent_r1.config import load_config
 from webagent_r1.rollout import Group
 from webagent_r1.train.batching import collate, completion_logprobs, micro_batches
 from webagent_r1.train.bc import batch_indices, split_demos
-from webagent_r1.train.rl import StaleTurnsError, build_rl_batch, mgrpo_update
-from webagent_r1.train.setup import build_optimizer, load_policy, lr_factor
+from webagent_r1.train.rl import (
+    StaleTurnsError,
+    build_rl_batch,
+    mgrpo_update,
+    refuse_stale_turns,
+)
+from webagent_r1.train.setup import Dist, build_optimizer, load_policy, lr_factor
 from webagent_r1.trajectories import turn_samples
 from webagent_r1.types import Task, Trajectory
 
@@ -128,8 +133,14 @@ def test_build_rl_batch_drops_or_refuses_stale_turns() -> None:
     adv = {i: s.advantage for i, s in zip(unchecked.traj, unchecked.samples, strict=True)}
     assert all(s.advantage == adv[i] for i, s in zip(batch.traj, batch.samples, strict=True))
     assert build_rl_batch([group], version=5, max_staleness=2).turns_stale == 1  # ahead: still
-    with pytest.raises(StaleTurnsError, match=r"versions \[3, 6\].*rl.max_staleness"):
+    with pytest.raises(StaleTurnsError, match=r"^2 turn\(s\).*version 5.*seen here: \[3, 6\]"):
         build_rl_batch([group], version=5, stale_turns="error")
+    # the trainer drops, then refuses on every process alike when asked to
+    rl = load_config(None, ["rl.stale_turns=error"]).rl
+    with pytest.raises(StaleTurnsError, match="rl.stale_turns=drop"):
+        refuse_stale_turns(batch, rl, 5, Dist())
+    refuse_stale_turns(batch, load_config(None, []).rl, 5, Dist())  # 'drop': counted only
+    refuse_stale_turns(unchecked, rl, 5, Dist())  # nothing stale
     with pytest.raises(ConfigError, match="rl.stale_turns"):
         load_config(None, ["rl.stale_turns=warn"])
     with pytest.raises(ConfigError, match="rl.max_staleness"):

@@ -91,6 +91,7 @@ __all__ = [
     "generation_engine",
     "is_stale",
     "mgrpo_update",
+    "refuse_stale_turns",
     "step_tasks",
     "train_rl",
 ]
@@ -110,8 +111,13 @@ class RLBatch:
     """Groups skipped because every reward was equal (zero advantage)."""
     groups_small: int = 0
     """Groups with fewer than 2 usable trajectories (env errors, untrainable text)."""
-    turns_stale: int = 0
-    """Turns left out because their weights were too old (``rl.max_staleness``)."""
+    stale_versions: list[int] = field(default_factory=list)
+    """``weight_version`` of every turn left out as stale (``rl.max_staleness``)."""
+
+    @property
+    def turns_stale(self) -> int:
+        """Turns left out because their weights were too old (or newer than the trainer's)."""
+        return len(self.stale_versions)
 
 
 class StaleTurnsError(RuntimeError):
@@ -158,7 +164,6 @@ def build_rl_batch(
     if stale_turns not in ("drop", "error"):
         raise ValueError(f"stale_turns must be 'drop' or 'error', got {stale_turns!r}")
     batch = RLBatch()
-    stale: list[int | None] = []  # the versions of the stale turns
     for g in groups:
         usable = [t for t in g.usable if t.info.get("trainable", True) and t.turns]
         if len(usable) < 2:
@@ -172,21 +177,42 @@ def build_rl_batch(
         batch.groups_used += 1
         for i, traj in enumerate(usable):
             for turn, s in zip(traj.turns, turn_samples(traj, float(adv[i])), strict=True):
-                if version is not None and is_stale(turn.weight_version, version, max_staleness):
-                    stale.append(turn.weight_version)
+                v = turn.weight_version
+                if version is not None and v is not None and is_stale(v, version, max_staleness):
+                    batch.stale_versions.append(v)
                     continue
                 batch.samples.append(s)
                 batch.traj.append(batch.n_traj + i)
         batch.n_traj += len(usable)
-    batch.turns_stale = len(stale)
-    if stale and stale_turns == "error":
-        raise StaleTurnsError(
-            f"{len(stale)} turn(s) were sampled from weight versions {sorted(set(stale))}, "
-            f"but the trainer updates version {version} and rl.max_staleness is "
-            f"{max_staleness}: raise rl.max_staleness, or set rl.stale_turns=drop to leave "
-            "such turns out of the update"
-        )
+    if batch.stale_versions and stale_turns == "error":
+        raise StaleTurnsError(_stale_message(batch, batch.turns_stale, version, max_staleness))
     return batch
+
+
+def _stale_message(batch: RLBatch, n: int, version: int | None, max_staleness: int) -> str:
+    """What ``StaleTurnsError`` says: ``n`` stale turns in all, the versions seen here."""
+    return (
+        f"{n} turn(s) were sampled from weights other than the trainer's version {version} "
+        f"allows with rl.max_staleness={max_staleness} (versions seen here: "
+        f"{sorted(set(batch.stale_versions))}): raise rl.max_staleness, or set "
+        "rl.stale_turns=drop to leave such turns out of the update"
+    )
+
+
+def refuse_stale_turns(batch: RLBatch, rl: Any, version: int, dist: Dist) -> None:
+    """Raise ``StaleTurnsError`` on every process alike when any process's batch left out a
+    stale turn and ``rl.stale_turns`` is 'error' (one process raising alone would leave the
+    others waiting in the update's collectives).
+
+    Args:
+        batch: this process's batch (from ``build_rl_batch`` with ``stale_turns='drop'``).
+        rl: the ``rl`` config section (``stale_turns``, ``max_staleness``).
+        version: the weight version being updated.
+        dist: the process group.
+    """
+    [n] = dist.all_reduce_sum([float(batch.turns_stale)])
+    if n and rl.stale_turns == "error":
+        raise StaleTurnsError(_stale_message(batch, int(n), version, rl.max_staleness))
 
 
 def _token_tensors(batch: RLBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
@@ -638,8 +664,8 @@ async def train_rl(
                 rl.drop_equal_groups,
                 version=sync.version,
                 max_staleness=rl.max_staleness,
-                stale_turns=rl.stale_turns,
-            )
+            )  # stale turns dropped here; refused below on every process alike
+            refuse_stale_turns(batch, rl, sync.version, dist)
             release_free_memory()  # the rollout's KV caches, before the update's activations
             u0 = time.time()
             sleeps = bool(getattr(engine, "sleeps", False))
