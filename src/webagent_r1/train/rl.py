@@ -47,7 +47,7 @@ from typing import Any
 import torch
 
 from webagent_r1.algos.mgrpo import NORMALIZERS, group_advantages, mgrpo_loss
-from webagent_r1.config import Config, to_dict
+from webagent_r1.config import Config, RLConfig, to_dict
 from webagent_r1.policy.base import SamplingParams
 from webagent_r1.rollout import Group, RolloutStats, collect
 from webagent_r1.train.batching import (
@@ -125,12 +125,10 @@ class StaleTurnsError(RuntimeError):
     ``rl.stale_turns`` is 'error'."""
 
 
-def is_stale(turn_version: int | None, version: int, max_staleness: int) -> bool:
+def is_stale(turn_version: int, version: int, max_staleness: int) -> bool:
     """Whether a turn sampled from weights ``turn_version`` is too far from the trainer's
     ``version``: more than ``max_staleness`` optimizer steps behind, or ahead of it (weights
-    the trainer never had). A turn without a version (an engine that reports none) is not."""
-    if turn_version is None:
-        return False
+    the trainer never had)."""
     return not 0 <= version - turn_version <= max_staleness
 
 
@@ -152,7 +150,7 @@ def build_rl_batch(
         advantage_scale: ``group_advantages``' scale ('std' or 'none').
         drop_equal_groups: skip groups whose rewards are all equal (counted).
         version: the ``weight_version`` of the weights this batch will update; None checks
-            no turn's version.
+            no turn's version (nor is a turn without one checked: its engine reports none).
         max_staleness: most optimizer steps a turn's weights may lag ``version``.
         stale_turns: 'drop' leaves a stale turn out (counted in ``turns_stale``; the episode's
             reward still counts in its group's advantages, and its other turns share its
@@ -199,7 +197,7 @@ def _stale_message(batch: RLBatch, n: int, version: int | None, max_staleness: i
     )
 
 
-def refuse_stale_turns(batch: RLBatch, rl: Any, version: int, dist: Dist) -> None:
+def refuse_stale_turns(batch: RLBatch, rl: RLConfig, version: int, dist: Dist) -> None:
     """Raise ``StaleTurnsError`` on every process alike when any process's batch left out a
     stale turn and ``rl.stale_turns`` is 'error' (one process raising alone would leave the
     others waiting in the update's collectives).
