@@ -262,7 +262,14 @@ def demos(
     overrides: OverridesArg = None,
     split: Annotated[str, typer.Option("--split", help="train, test or heldout.")] = "train",
     out: Annotated[str, typer.Option("--out", help="JSONL file to write.")] = "data/demos.jsonl",
-    cot: Annotated[bool, typer.Option("--cot", help="Long step-by-step rationales.")] = False,
+    cot: Annotated[
+        bool,
+        typer.Option(
+            "--cot",
+            help="Longer rationales: the experts' templated step-by-step text (task, page, "
+            "element, next step), not a model's chain of thought.",
+        ),
+    ] = False,
     sample: Annotated[int | None, typer.Option(help="A random sample of N tasks.")] = None,
     concurrency: Annotated[int, typer.Option(help="Parallel episodes.")] = 4,
     template: TemplateOpt = None,

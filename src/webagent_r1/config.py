@@ -384,7 +384,8 @@ class BCConfig:
     data: str = "data/demos.jsonl"
     """Demonstration JSONL (``webagent-r1 demos``); created by recipes when missing."""
     cot: bool = False
-    """Demonstrations with long chain-of-thought rationales (R1-CoT)."""
+    """Demonstrations with longer rationales (the R1-CoT variant): the scripted experts'
+    templated step-by-step text (task, page, element, next step), not a model's reasoning."""
     demo_tasks: int | None = 400
     """Training tasks to make demonstrations of when ``data`` is missing (None: all)."""
     demo_concurrency: int | None = None
@@ -444,6 +445,12 @@ class RLConfig:
     """Skip groups whose rewards are all equal (zero advantage, zero gradient); counted."""
     old_logprobs: str = "recompute"
     """π_old: 'recompute' with the trainer's forward before updating, or 'sampler' (as stored)."""
+    max_staleness: int = 0
+    """Most optimizer steps the weights a turn was sampled from (``Turn.weight_version``) may
+    lag the weights being updated for the turn to be trained on (0: only the current ones)."""
+    stale_turns: str = "drop"
+    """A turn beyond ``max_staleness`` (or from weights newer than the trainer's): 'drop'
+    leaves it out of the update, counted in ``train/turns_dropped_stale``; 'error' stops."""
     eval_every: int = 0
     """Evaluate on the fixed test subset every N steps (0: only before and after)."""
     eval_tasks: int = 48
@@ -496,6 +503,11 @@ class RLConfig:
         _check(
             self.old_logprobs in ("recompute", "sampler"),
             f"rl.old_logprobs must be 'recompute' or 'sampler', got {self.old_logprobs!r}",
+        )
+        _check(self.max_staleness >= 0, "rl.max_staleness must be >= 0 (0 = current weights)")
+        _check(
+            self.stale_turns in ("drop", "error"),
+            f"rl.stale_turns must be 'drop' or 'error', got {self.stale_turns!r}",
         )
         _check(self.eval_every >= 0, "rl.eval_every must be >= 0")
         _check(self.eval_tasks >= 0, "rl.eval_tasks must be >= 0 (0 = whole test split)")

@@ -31,6 +31,8 @@ class FakeServer:
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
         self.fail_next = 0
+        self.null_logprob = False
+        """Answer the second token's log-prob with null (as some servers do)."""
         app = Starlette(
             routes=[
                 Route("/v1/completions", self.completions, methods=["POST"]),
@@ -80,6 +82,9 @@ class FakeServer:
         assert isinstance(prompt, list) and all(isinstance(i, int) for i in prompt)
         text = [CLICK, EXIT][min(turn_of(TOK, prompt), 1)]
         ids = TOK.char_ids(text) + [TOK.eos_token_id]  # non-canonical on purpose
+        logprobs: list[float | None] = [-0.5] * len(ids)
+        if self.null_logprob:
+            logprobs[1] = None
         return JSONResponse(
             {
                 "choices": [
@@ -88,7 +93,7 @@ class FakeServer:
                         "finish_reason": "stop",
                         "logprobs": {
                             "tokens": [f"token_id:{i}" for i in ids],
-                            "token_logprobs": [-0.5] * len(ids),
+                            "token_logprobs": logprobs,
                         },
                     }
                 ]
@@ -130,6 +135,28 @@ async def test_token_id_path_returns_the_servers_ids(server: FakeServer) -> None
     with pytest.raises(OpenAIEngineError, match="generate_chat"):
         await OpenAIEngine(server.url, "m", TOK, use_token_ids=False).generate([prompt], PARAMS)
     await engine.aclose()
+
+
+async def test_a_missing_log_prob_is_refused_for_training(server: FakeServer) -> None:
+    """A null log-prob would be a wrong π_old: refused when the tokens are for training;
+    kept for evaluation, with the completion marked not trainable."""
+    prompt = TOK.encode("<|system|>hi\n<|user|>go\n<|assistant|>")
+    server.null_logprob = True
+    try:
+        engine = OpenAIEngine(server.url, "m", TOK, backoff_s=0.01)
+        assert engine.for_training
+        with pytest.raises(OpenAIEngineError, match=r"no log-prob for 1 of \d+ .*position 1"):
+            await engine.generate([prompt], PARAMS)
+        evaluating = OpenAIEngine(server.url, "m", TOK, for_training=False)
+        [c] = await evaluating.generate([prompt], PARAMS)
+        assert c.text == CLICK and not c.trainable
+        assert c.logprobs[1] == 0.0 and len(c.logprobs) == len(c.token_ids)
+    finally:
+        server.null_logprob = False
+    [c] = await evaluating.generate([prompt], PARAMS)
+    assert c.trainable and c.logprobs == [-0.5] * len(c.token_ids)
+    await engine.aclose()
+    await evaluating.aclose()
 
 
 async def test_rollout_through_the_server_keeps_the_servers_ids(server: FakeServer) -> None:

@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
+import torch
 
-from tests.train.tiny import make_tiny_model
+from tests.train.tiny import make_tiny_model, tiny_config
 from webagent_r1.config import load_config
+from webagent_r1.policy.base import Completion
+from webagent_r1.train.batching import collate, completion_logprobs
 from webagent_r1.train.checkpoint import latest_checkpoint
 from webagent_r1.train.logging import read_metrics
 from webagent_r1.train.rl import train_rl
-from webagent_r1.trajectories import read_trajectories
+from webagent_r1.train.setup import load_policy
+from webagent_r1.trajectories import read_trajectories, turn_samples
+from webagent_r1.types import Task, Trajectory
 
 pytestmark = pytest.mark.browser
 
@@ -168,3 +176,127 @@ async def test_one_rl_step_on_miniwob_training_seeds(tmp_path: Path) -> None:
     assert "click-button" in name and int(seed) >= cfg.tasks.miniwob.train_seeds[0]
     [ev] = read_trajectories(stage / "eval" / "step-000000.jsonl")
     assert int(ev.task_id.rsplit("/", 1)[1]) < cfg.tasks.miniwob.test_seeds[1]  # a test seed
+
+
+class ExpertForSome:
+    """A policy over the trainer's own HF engine that lets the scripted expert play every
+    other episode of a task (it succeeds) and the engine the rest (the random model fails),
+    so every group of two has mixed rewards. The expert's answers are stamped with the
+    engine's weight version, as the engine's own are; ``use_expert=False`` leaves every
+    episode to the engine."""
+
+    def __init__(self, engine: Any, tokenizer: Any, use_expert: bool = True) -> None:
+        from webagent_r1.policy.expert import ExpertPolicy
+        from webagent_r1.rollout import EnginePolicy
+
+        self.engine = engine
+        self.model = engine.model  # the trainer's model: WeightSync sees a shared engine
+        self.lock = engine.lock
+        self.expert = ExpertPolicy(tokenizer)
+        self.sampler = EnginePolicy(engine)
+        self.use_expert = use_expert
+        self.started: Counter[str] = Counter()
+
+    @property
+    def weight_version(self) -> int:
+        return self.engine.weight_version
+
+    @weight_version.setter
+    def weight_version(self, version: int) -> None:
+        self.engine.weight_version = version
+
+    def begin(self, task: Task) -> tuple[str, Any]:
+        k = self.started[str(task.task_id)]
+        self.started[str(task.task_id)] += 1
+        if self.use_expert and k % 2 == 0:
+            return ("expert", self.expert.begin(task))
+        return ("engine", None)
+
+    async def act(self, states: list[Any], inputs: list[Any], params: Any) -> list[Completion]:
+        out: list[Completion] = []
+        for (kind, state), turn in zip(states, inputs, strict=True):
+            if kind == "expert":
+                [c] = await self.expert.act([state], [turn], params)
+                out.append(dataclasses.replace(c, weight_version=self.engine.weight_version))
+            else:
+                out.extend(await self.sampler.act([state], [turn], params))
+        return out
+
+    def end(self, state: tuple[str, Any]) -> None:
+        if state[0] == "expert":
+            self.expert.end(state[1])
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+def _weights(folder: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(folder / "model.safetensors")
+
+
+@pytest.mark.parametrize("use_expert", [True, False])
+async def test_an_rl_step_on_a_mixed_group_moves_the_weights(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, use_expert: bool
+) -> None:
+    """One M-GRPO step in real Chromium where the expert wins one episode of the group and
+    the random model loses the other: a real gradient step is taken (the weights move, and
+    the advantage-weighted log-likelihood of the group's actions rises); with both episodes
+    lost the group is skipped and the weights stay as they were."""
+    import webagent_r1.train.rl as rl_module
+
+    model = make_tiny_model(tmp_path / "model")
+    make_engine = rl_module.generation_engine
+
+    def mixed(cfg: Any, m: Any, tok: Any, source: str | None = None) -> ExpertForSome:
+        return ExpertForSome(make_engine(cfg, m, tok, source), tok, use_expert)
+
+    monkeypatch.setattr(rl_module, "generation_engine", mixed)
+    cfg = _config(
+        tmp_path,
+        model,
+        "env.max_turns=4",
+        "rollout.max_new_tokens=6",
+        "rl.steps=1",
+        "rl.lr=1e-4",
+        "tasks.difficulty=1-2",
+        "model.autocast_bf16=false",
+    )
+    res = await train_rl(cfg, progress=False)
+    stage = tmp_path / "run" / "rl"
+    rollouts = read_trajectories(stage / "rollouts" / "step-000000-rank0.jsonl")
+    assert len(rollouts) == 2 and all(t.status != "env_error" for t in rollouts)
+    assert all(u.weight_version == 0 for t in rollouts for u in t.turns)  # sampled from step 0
+    [row] = [r for r in read_metrics(stage / "metrics.jsonl") if "train/groups_used" in r]
+    assert row["train/turns_dropped_stale"] == 0
+    before, after = _weights(model), _weights(res.checkpoint / "model")
+    moved = max(float((after[k] - before[k]).abs().max()) for k in before)
+    if not use_expert:
+        assert [t.reward for t in rollouts] == [0.0, 0.0]
+        assert row["train/groups_used"] == 0 and row["train/groups_skipped_equal"] == 1
+        assert moved == 0.0
+        return
+    assert sorted(t.reward for t in rollouts) == [0.0, 1.0]
+    assert row["rollout/success"] == 0.5 and row["train/groups_used"] == 1
+    assert row["train/ratio_mean"] == pytest.approx(1.0, abs=1e-5)  # μ = 1, π_old recomputed
+    assert moved > 0.0
+    # the update climbs the objective it was given: Σ_i A_i mean_j mean_t log π(a_ijt)
+    score = {}
+    for name, folder in (("before", model), ("after", res.checkpoint / "model")):
+        policy, _ = load_policy(tiny_config(folder))
+        score[name] = _objective(policy, rollouts)
+    assert score["after"] > score["before"], score
+
+
+def _objective(model: Any, trajs: list[Trajectory]) -> float:
+    """Σ_i A_i (1/|τ_i|) Σ_j mean_t log π(a_ijt) of a group of two (A = ±1)."""
+    total = 0.0
+    for traj in trajs:
+        samples = turn_samples(traj)
+        mb = collate(samples, list(range(len(samples))), pad_id=1)
+        with torch.no_grad():
+            logp = completion_logprobs(model, mb, autocast_bf16=False)  # (N,)
+        per_turn = [float(logp[mb.sample == k].mean()) for k in range(len(samples))]
+        total += (1.0 if traj.reward else -1.0) * sum(per_turn) / len(per_turn)
+    return total

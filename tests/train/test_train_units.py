@@ -9,14 +9,18 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.train.tiny import make_trajectories, make_turn
-from webagent_r1.algos.sft import token_weights
+from tests.train.tiny import make_tiny_model, make_trajectories, make_turn
 from webagent_r1.config import load_config
 from webagent_r1.rollout import Group
 from webagent_r1.train.batching import collate, completion_logprobs, micro_batches
 from webagent_r1.train.bc import batch_indices, split_demos
-from webagent_r1.train.rl import build_rl_batch, mgrpo_update
-from webagent_r1.train.setup import build_optimizer, load_policy, lr_factor
+from webagent_r1.train.rl import (
+    StaleTurnsError,
+    build_rl_batch,
+    mgrpo_update,
+    refuse_stale_turns,
+)
+from webagent_r1.train.setup import Dist, build_optimizer, load_policy, lr_factor
 from webagent_r1.trajectories import turn_samples
 from webagent_r1.types import Task, Trajectory
 
@@ -64,11 +68,11 @@ def test_lr_schedule() -> None:
     )
 
 
-def test_bc_token_weights_by_hand() -> None:
-    sample = torch.tensor([0, 0, 0, 1])
-    assert token_weights(sample, "token").tolist() == pytest.approx([0.25] * 4)
-    # two samples: 3 tokens and 1 token → 1/(2·3) each, then 1/(2·1)
-    assert token_weights(sample, "sample").tolist() == pytest.approx([1 / 6, 1 / 6, 1 / 6, 0.5])
+def test_bc_loss_is_the_weighted_nll() -> None:
+    from webagent_r1.algos.sft import bc_loss
+
+    logp = torch.tensor([-1.0, -3.0, -2.0])
+    assert float(bc_loss(logp, torch.full((3,), 1 / 3))) == pytest.approx(2.0)  # token mean
 
 
 def test_bc_data_order_is_a_function_of_the_step() -> None:
@@ -109,6 +113,40 @@ def test_build_rl_batch_skips_equal_groups_and_env_errors() -> None:
     assert kept_all.groups_used == 1 and all(s.advantage == 0 for s in kept_all.samples)
 
 
+def test_build_rl_batch_drops_or_refuses_stale_turns() -> None:
+    from webagent_r1.config import ConfigError
+
+    group = _group([1.0, 0.0, 1.0, 0.0], seed=2)  # 1, 2, 1 and 2 turns
+    for t in group.trajectories:
+        for u in t.turns:
+            u.weight_version = 5  # the trainer's weights
+    group.trajectories[1].turns[0].weight_version = 3  # two updates behind
+    group.trajectories[3].turns[1].weight_version = 6  # weights the trainer never had
+    group.trajectories[2].turns[0].weight_version = None  # an engine without versions
+    unchecked = build_rl_batch([group])
+    assert len(unchecked.samples) == 6 and unchecked.turns_stale == 0
+    batch = build_rl_batch([group], version=5)
+    assert batch.turns_stale == 2 and len(batch.samples) == 4
+    kept = [(i, s.turn_index) for i, s in zip(batch.traj, batch.samples, strict=True)]
+    assert kept == [(0, 0), (1, 1), (2, 0), (3, 0)] and batch.n_traj == 4
+    # the episodes' rewards still define the group's advantages
+    adv = {i: s.advantage for i, s in zip(unchecked.traj, unchecked.samples, strict=True)}
+    assert all(s.advantage == adv[i] for i, s in zip(batch.traj, batch.samples, strict=True))
+    assert build_rl_batch([group], version=5, max_staleness=2).turns_stale == 1  # ahead: still
+    with pytest.raises(StaleTurnsError, match=r"^2 turn\(s\).*version 5.*seen here: \[3, 6\]"):
+        build_rl_batch([group], version=5, stale_turns="error")
+    # the trainer drops, then refuses on every process alike when asked to
+    rl = load_config(None, ["rl.stale_turns=error"]).rl
+    with pytest.raises(StaleTurnsError, match="rl.stale_turns=drop"):
+        refuse_stale_turns(batch, rl, 5, Dist())
+    refuse_stale_turns(batch, load_config(None, []).rl, 5, Dist())  # 'drop': counted only
+    refuse_stale_turns(unchecked, rl, 5, Dist())  # nothing stale
+    with pytest.raises(ConfigError, match="rl.stale_turns"):
+        load_config(None, ["rl.stale_turns=warn"])
+    with pytest.raises(ConfigError, match="rl.max_staleness"):
+        load_config(None, ["rl.max_staleness=-1"])
+
+
 def _seq_logp(model, traj: Trajectory) -> float:
     samples = turn_samples(traj)
     mb = collate(samples, list(range(len(samples))), pad_id=1)
@@ -135,6 +173,27 @@ def test_one_mgrpo_step_moves_rewarded_up_and_unrewarded_down(
     assert after[1] < before[1], "the unrewarded trajectory's actions must become less likely"
     assert metrics["train/ratio_mean"] == pytest.approx(1.0, abs=1e-4)  # π_old recomputed
     assert metrics["train/clip_frac"] == 0.0  # first iteration: nothing to clip
+
+
+def test_first_iteration_ratio_is_one_with_dropout(tmp_path: Path) -> None:
+    """With dropout in the model, π_old and the update's π_θ come from the same dropout-free
+    function: ratio 1, nothing clipped, and the model is back in train mode after."""
+    folder = make_tiny_model(tmp_path / "dropout", attention_dropout=0.5)
+    cfg = _cfg(folder, "model.autocast_bf16=false", "rl.lr=0.05", "rl.clip_eps=0.01")
+    torch.manual_seed(0)
+    model, _ = load_policy(cfg)
+    assert model.training
+    group = _group([1.0, 0.0], seed=4)
+    samples = [s for t in group.trajectories for s in turn_samples(t)]
+    mb = collate(samples, list(range(len(samples))), pad_id=1)
+    with torch.no_grad():  # the dropout really draws in train mode
+        a, b = (completion_logprobs(model, mb, autocast_bf16=False) for _ in range(2))
+    assert (a - b).abs().max() > 1e-3
+    opt = build_optimizer(list(model.parameters()), cfg.rl.lr, cfg.train)
+    metrics = mgrpo_update(model, opt, build_rl_batch([group]), cfg, pad_id=1)
+    assert metrics["train/ratio_mean"] == pytest.approx(1.0, abs=1e-6)
+    assert metrics["train/clip_frac"] == 0.0
+    assert model.training
 
 
 def test_mu_above_one_makes_the_clip_act(tiny_dir: Path) -> None:

@@ -15,8 +15,9 @@ from webagent_r1.types import Task, Trajectory, Turn
 VOCAB = 96
 
 
-def make_tiny_model(folder: Path, seed: int = 0) -> Path:
-    """Save a 2-layer Llama (hidden 32) and its tokenizer in ``folder``."""
+def make_tiny_model(folder: Path, seed: int = 0, **config: Any) -> Path:
+    """Save a 2-layer Llama (hidden 32) and its tokenizer in ``folder``; ``config``
+    overrides fields of its ``LlamaConfig`` (e.g. ``attention_dropout``)."""
     import torch
     from tokenizers import Tokenizer
     from tokenizers.models import WordLevel
@@ -37,6 +38,8 @@ def make_tiny_model(folder: Path, seed: int = 0) -> Path:
         bos_token_id=0,
         tie_word_embeddings=False,
     )
+    for k, v in config.items():
+        setattr(cfg, k, v)
     model = LlamaForCausalLM(cfg)
     model.save_pretrained(folder)
     vocab = {f"w{i}": i for i in range(VOCAB)}

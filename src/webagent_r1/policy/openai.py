@@ -12,6 +12,10 @@ Two paths:
   that text (plus eos when the model stopped), not ids the server sampled, and the completion
   is marked ``trainable=False``: good for evaluation, never for policy-gradient training.
 
+A token-id completion whose log-probs the server left out (``null``) cannot give π_old: with
+``for_training=True`` (the default) that raises ``OpenAIEngineError``; with ``False``
+(evaluation) the completion is kept and marked ``trainable=False``.
+
 Requests are retried with exponential backoff on 429, 5xx and connection errors; any other
 4xx is a configuration problem and raises ``OpenAIEngineError`` with the server's message.
 """
@@ -53,6 +57,8 @@ class OpenAIEngine:
         timeout_s: timeout of one HTTP request.
         max_concurrency: requests in flight at once.
         extra_body: extra JSON fields of every request (server-specific options).
+        for_training: the token-id completions are meant for training: a sampled token
+            without a log-prob raises instead of being marked not trainable.
     """
 
     def __init__(
@@ -67,6 +73,7 @@ class OpenAIEngine:
         timeout_s: float = 120.0,
         max_concurrency: int = 64,
         extra_body: dict[str, Any] | None = None,
+        for_training: bool = True,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
@@ -77,6 +84,7 @@ class OpenAIEngine:
         self.backoff_s = backoff_s
         self.timeout_s = timeout_s
         self.extra_body = dict(extra_body or {})
+        self.for_training = for_training
         self._sem = asyncio.Semaphore(max_concurrency)
         self._client: httpx.AsyncClient | None = None
         self.retries = 0
@@ -150,13 +158,22 @@ class OpenAIEngine:
                 "/completions (vLLM does); use use_token_ids=False for chat-only servers"
             )
         ids = [self._token_id(t) for t in tokens]
+        missing = [k for k, x in enumerate(logprobs) if x is None]
+        if missing and self.for_training:
+            raise OpenAIEngineError(
+                f"the server returned no log-prob for {len(missing)} of {len(ids)} sampled "
+                f"tokens (first at position {missing[0]}): training needs every token's "
+                "log-prob as π_old; for evaluation only, use for_training=False (such "
+                "completions are then marked not trainable)"
+            )
         text = self.tokenizer.decode(ids, skip_special_tokens=True)
         return Completion(
             token_ids=ids,
+            # placeholders where missing: the completion is then not trainable
             logprobs=[float(x) if x is not None else 0.0 for x in logprobs],
             text=text,
             finish_reason=_finish(choice.get("finish_reason")),
-            trainable=True,
+            trainable=not missing,
         )
 
     async def _chat(self, messages: list[dict[str, str]], params: SamplingParams) -> Completion:

@@ -11,9 +11,12 @@ One training step (WebAgent-R1, Sec. 3.2; docs/design.md, "M-GRPO"):
    trainer's model object; a vLLM engine holds its own copy);
 3. build one sample per turn from the stored ids (never re-tokenised); group-normalised
    advantages; groups whose rewards are all equal carry no gradient and are skipped (counted);
-   env-error episodes are never trained on as failures;
+   env-error episodes are never trained on as failures; a turn sampled from weights more than
+   ``rl.max_staleness`` updates older than the trainer's is dropped (counted) or stops the run
+   (``rl.stale_turns``);
 4. compute π_old once (``rl.old_logprobs``: recomputed by the trainer's own forward, or the
-   sampler's stored log-probs) and the reference log-probs when β > 0;
+   sampler's stored log-probs) and the reference log-probs when β > 0; the whole update runs
+   without dropout, so a recomputed π_old gives a ratio of exactly 1 at the first iteration;
 5. μ policy iterations over the batch, each one optimizer step of the clipped surrogate with
    the chosen normalisation (``algos/mgrpo.py``), gradients accumulated over micro-batches;
 6. the engine samples from the updated weights from the next step on: ``WeightSync.push``
@@ -30,11 +33,13 @@ from (observations included), and μ > 1 is supported so the ratio clip really a
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import json
 import random
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,7 +47,7 @@ from typing import Any
 import torch
 
 from webagent_r1.algos.mgrpo import NORMALIZERS, group_advantages, mgrpo_loss
-from webagent_r1.config import Config, to_dict
+from webagent_r1.config import Config, RLConfig, to_dict
 from webagent_r1.policy.base import SamplingParams
 from webagent_r1.rollout import Group, RolloutStats, collect
 from webagent_r1.train.batching import (
@@ -81,9 +86,12 @@ from webagent_r1.types import Task
 __all__ = [
     "RLBatch",
     "RLResult",
+    "StaleTurnsError",
     "build_rl_batch",
     "generation_engine",
+    "is_stale",
     "mgrpo_update",
+    "refuse_stale_turns",
     "step_tasks",
     "train_rl",
 ]
@@ -103,16 +111,56 @@ class RLBatch:
     """Groups skipped because every reward was equal (zero advantage)."""
     groups_small: int = 0
     """Groups with fewer than 2 usable trajectories (env errors, untrainable text)."""
+    stale_versions: list[int] = field(default_factory=list)
+    """``weight_version`` of every turn left out as stale (``rl.max_staleness``)."""
+
+    @property
+    def turns_stale(self) -> int:
+        """Turns left out because their weights were too old (or newer than the trainer's)."""
+        return len(self.stale_versions)
+
+
+class StaleTurnsError(RuntimeError):
+    """Turns were sampled from weights other than those ``rl.max_staleness`` allows, and
+    ``rl.stale_turns`` is 'error'."""
+
+
+def is_stale(turn_version: int, version: int, max_staleness: int) -> bool:
+    """Whether a turn sampled from weights ``turn_version`` is too far from the trainer's
+    ``version``: more than ``max_staleness`` optimizer steps behind, or ahead of it (weights
+    the trainer never had)."""
+    return not 0 <= version - turn_version <= max_staleness
 
 
 def build_rl_batch(
-    groups: list[Group], advantage_scale: str = "std", drop_equal_groups: bool = True
+    groups: list[Group],
+    advantage_scale: str = "std",
+    drop_equal_groups: bool = True,
+    version: int | None = None,
+    max_staleness: int = 0,
+    stale_turns: str = "drop",
 ) -> RLBatch:
     """Advantages per group and one sample per turn (``Sample.advantage`` set).
 
     Trajectories with status ``env_error`` or not trainable (an engine that returned text
     only) are left out; a group needs two usable members to define an advantage.
+
+    Args:
+        groups: the step's groups.
+        advantage_scale: ``group_advantages``' scale ('std' or 'none').
+        drop_equal_groups: skip groups whose rewards are all equal (counted).
+        version: the ``weight_version`` of the weights this batch will update; None checks
+            no turn's version (nor is a turn without one checked: its engine reports none).
+        max_staleness: most optimizer steps a turn's weights may lag ``version``.
+        stale_turns: 'drop' leaves a stale turn out (counted in ``turns_stale``; the episode's
+            reward still counts in its group's advantages, and its other turns share its
+            1/G weight); 'error' raises.
+
+    Raises:
+        StaleTurnsError: a stale turn with ``stale_turns='error'``.
     """
+    if stale_turns not in ("drop", "error"):
+        raise ValueError(f"stale_turns must be 'drop' or 'error', got {stale_turns!r}")
     batch = RLBatch()
     for g in groups:
         usable = [t for t in g.usable if t.info.get("trainable", True) and t.turns]
@@ -126,11 +174,43 @@ def build_rl_batch(
         adv = group_advantages(rewards, advantage_scale)  # (G,)
         batch.groups_used += 1
         for i, traj in enumerate(usable):
-            for s in turn_samples(traj, float(adv[i])):
+            for turn, s in zip(traj.turns, turn_samples(traj, float(adv[i])), strict=True):
+                v = turn.weight_version
+                if version is not None and v is not None and is_stale(v, version, max_staleness):
+                    batch.stale_versions.append(v)
+                    continue
                 batch.samples.append(s)
                 batch.traj.append(batch.n_traj + i)
         batch.n_traj += len(usable)
+    if batch.stale_versions and stale_turns == "error":
+        raise StaleTurnsError(_stale_message(batch, batch.turns_stale, version, max_staleness))
     return batch
+
+
+def _stale_message(batch: RLBatch, n: int, version: int | None, max_staleness: int) -> str:
+    """What ``StaleTurnsError`` says: ``n`` stale turns in all, the versions seen here."""
+    return (
+        f"{n} turn(s) were sampled from weights other than the trainer's version {version} "
+        f"allows with rl.max_staleness={max_staleness} (versions seen here: "
+        f"{sorted(set(batch.stale_versions))}): raise rl.max_staleness, or set "
+        "rl.stale_turns=drop to leave such turns out of the update"
+    )
+
+
+def refuse_stale_turns(batch: RLBatch, rl: RLConfig, version: int, dist: Dist) -> None:
+    """Raise ``StaleTurnsError`` on every process alike when any process's batch left out a
+    stale turn and ``rl.stale_turns`` is 'error' (one process raising alone would leave the
+    others waiting in the update's collectives).
+
+    Args:
+        batch: this process's batch (from ``build_rl_batch`` with ``stale_turns='drop'``).
+        rl: the ``rl`` config section (``stale_turns``, ``max_staleness``).
+        version: the weight version being updated.
+        dist: the process group.
+    """
+    [n] = dist.all_reduce_sum([float(batch.turns_stale)])
+    if n and rl.stale_turns == "error":
+        raise StaleTurnsError(_stale_message(batch, int(n), version, rl.max_staleness))
 
 
 def _token_tensors(batch: RLBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
@@ -207,6 +287,10 @@ def mgrpo_update(
 ) -> dict[str, float]:
     """μ policy iterations of M-GRPO on ``batch`` (this process's share).
 
+    The model runs in eval mode throughout (no dropout, LoRA's included) and gets its
+    previous mode back after: π_old and the first iteration's π_θ are the same function of
+    the same weights, so the first iteration's ratio is exactly 1.
+
     Args:
         model: the policy (trainable).
         optimizer: its optimizer (learning rate already set for this step).
@@ -221,93 +305,110 @@ def mgrpo_update(
     Returns:
         ``train/…`` metrics (means over the μ iterations).
     """
-    dist = dist or Dist()
-    rl, tcfg = cfg.rl, cfg.train
-    temp = cfg.rollout.temperature if cfg.rollout.temperature > 0 else 1.0
-    bf16 = cfg.model.autocast_bf16
-    budget = tcfg.token_budget
-    share, prefix = tcfg.share_prompts, tcfg.share_prefix
-    params = trainable_parameters(model)
-    local_traj, local_tok = float(batch.n_traj), 0.0
-    traj_t, turn_t, adv_t, starts = _token_tensors(batch)
-    local_tok = float(traj_t.numel())
-    g_traj, g_tok = dist.all_reduce_sum([local_traj, local_tok])
-    metrics: dict[str, float] = {}
-    if g_tok == 0:
-        return {"train/skipped": 1.0}
-    weights = NORMALIZERS[rl.normalization](
-        traj_t,
-        turn_t,
-        n_traj=max(int(g_traj), 1),
-        n_tokens=int(g_tok),
-        max_tokens=cfg.rollout.max_new_tokens,
-    )  # (N,)
-    samples = batch.samples
-    # π_old: the trainer's own forward (so ratio = 1 exactly at the first iteration) or the
-    # sampler's log-probs as stored (cheaper; ratios then include sampler numerics).
-    if rl.old_logprobs == "sampler":
-        old = torch.tensor([lp for s in samples for lp in s.old_logprobs], dtype=torch.float)
-    else:  # (sharded, a process without samples still takes part in the forwards)
-        old = _all_logprobs(model, samples, pad_id, budget, temp, bf16, dist, share, prefix)
-    ref = None
-    if rl.beta > 0:
-        if ref_model is None:
-            raise ValueError("rl.beta > 0 needs a reference model")
-        ref = (
-            _all_logprobs(
-                ref_model, samples, pad_id, budget, temp, bf16, share=share, prefix=prefix
+    # Dropout off for the whole update, the previous mode restored after: π_old and the first
+    # iteration's π_θ are then one deterministic function, so the ratio is exactly 1 there (a
+    # fresh dropout mask per forward would make every ratio noise and let the clip act on it).
+    with _eval_mode(model):
+        dist = dist or Dist()
+        rl, tcfg = cfg.rl, cfg.train
+        temp = cfg.rollout.temperature if cfg.rollout.temperature > 0 else 1.0
+        bf16 = cfg.model.autocast_bf16
+        budget = tcfg.token_budget
+        share, prefix = tcfg.share_prompts, tcfg.share_prefix
+        params = trainable_parameters(model)
+        local_traj, local_tok = float(batch.n_traj), 0.0
+        traj_t, turn_t, adv_t, starts = _token_tensors(batch)
+        local_tok = float(traj_t.numel())
+        g_traj, g_tok = dist.all_reduce_sum([local_traj, local_tok])
+        metrics: dict[str, float] = {}
+        if g_tok == 0:
+            return {"train/skipped": 1.0}
+        weights = NORMALIZERS[rl.normalization](
+            traj_t,
+            turn_t,
+            n_traj=max(int(g_traj), 1),
+            n_tokens=int(g_tok),
+            max_tokens=cfg.rollout.max_new_tokens,
+        )  # (N,)
+        samples = batch.samples
+        # π_old: the trainer's own forward (so ratio = 1 exactly at the first iteration) or the
+        # sampler's log-probs as stored (cheaper; ratios then include sampler numerics).
+        if rl.old_logprobs == "sampler":
+            old = torch.tensor([lp for s in samples for lp in s.old_logprobs], dtype=torch.float)
+        else:  # (sharded, a process without samples still takes part in the forwards)
+            old = _all_logprobs(model, samples, pad_id, budget, temp, bf16, dist, share, prefix)
+        ref = None
+        if rl.beta > 0:
+            if ref_model is None:
+                raise ValueError("rl.beta > 0 needs a reference model")
+            ref = (
+                _all_logprobs(
+                    ref_model, samples, pad_id, budget, temp, bf16, share=share, prefix=prefix
+                )
+                if samples
+                else None
             )
-            if samples
-            else None
-        )
-    st = torch.tensor(starts, dtype=torch.long)
-    sums = {"loss": 0.0, "clip_frac": 0.0, "kl": 0.0, "ratio": 0.0, "grad_norm": 0.0}
-    groups = _plan(model, samples, budget, share)
-    n_mb = _micro_batch_count(model, groups, dist)
-    prefix = prefix and supports_shared_prefix(model)
-    for _ in range(rl.mu):
-        optimizer.zero_grad(set_to_none=True)
-        loss_sum, clip_n, kl_n, ratio_n = 0.0, 0.0, 0.0, 0.0
-        for k in range(n_mb):
-            if k >= len(groups):  # sharded: keep step with the other processes, add nothing
-                (completion_logprobs(model, padding_batch(pad_id), temp, bf16).sum() * 0).backward()
-                continue
-            mb = collate_rows(samples, groups[k], pad_id, prefix)
-            flat = st[mb.sample] + mb.offset  # (n,) positions in the batch's token order
-            logp = completion_logprobs(model, mb, temp, bf16).cpu()  # (n,)
-            loss, stats = mgrpo_loss(
-                logp,
-                old[flat],
-                adv_t[flat],
-                weights[flat],
-                clip_eps=rl.clip_eps,
-                beta=rl.beta,
-                ref_logp=ref[flat] if ref is not None else None,
-            )
-            loss.backward()
-            n = float(flat.numel())
-            loss_sum += float(loss.detach())
-            clip_n += stats.clip_frac * n
-            kl_n += stats.kl * n
-            ratio_n += stats.ratio_mean * n
-        if not is_sharded(model):  # FSDP has reduce-scattered the gradients in the backward
-            dist.all_reduce_grads(params)
-        loss_sum, clip_n, kl_n, ratio_n = dist.all_reduce_sum([loss_sum, clip_n, kl_n, ratio_n])
-        gn = grad_norm_and_clip(params, tcfg.max_grad_norm)
-        if lock is not None:
-            with lock:
+        st = torch.tensor(starts, dtype=torch.long)
+        sums = {"loss": 0.0, "clip_frac": 0.0, "kl": 0.0, "ratio": 0.0, "grad_norm": 0.0}
+        groups = _plan(model, samples, budget, share)
+        n_mb = _micro_batch_count(model, groups, dist)
+        prefix = prefix and supports_shared_prefix(model)
+        for _ in range(rl.mu):
+            optimizer.zero_grad(set_to_none=True)
+            loss_sum, clip_n, kl_n, ratio_n = 0.0, 0.0, 0.0, 0.0
+            for k in range(n_mb):
+                if k >= len(groups):  # sharded: keep step with the other processes, add nothing
+                    (
+                        completion_logprobs(model, padding_batch(pad_id), temp, bf16).sum() * 0
+                    ).backward()
+                    continue
+                mb = collate_rows(samples, groups[k], pad_id, prefix)
+                flat = st[mb.sample] + mb.offset  # (n,) positions in the batch's token order
+                logp = completion_logprobs(model, mb, temp, bf16).cpu()  # (n,)
+                loss, stats = mgrpo_loss(
+                    logp,
+                    old[flat],
+                    adv_t[flat],
+                    weights[flat],
+                    clip_eps=rl.clip_eps,
+                    beta=rl.beta,
+                    ref_logp=ref[flat] if ref is not None else None,
+                )
+                loss.backward()
+                n = float(flat.numel())
+                loss_sum += float(loss.detach())
+                clip_n += stats.clip_frac * n
+                kl_n += stats.kl * n
+                ratio_n += stats.ratio_mean * n
+            if not is_sharded(model):  # FSDP has reduce-scattered the gradients in the backward
+                dist.all_reduce_grads(params)
+            loss_sum, clip_n, kl_n, ratio_n = dist.all_reduce_sum([loss_sum, clip_n, kl_n, ratio_n])
+            gn = grad_norm_and_clip(params, tcfg.max_grad_norm)
+            if lock is not None:
+                with lock:
+                    optimizer.step()
+            else:
                 optimizer.step()
-        else:
-            optimizer.step()
-        sums["loss"] += loss_sum
-        sums["clip_frac"] += clip_n / g_tok
-        sums["kl"] += kl_n / g_tok
-        sums["ratio"] += ratio_n / g_tok
-        sums["grad_norm"] += gn
-    for k, v in sums.items():
-        metrics[f"train/{'ratio_mean' if k == 'ratio' else k}"] = v / rl.mu
-    metrics["train/tokens"] = g_tok
-    return metrics
+            sums["loss"] += loss_sum
+            sums["clip_frac"] += clip_n / g_tok
+            sums["kl"] += kl_n / g_tok
+            sums["ratio"] += ratio_n / g_tok
+            sums["grad_norm"] += gn
+        for k, v in sums.items():
+            metrics[f"train/{'ratio_mean' if k == 'ratio' else k}"] = v / rl.mu
+        metrics["train/tokens"] = g_tok
+        return metrics
+
+
+@contextlib.contextmanager
+def _eval_mode(model: Any) -> Iterator[None]:
+    """``model`` in eval mode (no dropout) inside; its previous mode restored after."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
 
 
 def generation_engine(cfg: Config, model: Any, tokenizer: Any, source: str | None = None) -> Any:
@@ -555,7 +656,14 @@ async def train_rl(
             gen_s = time.time() - s0
             trajs = [t for g in groups for t in g.trajectories]
             write_trajectories(trajs, stage / "rollouts" / f"step-{step:06d}-rank{dist.rank}.jsonl")
-            batch = build_rl_batch(groups, rl.advantage_scale, rl.drop_equal_groups)
+            batch = build_rl_batch(
+                groups,
+                rl.advantage_scale,
+                rl.drop_equal_groups,
+                version=sync.version,
+                max_staleness=rl.max_staleness,
+            )  # stale turns dropped here; refused below on every process alike
+            refuse_stale_turns(batch, rl, sync.version, dist)
             release_free_memory()  # the rollout's KV caches, before the update's activations
             u0 = time.time()
             sleeps = bool(getattr(engine, "sleeps", False))
@@ -577,9 +685,10 @@ async def train_rl(
                     batch.groups_equal,
                     batch.groups_small,
                     stats.env_errors,
+                    batch.turns_stale,
                 ]
             )
-            valid, succ, turns, used, equal, small, errs = counts
+            valid, succ, turns, used, equal, small, errs, stale = counts
             metrics.update(
                 {
                     "rollout/success": succ / valid if valid else 0.0,
@@ -590,6 +699,7 @@ async def train_rl(
                     "train/groups_used": used,
                     "train/groups_skipped_equal": equal,
                     "train/groups_skipped_small": small,
+                    "train/turns_dropped_stale": stale,
                     "train/lr": opt.param_groups[0]["lr"],
                     "train/update_s": time.time() - u0,
                     "train/step_s": time.time() - s0,
