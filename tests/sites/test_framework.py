@@ -74,9 +74,10 @@ def test_control_endpoints_create_share_login_delete(sites: RunningSites) -> Non
         sites.instance_db_path("shopping", iid)
 
 
-def test_unknown_instance_cookie_falls_back_to_default(sites: RunningSites, client: Client) -> None:
+def test_unknown_instance_cookie_gets_an_error_page(sites: RunningSites, client: Client) -> None:
     with client("shopping", "no-such-instance") as c:
-        assert c.get("/").status_code == 200
+        r = c.get("/")
+    assert r.status_code == 404 and "site instance does not exist" in r.text
 
 
 def test_invalid_instance_id_is_rejected(sites: RunningSites) -> None:

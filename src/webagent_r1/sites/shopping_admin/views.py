@@ -18,14 +18,13 @@ Every page needs an admin login (``/login``). URL map (GET unless noted):
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Any
 
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
-from webagent_r1.sites.base import Ctx, now_str, page, paginate
+from webagent_r1.sites.base import Ctx, is_email, now_str, page, paginate, parse_int
 from webagent_r1.sites.shopping.db import ORDER_STATUSES
 from webagent_r1.sites.shopping.queries import (
     category_tree,
@@ -90,14 +89,6 @@ def _date_where(col: str, d_from: str | None, d_to: str | None) -> tuple[str, li
 def _float(value: str) -> float | None:
     try:
         out = float(value.replace(",", "").replace("$", ""))
-    except ValueError:
-        return None
-    return out if out >= 0 else None
-
-
-def _int(value: str) -> int | None:
-    try:
-        out = int(value)
     except ValueError:
         return None
     return out if out >= 0 else None
@@ -242,9 +233,10 @@ async def products(ctx: Ctx) -> Response:
         where += " AND (p.name LIKE ? ESCAPE '\\' OR p.sku LIKE ? ESCAPE '\\')"
         params += [pat, pat]
     cat = ctx.arg("category")
-    if cat.isdigit():
+    cat_id = parse_int(cat, lo=0)
+    if cat_id is not None:
         where += " AND (c.id = ? OR c.parent_id = ?)"
-        params += [int(cat), int(cat)]
+        params += [cat_id, cat_id]
     status = ctx.arg("status")
     if status in ("enabled", "disabled"):
         where += " AND p.status = ?"
@@ -273,7 +265,7 @@ def _product_form_values(form: dict[str, str]) -> tuple[dict[str, Any], str | No
         k: form.get(k, "")
         for k in ("name", "sku", "price", "stock_qty", "status", "description", "category_id")
     }
-    price, qty = _float(values["price"]), _int(values["stock_qty"])
+    price, qty = _float(values["price"]), parse_int(values["stock_qty"], lo=0)
     if not values["name"] or not values["sku"]:
         return values, "Product name and SKU are required."
     if price is None:
@@ -435,7 +427,7 @@ async def customer_view(ctx: Ctx) -> Response:
         values = {k: form.get(k, "") for k, _ in CUSTOMER_FIELDS}
         if not values["first_name"] or not values["last_name"] or not values["email"]:
             error = "First name, last name and email are required."
-        elif not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", values["email"]):
+        elif not is_email(values["email"]):
             error = "Please enter a valid email address."
         elif ctx.db.execute(
             "SELECT 1 FROM customers WHERE lower(email) = lower(?) AND id != ?",
@@ -637,17 +629,17 @@ def routes() -> list[BaseRoute]:
     return [
         page("/", dashboard),
         page("/orders", orders),
-        page("/orders/{order_id:int}", order_view),
-        page("/orders/{order_id:int}/status", order_status, post),
+        page("/orders/{order_id:id}", order_view),
+        page("/orders/{order_id:id}/status", order_status, post),
         page("/products", products),
         page("/products/new", product_new, both),
-        page("/products/{product_id:int}", product_edit, both),
+        page("/products/{product_id:id}", product_edit, both),
         page("/customers", customers),
-        page("/customers/{customer_id:int}", customer_view, both),
+        page("/customers/{customer_id:id}", customer_view, both),
         page("/reviews", reviews),
-        page("/reviews/{review_id:int}", review_view),
-        page("/reviews/{review_id:int}/approve", review_approve, post),
-        page("/reviews/{review_id:int}/delete", review_delete, post),
+        page("/reviews/{review_id:id}", review_view),
+        page("/reviews/{review_id:id}/approve", review_approve, post),
+        page("/reviews/{review_id:id}/delete", review_delete, post),
         page("/reports/bestsellers", report_bestsellers),
         page("/reports/sales", report_sales),
     ]
