@@ -255,3 +255,86 @@ def test_bad_instance_ids_are_refused(every: RunningSites, bad: object) -> None:
     )
     assert r.status_code == (201 if bad is None else 400), r.text
     assert bad is None or bad not in store.ids()
+
+
+# --------------------------------------------------------------------------------------------
+# Wildcards, non-finite prices, oversized fields
+# --------------------------------------------------------------------------------------------
+
+
+def test_commit_lookup_takes_percent_and_underscore_literally(every: RunningSites) -> None:
+    iid = every.create_instance()
+    with every.connect("gitlab", iid) as db:
+        sha = db.execute(
+            "SELECT c.sha FROM commits c JOIN projects p ON p.id = c.project_id "
+            "WHERE p.path = 'dotfiles' LIMIT 1"
+        ).fetchone()[0]
+    base = "/byteblaze/dotfiles/-/commit/"
+    with _client(every, "gitlab", iid) as c:
+        assert c.get(base + sha[:8]).status_code == 200  # a real prefix still works
+        for pattern in ("%25%25%25%25%25%25%25%25", "________", sha[:7] + "_", sha[:6] + "%25"):
+            assert c.get(base + pattern).status_code == 404, pattern
+
+
+@pytest.mark.parametrize("price", ["inf", "nan", "-inf", "1e400", "Infinity", "NaN"])
+def test_admin_refuses_a_non_finite_price(every: RunningSites, price: str) -> None:
+    iid = every.create_instance()
+    with every.connect("shopping", iid) as db:
+        before = dict(db.execute("SELECT * FROM products WHERE id = 1").fetchone())
+    form = {k: str(v) for k, v in before.items() if isinstance(v, str | int | float)}
+    form.update(price=price, stock_qty="3")
+    with _client(every, "shopping_admin", iid, "admin") as c:
+        r = c.post("/products/1", data=form)
+    assert r.status_code == 200 and "Enter a price" in r.text
+    with every.connect("shopping", iid) as db:
+        after = db.execute("SELECT price FROM products WHERE id = 1").fetchone()[0]
+    assert after == before["price"]
+
+
+MEGA = "x" * 1_000_000
+
+
+@pytest.mark.parametrize(
+    ("site", "path", "form", "table", "column"),
+    [
+        (
+            "shopping_admin",
+            "/products/1",
+            {"name": MEGA, "sku": "SKU-1", "price": "5", "stock_qty": "1", "status": "enabled"},
+            "products",
+            "name",
+        ),
+        (
+            "shopping_admin",
+            "/customers/1",
+            {"first_name": MEGA, "last_name": "L", "email": "big@example.com"},
+            "customers",
+            "first_name",
+        ),
+        (
+            "shopping",
+            "/account/edit",
+            {"first_name": MEGA, "last_name": "L", "email": "emma.lopez@example.com"},
+            "customers",
+            "first_name",
+        ),
+        (
+            "shopping",
+            "/product/1/review",
+            {"rating": "5", "nickname": "n", "title": "t", "body": MEGA},
+            "reviews",
+            "body",
+        ),
+    ],
+    ids=["admin-product", "admin-customer", "shop-account", "shop-review"],
+)
+def test_oversized_fields_are_refused_not_stored(
+    every: RunningSites, site: str, path: str, form: dict[str, str], table: str, column: str
+) -> None:
+    iid = every.create_instance()
+    with _client(every, site, iid, USERS[site]) as c:
+        r = c.post(path, data=form, follow_redirects=True)
+    assert r.status_code == 200 and "too long" in r.text, r.text[:500]
+    with every.connect("shopping", iid) as db:
+        longest = db.execute(f"SELECT max(length({column})) FROM {table}").fetchone()[0]
+    assert longest < 10_000

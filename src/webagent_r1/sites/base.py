@@ -38,7 +38,7 @@ import tempfile
 import threading
 import time
 import urllib.parse
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -355,6 +355,34 @@ class InstanceStore:
                 f"live instances: {sorted(self._instances)}"
             )
         return inst
+
+
+FIELD_MAX = 255
+"""Most characters a one-line form field (a name, an e-mail, an address, a SKU) may hold."""
+TEXT_MAX = 5_000
+"""Most characters a multi-line form field (a review, a description) may hold."""
+
+
+def too_long(values: Mapping[str, object], long: Iterable[str] = ()) -> str | None:
+    """The form error for the first text field over its cap, or None when all fit.
+
+    Fields named in ``long`` may hold :data:`TEXT_MAX` characters, the others
+    :data:`FIELD_MAX`; a form over the cap is refused, never stored (a 1 MB name would be
+    shown on every page that lists it).
+    """
+    long = set(long)
+    for key, value in values.items():
+        limit = TEXT_MAX if key in long else FIELD_MAX
+        if isinstance(value, str) and len(value) > limit:
+            label = key.replace("_", " ").capitalize()
+            return f"{label} is too long: use at most {limit:,} characters."
+    return None
+
+
+def like_escape(text: str) -> str:
+    """``text`` with the LIKE wildcards ``%`` and ``_`` (and ``\\``) escaped, for
+    ``LIKE ? ESCAPE '\\'``: a typed ``%`` then matches only a ``%``."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def is_email(text: str) -> bool:

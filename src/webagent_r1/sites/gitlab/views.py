@@ -31,7 +31,7 @@ from markupsafe import Markup
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
-from webagent_r1.sites.base import Ctx, now_str, page, paginate, parse_int
+from webagent_r1.sites.base import Ctx, like_escape, now_str, page, paginate, parse_int
 from webagent_r1.sites.gitlab.content import ROLES
 from webagent_r1.sites.gitlab.queries import (
     PROJECT_COLUMNS,
@@ -606,8 +606,8 @@ async def commit(ctx: Ctx) -> Response:
     sha = ctx.request.path_params["sha"]
     row = ctx.db.execute(
         "SELECT c.*, u.username, u.full_name FROM commits c JOIN users u ON u.id = c.author_id "
-        "WHERE c.project_id = ? AND (c.sha = ? OR (length(?) >= 8 AND c.sha LIKE ? || '%'))",
-        (project["id"], sha, sha, sha),
+        "WHERE c.project_id = ? AND (c.sha = ? OR (length(?) >= 8 AND c.sha LIKE ? ESCAPE '\\'))",
+        (project["id"], sha, sha, like_escape(sha) + "%"),
     ).fetchone()
     if row is None:
         return ctx.not_found("commit")

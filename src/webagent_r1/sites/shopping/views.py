@@ -36,6 +36,7 @@ from webagent_r1.sites.base import (
     paginate,
     parse_int,
     query_string,
+    too_long,
 )
 from webagent_r1.sites.seed_utils import hash_password
 from webagent_r1.sites.shopping.db import SHIPPING_PER_ITEM
@@ -485,6 +486,8 @@ async def write_review(ctx: Ctx) -> Response:
             "Please choose a rating and fill in nickname, summary and review.",
             "error",
         )
+    if error := too_long({"nickname": nickname, "summary": title, "review": body}, ["review"]):
+        return ctx.redirect(url + "#review-form", error, "error")
     ctx.db.execute(
         "INSERT INTO reviews (product_id, customer_id, nickname, rating, title, body, status, "
         "created_at) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?)",
@@ -632,6 +635,8 @@ async def checkout(ctx: Ctx) -> Response:
         ]
         if missing:
             error = "Please fill in the required fields: " + ", ".join(missing) + "."
+        elif too_long(values):
+            error = too_long(values)
         elif problems:
             error = "Some items are not available in the requested quantity: " + ", ".join(problems)
         else:
@@ -758,6 +763,8 @@ async def account_edit(ctx: Ctx) -> Response:
         error = None
         if not all(values.values()):
             error = "First name, last name and email are required."
+        elif too_long(values):
+            error = too_long(values)
         elif not is_email(values["email"]):
             error = "Please enter a valid email address."
         elif ctx.db.execute(
@@ -791,13 +798,11 @@ async def account_address(ctx: Ctx) -> Response:
         form = await ctx.form()
         values = {k: form.get(k, "") for k, _ in fields}
         missing = [label for k, label in fields if not values[k]]
+        error = too_long(values)
         if missing:
-            return ctx.render(
-                "address.html",
-                values=values,
-                fields=fields,
-                error="Please fill in the required fields: " + ", ".join(missing) + ".",
-            )
+            error = "Please fill in the required fields: " + ", ".join(missing) + "."
+        if error:
+            return ctx.render("address.html", values=values, fields=fields, error=error)
         ctx.db.execute(
             "UPDATE customers SET street = ?, city = ?, region = ?, postcode = ?, country = ?, "
             "phone = ? WHERE id = ?",
@@ -863,6 +868,8 @@ async def register(ctx: Ctx) -> Response:
         error = None
         if not all(values.values()):
             error = "All fields are required."
+        elif too_long(values):
+            error = too_long(values)
         elif not is_email(values["email"]):
             error = "Please enter a valid email address."
         elif not re.fullmatch(r"[A-Za-z0-9_.-]{3,40}", values["username"]):

@@ -18,13 +18,22 @@ Every page needs an admin login (``/login``). URL map (GET unless noted):
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Any
 
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
-from webagent_r1.sites.base import Ctx, is_email, now_str, page, paginate, parse_int
+from webagent_r1.sites.base import (
+    Ctx,
+    is_email,
+    now_str,
+    page,
+    paginate,
+    parse_int,
+    too_long,
+)
 from webagent_r1.sites.shopping.db import ORDER_STATUSES
 from webagent_r1.sites.shopping.queries import (
     category_tree,
@@ -87,11 +96,12 @@ def _date_where(col: str, d_from: str | None, d_to: str | None) -> tuple[str, li
 
 
 def _float(value: str) -> float | None:
+    """A non-negative finite amount (``$1,234.50`` allowed), else None: never inf or nan."""
     try:
         out = float(value.replace(",", "").replace("$", ""))
     except ValueError:
         return None
-    return out if out >= 0 else None
+    return out if math.isfinite(out) and out >= 0 else None
 
 
 def _back(form: dict[str, str], default: str) -> str:
@@ -268,6 +278,8 @@ def _product_form_values(form: dict[str, str]) -> tuple[dict[str, Any], str | No
     price, qty = _float(values["price"]), parse_int(values["stock_qty"], lo=0)
     if not values["name"] or not values["sku"]:
         return values, "Product name and SKU are required."
+    if error := too_long(values, long=("description",)):
+        return values, error
     if price is None:
         return values, "Enter a price as a non-negative number, e.g. 19.99."
     if qty is None:
@@ -337,7 +349,7 @@ async def product_new(ctx: Ctx) -> Response:
     values, error = _product_form_values(form)
     leaf = ctx.db.execute(
         "SELECT id FROM categories WHERE id = ? AND parent_id IS NOT NULL",
-        (values["category_id"] if values["category_id"].isdigit() else -1,),
+        (parse_int(values["category_id"], -1),),
     ).fetchone()
     if error is None and leaf is None:
         error = "Choose a category for the product."
@@ -427,6 +439,8 @@ async def customer_view(ctx: Ctx) -> Response:
         values = {k: form.get(k, "") for k, _ in CUSTOMER_FIELDS}
         if not values["first_name"] or not values["last_name"] or not values["email"]:
             error = "First name, last name and email are required."
+        elif too_long(values):
+            error = too_long(values)
         elif not is_email(values["email"]):
             error = "Please enter a valid email address."
         elif ctx.db.execute(
