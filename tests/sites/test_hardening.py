@@ -3,11 +3,16 @@ requests, stale instances, wildcards, non-finite prices and oversized fields."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 import pytest
@@ -338,3 +343,43 @@ def test_oversized_fields_are_refused_not_stored(
     with every.connect("shopping", iid) as db:
         longest = db.execute(f"SELECT max(length({column})) FROM {table}").fetchone()[0]
     assert longest < 10_000
+
+
+# --------------------------------------------------------------------------------------------
+# Stopping
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_sites_serve_cleans_up_its_instances_on_a_signal(tmp_path: Path, sig: int) -> None:
+    """``sites serve`` removes its instance folders when stopped by SIGTERM as by Ctrl-C."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {
+        **os.environ,
+        "TMPDIR": str(tmp),  # where the instance folders go
+        "WEBAGENT_R1_HOME": str(tmp_path / "home"),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src"),
+    }
+    cmd = [sys.executable, "-c", "from webagent_r1.cli import main; main()", "sites", "serve"]
+    proc = subprocess.Popen(
+        [*cmd, "--site", "map", "--port-offset", "20000"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        lines = []
+        for line in proc.stdout:  # type: ignore[union-attr]
+            lines.append(line)
+            if "Control header" in line:
+                break
+        assert [p.name for p in tmp.iterdir()][0].startswith("webagent-map-"), lines
+        proc.send_signal(sig)
+        rest, _ = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, "".join(lines) + rest
+    assert "Stopping." in rest and "Traceback" not in rest
+    assert list(tmp.iterdir()) == []
