@@ -99,8 +99,8 @@ def main() -> int:
 
     import torch
     from safetensors.torch import load_file
-
     from tests.train.tiny import make_tiny_model, make_trajectories
+
     from webagent_r1.trajectories import write_trajectories
 
     deadline = time.time() + 60 * a.max_minutes
@@ -151,9 +151,7 @@ def main() -> int:
     want, got = _losses(straight), _losses(killed)
     missing = [s for s in range(1, a.steps + 1) if s not in got]
     # a step redone after a resume must log the loss it logged the first time
-    diff = max(
-        (abs(v - want[s][0]) for s, vs in got.items() for v in vs if s in want), default=0.0
-    )
+    diff = max((abs(v - want[s][0]) for s, vs in got.items() for v in vs if s in want), default=0.0)
     summary = {
         "kills": len(kills),
         "kill_times_s": [k["after_s"] for k in kills],
@@ -165,13 +163,7 @@ def main() -> int:
         "uninterrupted_run_s": round(run_s, 1),
         "wall_s": round(time.time() - t0, 1),
     }
-    ok = (
-        len(kills) == a.kills
-        and proc.returncode == 0
-        and same
-        and not missing
-        and diff == 0.0
-    )
+    ok = len(kills) == a.kills and proc.returncode == 0 and same and not missing and diff == 0.0
     summary["passed"] = ok
     (a.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(json.dumps(summary))
