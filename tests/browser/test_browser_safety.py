@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
+import socket
+import threading
 from pathlib import Path
 
 import pytest
@@ -209,3 +212,77 @@ async def test_redirect_off_the_list_is_undone(session: BrowserSession, other_si
     )
     obs = await session.observe(CFG)
     assert obs.url == f"{site}/index.html" and obs.title == "Test Shop"
+
+
+class _Listener:
+    """A bare TCP listener on a free port that records every connection it accepts (a stand-in
+    for a WebSocket server: the browser's upgrade request is all it needs to see)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.origin = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.requests: list[bytes] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = self.sock.accept()
+                conn.settimeout(2)
+                with conn, contextlib.suppress(OSError):
+                    self.requests.append(conn.recv(4096))
+
+
+_OPEN_WS_JS = """(url) => new Promise((resolve) => {
+  const ws = new WebSocket(url);
+  ws.onopen = () => resolve('open');
+  ws.onerror = () => resolve('error');
+  ws.onclose = () => resolve('closed');
+  setTimeout(() => resolve('pending'), 3000);
+})"""
+
+
+async def test_websockets_to_other_origins_are_refused(browser: Browser, site: str) -> None:
+    """``ctx.route`` sees HTTP only: a page script reached another local port by WebSocket."""
+    listener = _Listener()
+    ws_url = listener.origin.replace("http://", "ws://") + "/socket"
+    blocked = await browser.new_session([site])
+    allowed = await browser.new_session([site, listener.origin])
+    try:
+        for s in (blocked, allowed):
+            assert await s.goto(f"{site}/index.html") is None
+        assert await blocked.page.evaluate(_OPEN_WS_JS, ws_url) in ("error", "closed")
+        await asyncio.sleep(0.3)
+        assert listener.requests == []  # not one byte reached the other port
+        # The same socket from a session that allows that origin does reach it.
+        await allowed.page.evaluate(_OPEN_WS_JS, ws_url)
+        for _ in range(100):
+            if listener.requests:
+                break
+            await asyncio.sleep(0.05)
+        assert listener.requests and listener.requests[0].startswith(b"GET /socket")
+    finally:
+        await blocked.close()
+        await allowed.close()
+        listener.sock.close()
+
+
+async def test_first_tab_timer_to_a_blob_page_is_undone(session: BrowserSession) -> None:
+    """Only tabs after the first were checked: a timer sent the first tab to a ``blob:`` page
+    and the agent read it."""
+    before = session.page.url
+    await session.page.evaluate(
+        """() => setTimeout(() => {
+          const page = new Blob(['<title>Elsewhere</title><p>SECRET-PAGE</p>'],
+                                {type: 'text/html'});
+          location.href = URL.createObjectURL(page);
+        }, 50)"""
+    )
+    for _ in range(100):  # wait until the timer has fired
+        if session.page.url.startswith("blob:"):
+            break
+        await asyncio.sleep(0.02)
+    assert session.page.url.startswith("blob:")
+    obs = await session.observe(CFG)
+    assert obs.url == before and obs.title == "Test Shop"
+    assert "SECRET-PAGE" not in obs.text

@@ -13,7 +13,14 @@ import pytest
 from webagent_r1.sites import SITES
 from webagent_r1.sites.episodes import EmbeddedSites
 from webagent_r1.tasks.evaluators import check_state_match
-from webagent_r1.tasks.suite import SuiteSpec, build_suite, instantiate, public_params, select
+from webagent_r1.tasks.suite import (
+    SuiteSpec,
+    build_suite,
+    instantiate,
+    make_task,
+    public_params,
+    select,
+)
 from webagent_r1.tasks.templates.gitlab import TEMPLATES, config_pair
 from webagent_r1.types import Task
 
@@ -120,3 +127,15 @@ async def test_expert_succeeds_and_a_wrong_exit_fails(embedded_sites: EmbeddedSi
     failed = [(r.task_id, r.error, r.explanation) for r in runs if r.reward != 1.0]
     assert not failed
     assert scores == [0.0] * len(tasks)
+
+
+def test_latest_commit_intent_reads_right_for_both_fields(pristine: sqlite3.Connection) -> None:
+    """It said "Who is the message of the latest commit" for the message field."""
+    (t,) = [t for t in TEMPLATES if t.name == "gitlab.latest_commit_author"]
+    drawn = instantiate(t, pristine, SuiteSpec())
+    tasks = [make_task(t, k, split, params) for k, (split, params) in enumerate(drawn)]
+    fields = {task.instantiation_dict["field"] for task in tasks}
+    assert fields == {"author", "message"}
+    for task in tasks:
+        field = task.instantiation_dict["field"]
+        assert task.intent.startswith(f"What is the {field} of the latest commit of the project ")

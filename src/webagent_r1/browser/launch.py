@@ -5,11 +5,14 @@
 episode. Sessions are safe to use concurrently from asyncio tasks.
 
 Safety: every session has an allow-list of origins. Requests to other origins (other hosts
-or ports, ``file://``, ``chrome://``) are aborted by a context-wide route, links to them are
-refused before they are clicked, downloads are refused, and a page that still ends up off
-the list is sent back to where it was. Known gap: Playwright does not route the hops of an
-HTTP redirect, so an allowed site that redirects elsewhere (an open redirect) makes one
-request leave before the page is sent back. A crashed browser raises ``BrowserCrashedError`` from
+or ports, ``file://``, ``chrome://``) are aborted by a context-wide route, WebSockets to them
+are closed by a context-wide WebSocket route before they connect, links to them are refused
+before they are clicked, downloads are refused, and a page that still ends up off the list
+(every tab is checked before each observation, the first one too: a timer may send it to a
+``blob:`` page no request route sees) is sent back to where it was, and a page read while off
+the list is read again after that. Known gap: Playwright does not route the hops of an HTTP
+redirect, so an allowed site that redirects elsewhere (an open redirect) makes one request
+leave before the page is sent back. A crashed browser raises ``BrowserCrashedError`` from
 every session method, so the env can end the episode as ``env_error`` instead of blaming the
 agent; ``Browser.ensure_alive`` relaunches it.
 """
@@ -28,7 +31,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from playwright.async_api import Browser as PwBrowser
-from playwright.async_api import BrowserContext, Page, Playwright, Route, async_playwright
+from playwright.async_api import (
+    BrowserContext,
+    Page,
+    Playwright,
+    Route,
+    WebSocketRoute,
+    async_playwright,
+)
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
@@ -175,6 +185,13 @@ class AllowList:
     def origins(self) -> list[str]:
         """The allowed origins as strings, sorted."""
         return sorted(f"{s}://{h}:{p}" for s, h, p in self._origins)
+
+    def allows_socket(self, url: str) -> bool:
+        """Whether a WebSocket to ``url`` (``ws://`` or ``wss://``) may connect: when its
+        origin, read as ``http://`` or ``https://``, is allowed."""
+        scheme, sep, rest = url.partition("://")
+        http = {"ws": "http", "wss": "https"}.get(scheme.lower())
+        return http is not None and self.allows(f"{http}{sep}{rest}")
 
     def allows(self, url: str) -> bool:
         """Whether ``url`` may be loaded (``about:blank`` always may)."""
@@ -348,6 +365,8 @@ class BrowserSession:
         ctx.on("close", self._on_context_close)
         try:
             await ctx.route("**/*", self._route)
+            # ctx.route sees HTTP only: a page script could reach any port by WebSocket.
+            await ctx.route_web_socket(lambda _url: True, self._route_socket)
             await ctx.add_init_script(script=_POPUP_WATCH_JS)
             await ctx.new_page()
         except PlaywrightError as e:
@@ -393,6 +412,14 @@ class BrowserSession:
             await route.abort("blockedbyclient")
         except PlaywrightError:
             pass  # the page or context closed while the request was in flight
+
+    async def _route_socket(self, ws: WebSocketRoute) -> None:
+        if self.allow.allows_socket(ws.url):
+            ws.connect_to_server()
+            return
+        # Not connected: the server never sees the handshake; the page sees the socket close.
+        with contextlib.suppress(PlaywrightError):
+            await ws.close(code=1008, reason="blocked: not an allowed site")
 
     # -- properties ---------------------------------------------------------------------
 
@@ -474,11 +501,12 @@ class BrowserSession:
         """Undo blocked navigations no action caused (timers, meta refresh, popups)."""
         # Pages that were blocked, and new tabs off the list (their first request is blocked
         # before Playwright can tell which tab it belongs to).
-        pages, self._blocked_pages = self._blocked_pages + self._pages[1:], []
+        # Every tab, the first one too: a timer can send it to a blob: page, which no route sees.
+        pages, self._blocked_pages = self._blocked_pages + self._pages, []
         for page in dict.fromkeys(pages):  # unique, in order
             if page.is_closed() or self.allow.allows(page.url):
                 continue
-            if len(self._pages) > 1:
+            if len(self._pages) > 1 and page is not self._pages[0]:
                 try:
                     await page.close()
                 except PlaywrightError as e:
@@ -616,7 +644,14 @@ class BrowserSession:
             try:
                 await settle(page, self._cfg.navigation_timeout_ms)
                 raw = await read_page(page, cfg.viewport_only, timeout_s, cfg.format)
-                break
+                if self.allow.allows(page.url):
+                    break
+                # A timer sent the tab off the list after the check above: never show that
+                # page; send it back and read again.
+                raw = None
+                await self._police()
+                page = await self._ensure_page()
+                continue
             except TimeoutError as e:
                 raise BrowserCrashedError(f"the page did not answer within {timeout_s:g} s") from e
             except PlaywrightError as e:
@@ -626,7 +661,8 @@ class BrowserSession:
                 elif attempt == 2:
                     raise BrowserCrashedError(f"could not read the page: {error_text(e)}") from e
                 # Otherwise the page navigated while being read: read the new document.
-        assert raw is not None
+        if raw is None:
+            raise BrowserCrashedError("the page kept leaving the allowed sites while being read")
         text = to_page_text(raw, cfg, count_tokens)
         self.last_page_text = text
         tabs, active = [], 0

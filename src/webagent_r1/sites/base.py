@@ -7,8 +7,13 @@ shop and its admin panel edit the same catalogue, as WebArena's Magento does).
 
 Every episode runs against its own *instance*: a file copy of the pristine database, chosen by
 the ``wa_instance`` cookie (cookies on 127.0.0.1 are shared across ports, so one cookie selects
-the instance on every site). A request without a known instance cookie uses the ``default``
-instance, which is what a human running ``webagent-r1 sites serve`` sees.
+the instance on every site). A request without an instance cookie uses the ``default``
+instance, which is what a human running ``webagent-r1 sites serve`` sees; a cookie naming an
+unknown (e.g. deleted) instance gets an error page, so a stale episode never writes into
+``default``.
+
+Page handlers run in worker threads (the request body is read on the event loop first), so a
+slow page keeps only itself waiting, not the pages of every site served on that loop.
 
 Control endpoints under ``/__webagent/`` (create/delete instances, create login sessions) need
 the ``X-WebAgent-Control`` header holding the server's random token, so the browsing agent
@@ -33,14 +38,16 @@ import tempfile
 import threading
 import time
 import urllib.parse
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import jinja2
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -54,7 +61,7 @@ INSTANCE_COOKIE = "wa_instance"
 CONTROL_HEADER = "X-WebAgent-Control"
 """Header carrying the control token on ``/__webagent/`` endpoints."""
 DEFAULT_INSTANCE = "default"
-"""Instance used by requests without a (known) instance cookie."""
+"""Instance used by requests without an instance cookie."""
 SITES_COOKIE = "wa_sites"
 """Cookie naming a cross-site task's sites (``map,shopping``): every page of those sites
 then start with links to the others, since the agent moves between sites only by links."""
@@ -62,7 +69,11 @@ SITE_LINKS_KEY = "site_links"
 """Key in ``SiteApp.cache`` of the running sites' ``{name: (title, base URL)}``."""
 COMMON_TEMPLATES = Path(__file__).parent / "templates"
 
-_INSTANCE_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_INSTANCE_ID_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}")
+"""Instance ids (full match): they name files, so no separators and no leading dot."""
+SQLITE_INT_MIN, SQLITE_INT_MAX = -(2**63), 2**63 - 1
+"""The integers an SQLite INTEGER holds; a bigger Python int makes sqlite3 raise."""
+_EMAIL_RE = re.compile(r"[^@\s]++@([^@\s]++)")  # possessive: linear on any input
 
 BASE_SCHEMA = """
 CREATE TABLE users (
@@ -248,9 +259,10 @@ class InstanceStore:
         """
         if instance_id is None:
             instance_id = secrets.token_hex(8)
-        if not _INSTANCE_ID_RE.match(instance_id):
+        if not isinstance(instance_id, str) or not _INSTANCE_ID_RE.fullmatch(instance_id):
             raise ValueError(
-                f"invalid instance id {instance_id!r}: use 1-64 letters, digits, '_', '.', '-'"
+                f"invalid instance id {instance_id!r}: use a string of 1-64 letters, digits, "
+                "'_', '.', '-' that does not start with '.'"
             )
         with self._lock:
             inst = self._instances.get(instance_id)
@@ -299,14 +311,17 @@ class InstanceStore:
             return list(self._instances)
 
     def resolve(self, instance_id: str | None) -> tuple[str, Path]:
-        """The instance a request uses: ``instance_id`` if live, else the default one."""
+        """The instance a request uses: ``instance_id``, or the default one when None or empty.
+
+        Raises:
+            KeyError: ``instance_id`` names no live instance (never replaced by the default:
+                a stale episode's writes must not land in the shared instance).
+        """
+        instance_id = instance_id or DEFAULT_INSTANCE
         with self._lock:
-            inst = self._instances.get(instance_id or "")
-            if inst is None:
-                instance_id = DEFAULT_INSTANCE
-                inst = self._instances[DEFAULT_INSTANCE]
+            inst = self._get(instance_id)
             inst.last_used = time.monotonic()
-            return instance_id or DEFAULT_INSTANCE, inst.path
+            return instance_id, inst.path
 
     def reap(self, now: float | None = None) -> list[str]:
         """Delete instances idle longer than ``idle_timeout_s`` (never the default one)."""
@@ -340,6 +355,83 @@ class InstanceStore:
                 f"live instances: {sorted(self._instances)}"
             )
         return inst
+
+
+FIELD_MAX = 255
+"""Most characters a one-line form field (a name, an e-mail, an address, a SKU) may hold."""
+TEXT_MAX = 5_000
+"""Most characters a multi-line form field (a review, a description) may hold."""
+
+
+def too_long(values: Mapping[str, object], long: Iterable[str] = ()) -> str | None:
+    """The form error for the first text field over its cap, or None when all fit.
+
+    Fields named in ``long`` may hold :data:`TEXT_MAX` characters, the others
+    :data:`FIELD_MAX`; a form over the cap is refused, never stored (a 1 MB name would be
+    shown on every page that lists it).
+    """
+    long = set(long)
+    for key, value in values.items():
+        limit = TEXT_MAX if key in long else FIELD_MAX
+        if isinstance(value, str) and len(value) > limit:
+            label = key.replace("_", " ").capitalize()
+            return f"{label} is too long: use at most {limit:,} characters."
+    return None
+
+
+def like_escape(text: str) -> str:
+    """``text`` with the LIKE wildcards ``%`` and ``_`` (and ``\\``) escaped, for
+    ``LIKE ? ESCAPE '\\'``: a typed ``%`` then matches only a ``%``."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def is_email(text: str) -> bool:
+    """Whether ``text`` looks like an e-mail address (``name@host.tld``), in linear time."""
+    m = _EMAIL_RE.fullmatch(text)
+    return m is not None and "." in m.group(1)[1:-1]  # a dot inside the host, not at its ends
+
+
+@overload
+def parse_int(
+    text: str | None, default: int, lo: int = SQLITE_INT_MIN, hi: int = SQLITE_INT_MAX
+) -> int: ...
+@overload
+def parse_int(
+    text: str | None, default: None = None, lo: int = SQLITE_INT_MIN, hi: int = SQLITE_INT_MAX
+) -> int | None: ...
+def parse_int(
+    text: str | None, default: int | None = None, lo: int = SQLITE_INT_MIN, hi: int = SQLITE_INT_MAX
+) -> int | None:
+    """The integer in ``text`` when it lies in ``[lo, hi]``, else ``default``.
+
+    Every number a request carries goes through here, so none reaches SQLite out of its 64-bit
+    range (an ``OverflowError``) and no huge digit string reaches ``int()`` (a ``ValueError``
+    past 4,300 digits, and quadratic time below that).
+    """
+    text = (text or "").strip()
+    if len(text) > 20:  # no 64-bit integer is longer ("-9223372036854775808")
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        return default
+    return value if lo <= value <= hi else default
+
+
+class IdConvertor(Convertor[int | None]):
+    """Path convertor ``{name:id}``: digits, as an int SQLite can hold or None (a record that
+    cannot exist, so the page answers 404). Starlette's ``:int`` would raise on huge ids."""
+
+    regex = "[0-9]+"
+
+    def convert(self, value: str) -> int | None:
+        return parse_int(value, lo=0)
+
+    def to_string(self, value: int | None) -> str:
+        return str(value)
+
+
+register_url_convertor("id", IdConvertor())
 
 
 def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
@@ -490,8 +582,16 @@ class Ctx:
     Handlers are ``async def handler(ctx: Ctx) -> Response``; :func:`page` wraps them.
     """
 
-    def __init__(self, request: Request, app: SiteApp, instance_id: str, db: sqlite3.Connection):
+    def __init__(
+        self,
+        request: Request,
+        app: SiteApp,
+        instance_id: str,
+        db: sqlite3.Connection,
+        form: dict[str, str] | None = None,
+    ):
         self.request = request
+        self._form = form or {}
         self.app = app
         self.site = app.site
         self.instance_id = instance_id
@@ -514,22 +614,17 @@ class Ctx:
 
     def int_arg(self, name: str, default: int = 1, lo: int = 1) -> int:
         """An integer query parameter (``default`` when missing or invalid), at least ``lo``."""
-        try:
-            return max(lo, int(self.request.query_params.get(name, default)))
-        except ValueError:
-            return default
+        value = parse_int(self.request.query_params.get(name), default)
+        return max(lo, value)
 
     def path_int(self, name: str) -> int | None:
-        """An integer path parameter, or None."""
-        try:
-            return int(self.request.path_params[name])
-        except (KeyError, ValueError):
-            return None
+        """An integer path parameter (``{name:id}``), or None when missing or out of range."""
+        value = self.request.path_params.get(name)
+        return value if isinstance(value, int) else parse_int(value)
 
     async def form(self) -> dict[str, str]:
-        """The submitted form fields as stripped strings."""
-        form = await self.request.form()
-        return {k: v.strip() for k, v in form.items() if isinstance(v, str)}
+        """The submitted form fields as stripped strings (read before the handler runs)."""
+        return self._form
 
     # -- sessions -----------------------------------------------------------------------------
 
@@ -646,20 +741,32 @@ def page(
     """A route whose handler gets a :class:`Ctx` bound to the request's instance.
 
     Args:
-        path: URL pattern, e.g. ``/product/{product_id:int}``.
+        path: URL pattern, e.g. ``/product/{product_id:id}`` (``:id``, never ``:int``).
         handler: ``async def handler(ctx) -> Response``.
         methods: Allowed HTTP methods.
         public: On an ``admin_only`` site, whether the page is reachable without an admin login.
     """
 
+    if ":int}" in path:
+        raise ValueError(f"{path}: use {{name:id}}, not {{name:int}} (a huge id would give 500)")
+
     async def endpoint(request: Request) -> Response:
         app: SiteApp = request.app.state.site_app
         if app.latency_s:
             await asyncio.sleep(app.latency_s)
-        instance_id, db_path = app.store.resolve(request.cookies.get(INSTANCE_COOKIE))
+        form = await _read_form(request)  # the body arrives through the event loop
+        return await run_in_threadpool(serve, request, app, form)
+
+    def serve(request: Request, app: SiteApp, form: dict[str, str]) -> Response:
+        # In a worker thread: SQLite and templates block only this request. The connection is
+        # opened, used and closed here (sqlite3 connections refuse other threads).
+        try:
+            instance_id, db_path = app.store.resolve(request.cookies.get(INSTANCE_COOKIE))
+        except KeyError:
+            return error_page(app, request, 404, UNKNOWN_INSTANCE)
         db = connect(db_path)
         try:
-            ctx = Ctx(request, app, instance_id, db)
+            ctx = Ctx(request, app, instance_id, db, form)
             if app.site.admin_only and not public:
                 if ctx.user is None:
                     return ctx.apply_cookies(
@@ -674,12 +781,56 @@ def page(
                         "administrator. Sign out and sign in with an admin account.",
                     )
                     return ctx.apply_cookies(resp)
-            return ctx.apply_cookies(await handler(ctx))
+            return ctx.apply_cookies(_finish(handler(ctx)))
         finally:
             db.close()
 
     endpoint.__name__ = handler.__name__
     return Route(path, endpoint, methods=list(methods))
+
+
+UNKNOWN_INSTANCE = (
+    "This browsing session's site instance does not exist (it was deleted or expired). "
+    f"Start a new episode, or delete the {INSTANCE_COOKIE} cookie to browse the shared site."
+)
+"""Message of the page a request with a stale or forged instance cookie gets."""
+
+
+async def _read_form(request: Request) -> dict[str, str]:
+    """The form fields of a POST as stripped strings (uploaded files are ignored)."""
+    if request.method in ("GET", "HEAD"):
+        return {}
+    async with request.form() as form:
+        return {k: v.strip() for k, v in form.items() if isinstance(v, str)}
+
+
+def _finish(coro: Coroutine[Any, Any, Response]) -> Response:
+    """Run a page handler's coroutine to its end in the calling thread.
+
+    Handlers await nothing but :meth:`Ctx.form`, whose fields are read before, so the
+    coroutine never suspends; one that does is a bug, refused loudly.
+    """
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    coro.close()
+    raise RuntimeError("a page handler awaited something other than ctx.form()")
+
+
+def error_page(app: SiteApp, request: Request, code: int, message: str) -> HTMLResponse:
+    """A bare error page (no user, no site menus): for requests no handler serves."""
+    html = app.templates.get_template("error.html").render(
+        request=request,
+        site=app.site,
+        user=None,
+        flash=None,
+        error=None,
+        code=code,
+        message=message,
+        bare=True,
+    )
+    return HTMLResponse(html, status_code=code)
 
 
 # --------------------------------------------------------------------------------------------
@@ -850,17 +1001,7 @@ def build_app(
         message = {404: "The page was not found.", 405: "Method not allowed."}.get(
             code, "Something went wrong."
         )
-        html = site_app.templates.get_template("error.html").render(
-            request=request,
-            site=site,
-            user=None,
-            flash=None,
-            error=None,
-            code=code,
-            message=message,
-            bare=True,
-        )
-        return HTMLResponse(html, status_code=code)
+        return error_page(site_app, request, code, message)
 
     routes: list[BaseRoute] = [
         *CONTROL_ROUTES,

@@ -21,6 +21,7 @@ import contextlib
 import errno
 import logging
 import os
+import signal
 import socket
 import sqlite3
 import threading
@@ -336,9 +337,11 @@ def serve_forever(
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
     latency_ms: float = 0.0,
 ) -> None:
-    """Serve the sites until Ctrl-C, printing their URLs, accounts and the control token.
+    """Serve the sites until Ctrl-C or SIGTERM, printing URLs, accounts and the control token.
 
-    Humans browsing without an instance cookie use the ``default`` instance.
+    Humans browsing without an instance cookie use the ``default`` instance. Either signal
+    stops the servers and deletes the instance folders (``kill``, a service manager and
+    ``timeout`` send SIGTERM, which would otherwise end the process with no cleanup).
     """
     running = start_sites(
         site_names,
@@ -354,14 +357,22 @@ def serve_forever(
         site = running.sites[name]
         users = ", ".join(f"{u.username} / {u.password}" for u in site.users)
         print(f"  {name:16s} {url}   accounts: {users}")
-    print(f"Control header: {CONTROL_HEADER}: {running.control_token}")
+    print(f"Control header: {CONTROL_HEADER}: {running.control_token}", flush=True)
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         while running.running:
             time.sleep(0.5)
     except KeyboardInterrupt:
         print("Stopping.")
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut cleanup
         running.stop()
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    """SIGTERM handler: stop as Ctrl-C does (the main loop cleans up on KeyboardInterrupt)."""
+    raise KeyboardInterrupt
 
 
 class SitesClient:

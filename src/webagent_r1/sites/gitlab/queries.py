@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from webagent_r1.sites.base import like_escape
 from webagent_r1.sites.gitlab.content import ROLES
 
 PROJECT_COLUMNS = (
@@ -108,8 +109,7 @@ def tree_entries(files: list[str], directory: str) -> tuple[list[str], list[str]
 
 def like_pattern(text: str) -> str:
     """``text`` as a LIKE pattern matching it anywhere (wildcards escaped; use ESCAPE '\\')."""
-    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
+    return f"%{like_escape(text)}%"
 
 
 def user_by_name(db: sqlite3.Connection, username: str) -> sqlite3.Row | None:

@@ -31,7 +31,7 @@ from markupsafe import Markup
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
-from webagent_r1.sites.base import Ctx, now_str, page, paginate
+from webagent_r1.sites.base import Ctx, like_escape, now_str, page, paginate, parse_int
 from webagent_r1.sites.gitlab.content import ROLES
 from webagent_r1.sites.gitlab.queries import (
     PROJECT_COLUMNS,
@@ -606,8 +606,8 @@ async def commit(ctx: Ctx) -> Response:
     sha = ctx.request.path_params["sha"]
     row = ctx.db.execute(
         "SELECT c.*, u.username, u.full_name FROM commits c JOIN users u ON u.id = c.author_id "
-        "WHERE c.project_id = ? AND (c.sha = ? OR (length(?) >= 8 AND c.sha LIKE ? || '%'))",
-        (project["id"], sha, sha, sha),
+        "WHERE c.project_id = ? AND (c.sha = ? OR (length(?) >= 8 AND c.sha LIKE ? ESCAPE '\\'))",
+        (project["id"], sha, sha, like_escape(sha) + "%"),
     ).fetchone()
     if row is None:
         return ctx.not_found("commit")
@@ -643,7 +643,7 @@ async def issues(ctx: Ctx) -> Response:
         params.append(assignee)
     if m := re.fullmatch(r"#(\d+)", q):  # "#12": the issue with that number
         where += " AND i.iid = ?"
-        params.append(int(m.group(1)))
+        params.append(parse_int(m.group(1)))  # None (too big): matches no issue
     elif q:
         where += " AND (i.title LIKE ? ESCAPE '\\' OR i.description LIKE ? ESCAPE '\\')"
         params += [like_pattern(q), like_pattern(q)]
@@ -1015,10 +1015,7 @@ async def project_members(ctx: Ctx) -> Response:
             return ctx.redirect(url, "Only maintainers and owners can invite members.", "error")
         form = await ctx.form()
         person = user_by_name(ctx.db, form.get("username", ""))
-        try:
-            role = int(form.get("access_level", ""))
-        except ValueError:
-            role = 0
+        role = parse_int(form.get("access_level"), 0)
         if person is None:
             return ctx.redirect(url, "Select a user to invite.", "error")
         if role not in ROLES or (role == OWNER and level < OWNER):
@@ -1076,16 +1073,16 @@ def routes() -> list[BaseRoute]:
         page(p + "/-/commit/{sha}", commit),
         page(p + "/-/issues", issues),
         page(p + "/-/issues/new", issue_new, both),
-        page(p + "/-/issues/{iid:int}", issue_page),
-        page(p + "/-/issues/{iid:int}/notes", issue_note, post),
-        page(p + "/-/issues/{iid:int}/close", issue_state, post),
-        page(p + "/-/issues/{iid:int}/reopen", issue_state, post),
-        page(p + "/-/issues/{iid:int}/assign", issue_assign, post),
-        page(p + "/-/issues/{iid:int}/labels", issue_label_add, post),
-        page(p + "/-/issues/{iid:int}/labels/{label_id:int}/remove", issue_label_remove, post),
+        page(p + "/-/issues/{iid:id}", issue_page),
+        page(p + "/-/issues/{iid:id}/notes", issue_note, post),
+        page(p + "/-/issues/{iid:id}/close", issue_state, post),
+        page(p + "/-/issues/{iid:id}/reopen", issue_state, post),
+        page(p + "/-/issues/{iid:id}/assign", issue_assign, post),
+        page(p + "/-/issues/{iid:id}/labels", issue_label_add, post),
+        page(p + "/-/issues/{iid:id}/labels/{label_id:id}/remove", issue_label_remove, post),
         page(p + "/-/labels", labels_page),
         page(p + "/-/merge_requests", merge_requests),
-        page(p + "/-/merge_requests/{iid:int}", merge_request_page),
-        page(p + "/-/merge_requests/{iid:int}/notes", merge_request_note, post),
+        page(p + "/-/merge_requests/{iid:id}", merge_request_page),
+        page(p + "/-/merge_requests/{iid:id}/notes", merge_request_note, post),
         page(p + "/-/project_members", project_members, both),
     ]

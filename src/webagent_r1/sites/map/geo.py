@@ -14,7 +14,9 @@ EARTH_RADIUS_M = 6_371_000.0
 DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 """Weekdays in the order of ``place_hours.day`` (0 = Monday)."""
 
-_COORD_RE = re.compile(r"^\s*(-?\d{1,2}(?:\.\d+)?)\s*[, ;]\s*(-?\d{1,3}(?:\.\d+)?)\s*$")
+# Possessive runs and one separator (a comma, a semicolon or spaces): linear time on any
+# input; two adjacent `\s*` around an optional part were quadratic on a run of spaces.
+_COORD_RE = re.compile(r"(-?\d{1,2}(?:\.\d++)?+)(?:\s*+[,;]\s*+|\s++)(-?\d{1,3}(?:\.\d++)?+)")
 
 
 def haversine_m(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
@@ -66,7 +68,7 @@ def fmt_latlon(lat: float, lon: float) -> str:
 
 def parse_latlon(text: str) -> tuple[float, float] | None:
     """``"40.44123, -79.99512"`` -> ``(40.44123, -79.99512)``; None if not coordinates."""
-    m = _COORD_RE.match(text or "")
+    m = _COORD_RE.fullmatch((text or "").strip())
     if not m:
         return None
     lat, lon = float(m.group(1)), float(m.group(2))

@@ -21,7 +21,7 @@ from typing import Any
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
-from webagent_r1.sites.base import Ctx, page, paginate
+from webagent_r1.sites.base import Ctx, page, paginate, parse_int
 from webagent_r1.sites.map import places as q
 from webagent_r1.sites.map.geo import (
     DAYS,
@@ -171,10 +171,7 @@ async def nearby_page(ctx: Ctx) -> Response:
         return ctx.not_found("place")
     slug = ctx.arg("category")
     cat = q.category_by_slug(ctx.db, slug) if slug else None
-    try:
-        radius = int(ctx.arg("radius") or q.DEFAULT_RADIUS)
-    except ValueError:
-        radius = q.DEFAULT_RADIUS
+    radius = parse_int(ctx.arg("radius"), q.DEFAULT_RADIUS)
     if radius not in q.RADII:
         radius = q.DEFAULT_RADIUS
     found = q.nearby(ctx.db, place, cat["id"] if cat else None, radius)
@@ -281,7 +278,7 @@ def routes() -> list[BaseRoute]:
         page("/", home),
         page("/search", search_page),
         page("/category/{slug}", category_page),
-        page("/place/{place_id:int}", place_page),
-        page("/place/{place_id:int}/nearby", nearby_page),
+        page("/place/{place_id:id}", place_page),
+        page("/place/{place_id:id}/nearby", nearby_page),
         page("/directions", directions_page),
     ]

@@ -27,7 +27,7 @@ from typing import Any
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
-from webagent_r1.sites.base import Ctx, now_str, page, paginate
+from webagent_r1.sites.base import Ctx, now_str, page, paginate, parse_int
 from webagent_r1.sites.reddit.db import hot_rank
 from webagent_r1.sites.seed_utils import slugify
 
@@ -104,13 +104,6 @@ def _is_subscribed(ctx: Ctx, forum_id: int) -> bool:
 
 def _return_to(value: str, default: str) -> str:
     return value if value.startswith("/") and not value.startswith("//") else default
-
-
-def _int(value: str | None, default: int = 0) -> int:
-    try:
-        return int(value or "")
-    except ValueError:
-        return default
 
 
 def _stem(word: str) -> str:
@@ -376,7 +369,7 @@ async def add_comment(ctx: Ctx) -> Response:
         return ctx.redirect(f"/login?next={url}", "You must log in to comment.", "notice")
     form = await ctx.form()
     body = form.get("body", "")
-    parent_id = _int(form.get("parent_id"), 0) or None
+    parent_id = parse_int(form.get("parent_id"), 0) or None
     if (
         parent_id is not None
         and not ctx.db.execute(
@@ -442,7 +435,7 @@ async def vote(ctx: Ctx) -> Response:
     back = _return_to(form.get("return_to", ""), post_url(post))
     if ctx.user is None:
         return ctx.redirect(f"/login?next={back}", "You must log in to vote.", "notice")
-    choice = _int(form.get("choice"), 0)
+    choice = parse_int(form.get("choice"), 0)
     if choice not in (1, -1):
         return ctx.redirect(back, "Invalid vote.", "error")
     uid = ctx.user["id"]
@@ -571,17 +564,17 @@ def routes() -> list[BaseRoute]:
         page("/search", search),
         page("/submit", submit, both),
         page("/submit/{forum}", submit, both),
-        page("/sv/{target_id:int}", vote, post),
-        page("/cv/{target_id:int}", vote, post),
+        page("/sv/{target_id:id}", vote, post),
+        page("/cv/{target_id:id}", vote, post),
         page("/user/{username}", profile),
         page("/user/{username}/comments", profile),
         page("/f/{forum}", forum_page),
         page("/f/{forum}/subscribe", subscribe, post),
         page("/f/{forum}/unsubscribe", subscribe, post),
-        page("/f/{forum}/{post_id:int}", thread),
-        page("/f/{forum}/{post_id:int}/-/comment", add_comment, post),
-        page("/f/{forum}/{post_id:int}/-/comment/{comment_id:int}", comment_page),
-        page("/f/{forum}/{post_id:int}/-/edit", edit_post, both),
-        page("/f/{forum}/{post_id:int}/{slug}", thread),
+        page("/f/{forum}/{post_id:id}", thread),
+        page("/f/{forum}/{post_id:id}/-/comment", add_comment, post),
+        page("/f/{forum}/{post_id:id}/-/comment/{comment_id:id}", comment_page),
+        page("/f/{forum}/{post_id:id}/-/edit", edit_post, both),
+        page("/f/{forum}/{post_id:id}/{slug}", thread),
         page("/f/{forum}/{sort}", forum_page),
     ]

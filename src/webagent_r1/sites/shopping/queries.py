@@ -5,6 +5,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from webagent_r1.sites.base import like_escape
+
 # Rating summaries as correlated subqueries: they use the (product_id, status) index and only
 # run for the rows a query returns, where joining the product_ratings view would aggregate
 # every review on each page view.
@@ -91,5 +93,4 @@ def order_item_summary(db: sqlite3.Connection, order_ids: list[int]) -> dict[int
 
 def like_pattern(text: str) -> str:
     """``text`` as a LIKE pattern matching it anywhere (wildcards in it are escaped)."""
-    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
+    return f"%{like_escape(text)}%"

@@ -18,6 +18,7 @@ URL map (all GET unless noted):
 from __future__ import annotations
 
 import functools
+import math
 import re
 import secrets
 import sqlite3
@@ -27,7 +28,16 @@ from typing import Any
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
-from webagent_r1.sites.base import Ctx, now_str, page, paginate, query_string
+from webagent_r1.sites.base import (
+    Ctx,
+    is_email,
+    now_str,
+    page,
+    paginate,
+    parse_int,
+    query_string,
+    too_long,
+)
 from webagent_r1.sites.seed_utils import hash_password
 from webagent_r1.sites.shopping.db import SHIPPING_PER_ITEM
 from webagent_r1.sites.shopping.queries import (
@@ -43,6 +53,8 @@ from webagent_r1.sites.shopping.queries import (
 
 PER_PAGE = 10
 REVIEWS_PER_PAGE = 5
+_PRICE_RE = re.compile(r"(\d++(?:\.\d++)?+)?+\s*+-\s*+(\d++(?:\.\d++)?+)?+")
+"""``lo-hi`` of a price filter, stripped first; possessive, so linear on a run of spaces."""
 PRICE_BUCKETS = ((0, 25), (25, 50), (50, 100), (100, 200), (200, None))
 SORTS = {
     "": "Best Match",
@@ -139,11 +151,13 @@ def on_login(db: sqlite3.Connection, old_token: str | None, new_token: str, user
 
 def parse_price(value: str) -> tuple[float | None, float | None] | None:
     """``"25-50"`` -> (25, 50); ``"200-"`` -> (200, None); invalid -> None."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)?\s*-\s*(\d+(?:\.\d+)?)?\s*", value)
+    m = _PRICE_RE.fullmatch(value.strip())
     if not m or (m.group(1) is None and m.group(2) is None):
         return None
     lo = float(m.group(1)) if m.group(1) else None
     hi = float(m.group(2)) if m.group(2) else None
+    if not all(math.isfinite(v) for v in (lo, hi) if v is not None):  # 400 nines: inf
+        return None
     return lo, hi
 
 
@@ -274,13 +288,6 @@ def build_listing(
 
 def _return_to(value: str, default: str) -> str:
     return value if value.startswith("/") and not value.startswith("//") else default
-
-
-def _int(value: str, default: int = 0) -> int:
-    try:
-        return int(value)
-    except ValueError:
-        return default
 
 
 def _stem(word: str) -> str:
@@ -471,7 +478,7 @@ async def write_review(ctx: Ctx) -> Response:
     if cust is None:
         return ctx.redirect(f"/login?next={url}", "Please sign in to write a review.", "notice")
     form = await ctx.form()
-    rating = _int(form.get("rating", ""))
+    rating = parse_int(form.get("rating"), 0)
     nickname, title, body = form.get("nickname", ""), form.get("title", ""), form.get("body", "")
     if not (1 <= rating <= 5) or not nickname or not title or not body:
         return ctx.redirect(
@@ -479,6 +486,8 @@ async def write_review(ctx: Ctx) -> Response:
             "Please choose a rating and fill in nickname, summary and review.",
             "error",
         )
+    if error := too_long({"nickname": nickname, "summary": title, "review": body}, ["review"]):
+        return ctx.redirect(url + "#review-form", error, "error")
     ctx.db.execute(
         "INSERT INTO reviews (product_id, customer_id, nickname, rating, title, body, status, "
         "created_at) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?)",
@@ -511,7 +520,7 @@ async def cart(ctx: Ctx) -> Response:
 async def cart_add(ctx: Ctx) -> Response:
     """POST product_id, qty, color, size: add to the cart (merging identical lines)."""
     form = await ctx.form()
-    pid = _int(form.get("product_id", ""))
+    pid = parse_int(form.get("product_id"), 0)
     prod = get_product(ctx.db, pid)
     if prod is None or prod["status"] != "enabled":
         return ctx.redirect("/cart", "The product does not exist.", "error")
@@ -528,7 +537,7 @@ async def cart_add(ctx: Ctx) -> Response:
             )
         if not opts[kind]:
             chosen[kind] = ""
-    qty = _int(form.get("qty", "1") or "1", 0)
+    qty = parse_int(form.get("qty") or "1", 0)
     if qty < 1:
         return ctx.redirect(back, "Please enter a quantity greater than 0.", "error")
     owner_col, owner = cart_owner(ctx, create=True)  # type: ignore[misc]
@@ -576,10 +585,10 @@ async def cart_update(ctx: Ctx) -> Response:
     for key, value in form.items():
         if not key.startswith("qty_"):
             continue
-        item = _owned_cart_item(ctx, _int(key[4:]))
+        item = _owned_cart_item(ctx, parse_int(key[4:], 0))
         if item is None:
             continue
-        qty = _int(value, -1)
+        qty = parse_int(value, -1)
         if qty < 0:
             errors.append(f"Invalid quantity for {item['name']}.")
         elif qty == 0:
@@ -626,6 +635,8 @@ async def checkout(ctx: Ctx) -> Response:
         ]
         if missing:
             error = "Please fill in the required fields: " + ", ".join(missing) + "."
+        elif too_long(values):
+            error = too_long(values)
         elif problems:
             error = "Some items are not available in the requested quantity: " + ", ".join(problems)
         else:
@@ -752,7 +763,9 @@ async def account_edit(ctx: Ctx) -> Response:
         error = None
         if not all(values.values()):
             error = "First name, last name and email are required."
-        elif not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", values["email"]):
+        elif too_long(values):
+            error = too_long(values)
+        elif not is_email(values["email"]):
             error = "Please enter a valid email address."
         elif ctx.db.execute(
             "SELECT 1 FROM users WHERE lower(email) = lower(?) AND id != ?",
@@ -785,13 +798,11 @@ async def account_address(ctx: Ctx) -> Response:
         form = await ctx.form()
         values = {k: form.get(k, "") for k, _ in fields}
         missing = [label for k, label in fields if not values[k]]
+        error = too_long(values)
         if missing:
-            return ctx.render(
-                "address.html",
-                values=values,
-                fields=fields,
-                error="Please fill in the required fields: " + ", ".join(missing) + ".",
-            )
+            error = "Please fill in the required fields: " + ", ".join(missing) + "."
+        if error:
+            return ctx.render("address.html", values=values, fields=fields, error=error)
         ctx.db.execute(
             "UPDATE customers SET street = ?, city = ?, region = ?, postcode = ?, country = ?, "
             "phone = ? WHERE id = ?",
@@ -857,7 +868,9 @@ async def register(ctx: Ctx) -> Response:
         error = None
         if not all(values.values()):
             error = "All fields are required."
-        elif not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", values["email"]):
+        elif too_long(values):
+            error = too_long(values)
+        elif not is_email(values["email"]):
             error = "Please enter a valid email address."
         elif not re.fullmatch(r"[A-Za-z0-9_.-]{3,40}", values["username"]):
             error = "The username must be 3-40 letters, digits, '.', '_' or '-'."
@@ -919,7 +932,7 @@ async def wishlist(ctx: Ctx) -> Response:
 async def wishlist_add(ctx: Ctx) -> Response:
     """POST product_id: add a product to the wish list."""
     form = await ctx.form()
-    pid = _int(form.get("product_id", ""))
+    pid = parse_int(form.get("product_id"), 0)
     cust = customer_of(ctx)
     if cust is None:
         return ctx.redirect(
@@ -993,23 +1006,23 @@ def routes() -> list[BaseRoute]:
         page("/", home),
         page("/category/{path:path}", category),
         page("/search", search),
-        page("/product/{product_id:int}", product),
-        page("/product/{product_id:int}/review", write_review, post),
+        page("/product/{product_id:id}", product),
+        page("/product/{product_id:id}/review", write_review, post),
         page("/cart", cart),
         page("/cart/add", cart_add, post),
         page("/cart/update", cart_update, post),
-        page("/cart/remove/{item_id:int}", cart_remove, post),
+        page("/cart/remove/{item_id:id}", cart_remove, post),
         page("/checkout", checkout, both),
-        page("/checkout/success/{order_id:int}", checkout_success),
+        page("/checkout/success/{order_id:id}", checkout_success),
         page("/account", account),
         page("/account/edit", account_edit, both),
         page("/account/address", account_address, both),
         page("/account/orders", account_orders),
-        page("/account/orders/{order_id:int}", account_order),
+        page("/account/orders/{order_id:id}", account_order),
         page("/account/reviews", account_reviews),
         page("/wishlist", wishlist),
         page("/wishlist/add", wishlist_add, post),
-        page("/wishlist/remove/{item_id:int}", wishlist_remove, post),
-        page("/wishlist/cart/{item_id:int}", wishlist_to_cart, post),
+        page("/wishlist/remove/{item_id:id}", wishlist_remove, post),
+        page("/wishlist/cart/{item_id:id}", wishlist_to_cart, post),
         page("/register", register, both),
     ]

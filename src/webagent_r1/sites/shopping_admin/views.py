@@ -18,14 +18,22 @@ Every page needs an admin login (``/login``). URL map (GET unless noted):
 
 from __future__ import annotations
 
-import re
+import math
 from datetime import datetime
 from typing import Any
 
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
-from webagent_r1.sites.base import Ctx, now_str, page, paginate
+from webagent_r1.sites.base import (
+    Ctx,
+    is_email,
+    now_str,
+    page,
+    paginate,
+    parse_int,
+    too_long,
+)
 from webagent_r1.sites.shopping.db import ORDER_STATUSES
 from webagent_r1.sites.shopping.queries import (
     category_tree,
@@ -88,19 +96,12 @@ def _date_where(col: str, d_from: str | None, d_to: str | None) -> tuple[str, li
 
 
 def _float(value: str) -> float | None:
+    """A non-negative finite amount (``$1,234.50`` allowed), else None: never inf or nan."""
     try:
         out = float(value.replace(",", "").replace("$", ""))
     except ValueError:
         return None
-    return out if out >= 0 else None
-
-
-def _int(value: str) -> int | None:
-    try:
-        out = int(value)
-    except ValueError:
-        return None
-    return out if out >= 0 else None
+    return out if math.isfinite(out) and out >= 0 else None
 
 
 def _back(form: dict[str, str], default: str) -> str:
@@ -242,9 +243,10 @@ async def products(ctx: Ctx) -> Response:
         where += " AND (p.name LIKE ? ESCAPE '\\' OR p.sku LIKE ? ESCAPE '\\')"
         params += [pat, pat]
     cat = ctx.arg("category")
-    if cat.isdigit():
+    cat_id = parse_int(cat, lo=0)
+    if cat_id is not None:
         where += " AND (c.id = ? OR c.parent_id = ?)"
-        params += [int(cat), int(cat)]
+        params += [cat_id, cat_id]
     status = ctx.arg("status")
     if status in ("enabled", "disabled"):
         where += " AND p.status = ?"
@@ -273,9 +275,11 @@ def _product_form_values(form: dict[str, str]) -> tuple[dict[str, Any], str | No
         k: form.get(k, "")
         for k in ("name", "sku", "price", "stock_qty", "status", "description", "category_id")
     }
-    price, qty = _float(values["price"]), _int(values["stock_qty"])
+    price, qty = _float(values["price"]), parse_int(values["stock_qty"], lo=0)
     if not values["name"] or not values["sku"]:
         return values, "Product name and SKU are required."
+    if error := too_long(values, long=("description",)):
+        return values, error
     if price is None:
         return values, "Enter a price as a non-negative number, e.g. 19.99."
     if qty is None:
@@ -345,7 +349,7 @@ async def product_new(ctx: Ctx) -> Response:
     values, error = _product_form_values(form)
     leaf = ctx.db.execute(
         "SELECT id FROM categories WHERE id = ? AND parent_id IS NOT NULL",
-        (values["category_id"] if values["category_id"].isdigit() else -1,),
+        (parse_int(values["category_id"], -1),),
     ).fetchone()
     if error is None and leaf is None:
         error = "Choose a category for the product."
@@ -435,7 +439,9 @@ async def customer_view(ctx: Ctx) -> Response:
         values = {k: form.get(k, "") for k, _ in CUSTOMER_FIELDS}
         if not values["first_name"] or not values["last_name"] or not values["email"]:
             error = "First name, last name and email are required."
-        elif not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", values["email"]):
+        elif too_long(values):
+            error = too_long(values)
+        elif not is_email(values["email"]):
             error = "Please enter a valid email address."
         elif ctx.db.execute(
             "SELECT 1 FROM customers WHERE lower(email) = lower(?) AND id != ?",
@@ -637,17 +643,17 @@ def routes() -> list[BaseRoute]:
     return [
         page("/", dashboard),
         page("/orders", orders),
-        page("/orders/{order_id:int}", order_view),
-        page("/orders/{order_id:int}/status", order_status, post),
+        page("/orders/{order_id:id}", order_view),
+        page("/orders/{order_id:id}/status", order_status, post),
         page("/products", products),
         page("/products/new", product_new, both),
-        page("/products/{product_id:int}", product_edit, both),
+        page("/products/{product_id:id}", product_edit, both),
         page("/customers", customers),
-        page("/customers/{customer_id:int}", customer_view, both),
+        page("/customers/{customer_id:id}", customer_view, both),
         page("/reviews", reviews),
-        page("/reviews/{review_id:int}", review_view),
-        page("/reviews/{review_id:int}/approve", review_approve, post),
-        page("/reviews/{review_id:int}/delete", review_delete, post),
+        page("/reviews/{review_id:id}", review_view),
+        page("/reviews/{review_id:id}/approve", review_approve, post),
+        page("/reviews/{review_id:id}/delete", review_delete, post),
         page("/reports/bestsellers", report_bestsellers),
         page("/reports/sales", report_sales),
     ]

@@ -1316,7 +1316,7 @@ TEMPLATES: list[Template] = [
         401,
         "latest_commit_author",
         "info",
-        "Who is the {field} of the latest commit of the project {project}? Answer with the "
+        "What is the {field} of the latest commit of the project {project}? Answer with the "
         "author's full name or the commit message as shown.",
         sample_latest_commit,
         _answer_eval,
