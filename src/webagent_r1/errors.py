@@ -2,6 +2,22 @@
 
 from __future__ import annotations
 
+import re
+
+_NEWLINES = re.compile(r"\s*[\r\n\u2028\u2029]+\s*")
+
+
+class LoadError(ValueError):
+    """A file or value the user gave is malformed (a task file, a trajectory file, a config).
+
+    The message is always one line (newlines are folded), ``<file>:<line>: <field>: <what is
+    wrong and how to fix it>`` where the file and line are known; subclasses say which kind of
+    input it was (``ConfigError``, ``TaskError``, ``TrajectoryFileError``).
+    """
+
+    def __init__(self, message: object = "") -> None:
+        super().__init__(_NEWLINES.sub(" ", str(message)).strip())
+
 
 def user_error_types() -> tuple[type[BaseException], ...]:
     """Exceptions the CLI prints as a one-line error instead of a traceback."""
@@ -15,6 +31,7 @@ def user_error_types() -> tuple[type[BaseException], ...]:
     from webagent_r1.trajectories import TrajectoryFileError
 
     types: list[type[BaseException]] = [
+        LoadError,  # every malformed input: configs, task files, trajectory files
         ConfigError,
         ModelNotFoundError,
         BrowserNotFoundError,
