@@ -137,10 +137,10 @@ def test_a_config_built_in_code_is_checked_for_finite_numbers() -> None:
 def test_duplicate_yaml_keys_are_refused_with_key_and_line(tmp_path) -> None:
     p = tmp_path / "r.yaml"
     p.write_text("seed: 1\nrl:\n  lr: 1.0e-5\n  steps: 3\n  lr: 1.0e-3\n")
-    with pytest.raises(ConfigError, match=r"r.yaml:5: key 'lr' is given twice \(first on line 3\)"):
+    with pytest.raises(ConfigError, match=rf"^{p}:5: key 'lr' is given twice \(first on line 3\)"):
         load_config(p)
     p.write_text("rl:\n  lr: 1.0e-5\nrl:\n  steps: 3\n")
-    with pytest.raises(ConfigError, match="r.yaml:3: key 'rl' is given twice"):
+    with pytest.raises(ConfigError, match=rf"^{p}:3: key 'rl' is given twice"):
         load_config(p)
     # a YAML merge key is not a duplicate
     p.write_text("rl: &base\n  lr: 1.0e-5\nbc:\n  <<: {lr: 1.0e-3}\n  steps: 3\n")
@@ -196,3 +196,18 @@ def test_no_generated_override_or_recipe_raises_anything_but_config_error(tmp_pa
             assert "\n" not in str(e)
 
     check()
+
+
+def test_a_bad_value_of_a_recipe_names_its_file_and_line(tmp_path) -> None:
+    p = tmp_path / "r.yaml"
+    p.write_text("seed: 1\nrl:\n  steps: 3\n  lr: .inf\nenv:\n  max_turns: 0\n")
+    with pytest.raises(ConfigError, match=rf"^{p}:4: rl.lr must be a finite number, got inf"):
+        load_config(p)
+    with pytest.raises(ConfigError, match=rf"^{p}:6: env.max_turns must be >= 1"):
+        load_config(p, ["rl.lr=1e-5"])
+    # a value given on the command line is named by the override, not by the file
+    with pytest.raises(ConfigError, match="^env.max_turns must be an integer, got 'nan'"):
+        load_config(p, ["rl.lr=1e-5", "env.max_turns=nan"])
+    p.write_text("rl:\n  steps: 3\n  lrr: 1\n")
+    with pytest.raises(ConfigError, match=rf"^{p}:3: unknown config key 'rl.lrr'"):
+        load_config(p)

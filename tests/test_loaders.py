@@ -36,7 +36,7 @@ def _with_turn(**patch: Any) -> dict[str, Any]:
 
 def _one_line(e: BaseException) -> str:
     text = str(e)
-    assert "\n" not in text and len(text) < 400, text
+    assert "\n" not in text and len(text) <= 1000, text
     return text
 
 
@@ -227,7 +227,9 @@ def _mutated(base: dict[str, Any], data: st.DataObject) -> dict[str, Any]:
 
 
 def _encoded(text: str, data: st.DataObject) -> bytes:
-    raw = text.encode(data.draw(st.sampled_from(["utf-8", "utf-16", "latin-1", "utf-16-le"])))
+    raw = text.encode(
+        data.draw(st.sampled_from(["utf-8", "utf-16", "latin-1", "utf-16-le"])), errors="replace"
+    )
     if data.draw(st.booleans()):  # damage it: drop or flip a byte
         i = data.draw(st.integers(0, max(len(raw) - 1, 0)))
         raw = raw[:i] + bytes([data.draw(st.integers(0, 255))]) + raw[i + 1 :]
@@ -275,7 +277,41 @@ def test_no_trajectory_file_makes_the_loader_raise_anything_but_its_error(
         _one_line(e)
 
 
+def _recipe_keys() -> list[tuple[str, ...]]:
+    from webagent_r1.config import Config, to_dict
+
+    def leaves(d: dict, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+        return [
+            k
+            for key, v in d.items()
+            for k in (leaves(v, (*prefix, key)) if isinstance(v, dict) else [(*prefix, key)])
+        ]
+
+    return leaves(to_dict(Config()))
+
+
+@SETTINGS
+@given(data=st.data())
+def test_no_recipe_file_makes_the_config_loader_raise_anything_but_config_error(
+    tmp_path: Path, data: st.DataObject
+) -> None:
+    import yaml
+
+    recipe: dict[str, Any] = {}
+    for path in data.draw(st.lists(st.sampled_from(_recipe_keys()), max_size=4)):
+        node = recipe
+        for part in path[:-1]:
+            node = node.setdefault(part, {}) if isinstance(node.get(part, {}), dict) else {}
+        node[path[-1]] = data.draw(_json)
+    text = yaml.safe_dump(recipe) if data.draw(st.booleans()) else data.draw(st.text(max_size=80))
+    p = tmp_path / "recipe.yaml"
+    p.write_bytes(_encoded(text, data))
+    try:
+        load_config(p)
+    except ConfigError as e:
+        _one_line(e)
+
+
 def test_loader_errors_share_one_base_class() -> None:
     assert issubclass(TaskError, LoadError) and issubclass(TrajectoryFileError, LoadError)
     assert issubclass(ConfigError, LoadError)
-    assert load_config  # the config loader's own cases are in tests/test_config.py

@@ -800,20 +800,20 @@ def _coerce(value: Any, tp: Any, where: str, example: Any = None) -> Any:
                 return _coerce(value, a, where, example)
             except ConfigError:
                 continue
-        raise ConfigError(f"{where}: cannot read {value!r} as {tp}")
+        raise ConfigError(f"{where}: cannot read {_show(value)} as {tp}")
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
-            raise ConfigError(f"{where} must be a mapping of keys, got {value!r}")
+            raise ConfigError(f"{where} must be a mapping of keys, got {_show(value)}")
         return from_dict(tp, value, prefix=where)
     if origin is list:
         if isinstance(value, str):
             value = [v.strip() for v in value.split(",") if v.strip()] if value else []
         if not isinstance(value, list):
-            raise ConfigError(f"{where} must be a list, got {value!r}")
+            raise ConfigError(f"{where} must be a list, got {_show(value)}")
         return [_coerce(v, args[0] if args else Any, where) for v in value]
     if origin is dict:
         if not isinstance(value, dict):
-            raise ConfigError(f"{where} must be a mapping, got {value!r}")
+            raise ConfigError(f"{where} must be a mapping, got {_show(value)}")
         return dict(value)
     if tp is bool:
         if isinstance(value, bool):
@@ -822,14 +822,14 @@ def _coerce(value: Any, tp: Any, where: str, example: Any = None) -> Any:
             return True
         if isinstance(value, str) and value.lower() in ("false", "0", "no", "off"):
             return False
-        raise ConfigError(f"{where} must be true or false, got {value!r}")
+        raise ConfigError(f"{where} must be true or false, got {_show(value)}")
     if tp is int:
         return _to_int(value, where, example)
     if tp is float:
         return _to_float(value, where, example)
     if tp is str:
         if isinstance(value, (dict, list)):
-            raise ConfigError(f"{where} must be a string, got {value!r}")
+            raise ConfigError(f"{where} must be a string, got {_show(value)}")
         return str(value)
     return value
 
@@ -867,7 +867,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
         path, raw = ov.split("=", 1)
         try:
             value = yaml.safe_load(raw) if raw != "" else ""
-        except (yaml.YAMLError, RecursionError, ValueError):  # ValueError: a 5000-digit int
+        except (yaml.YAMLError, RecursionError, ValueError, OverflowError):  # e.g. 5000 digits
             value = raw
         node = data
         parts = path.strip().split(".")
@@ -902,30 +902,65 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def _read_yaml(p: Path) -> dict[str, Any]:
-    """A recipe file as a dict: UTF-8 (or UTF-16/32) text, valid YAML, no duplicate key."""
+def _key_lines(node: yaml.Node, prefix: str = "") -> dict[str, int]:
+    """``section.key`` -> line of every mapping key of a composed YAML document."""
+    out: dict[str, int] = {}
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                path = prefix + str(key.value)
+                out[path] = key.start_mark.line + 1
+                out.update(_key_lines(value, path + "."))
+    return out
+
+
+def _read_yaml(p: Path) -> tuple[dict[str, Any], dict[str, int]]:
+    """A recipe file as a dict, with the line of each key: UTF-8 (or UTF-16/32) text, valid
+    YAML, no key given twice."""
     from webagent_r1.validation import json_depth_ok, read_text
 
     text = read_text(p, ConfigError, "config file")
+    lines: dict[str, int] = {}
     try:
         loader = _StrictLoader(text)
         loader.name = str(p)  # marks (and so messages) name the file
         try:
-            data = loader.get_single_data()
+            node = loader.get_single_node()
+            data = loader.construct_document(node) if node is not None else None
+            lines = _key_lines(node) if node is not None else {}
         finally:
             loader.dispose()
+    except ConfigError:
+        raise
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        where = f"{p}:{mark.line + 1}" if mark is not None else str(p)
+        what = e.problem or e.context or "a syntax error"
+        raise ConfigError(f"{where}: config file is not valid YAML ({what})") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"config file {str(p)!r} is not valid YAML: {e}") from None
     except RecursionError:
         raise ConfigError(f"config file {str(p)!r} nests too deeply to be a config") from None
-    except ValueError as e:  # an integer of more than 4300 digits
+    except (ValueError, OverflowError) as e:  # a 5000-digit integer, a "\U" escape past 0x10FFFF
         raise ConfigError(f"config file {str(p)!r} holds an unreadable value: {e}") from None
     data = data or {}
     if not isinstance(data, dict):
         raise ConfigError(f"config file {str(p)!r} must be a mapping of sections")
     if not json_depth_ok(data):
         raise ConfigError(f"config file {str(p)!r} nests too deeply to be a config")
-    return data
+    return data, lines
+
+
+def _located(e: ConfigError, p: Path, lines: dict[str, int], overridden: set[str]) -> ConfigError:
+    """``e`` prefixed with ``file:line`` of the key it names, when that key's value came from
+    the file (an override names itself)."""
+    msg = str(e)
+    for key in sorted(lines, key=len, reverse=True):  # rl.lr before rl
+        if key in overridden:
+            continue
+        if any(msg.startswith(key + c) for c in " =:") or f"'{key}'" in msg:
+            return ConfigError(f"{p}:{lines[key]}: {msg}")
+    return e
 
 
 def load_config(
@@ -935,10 +970,18 @@ def load_config(
 
     Raises:
         ConfigError: missing file, file not UTF-8, malformed YAML, a key given twice, unknown
-            key or invalid value (NaN, infinite or out-of-range numbers included).
+            key or invalid value (NaN, infinite or out-of-range numbers included); a problem
+            with a value of the file starts with ``<file>:<line>:``.
     """
     data: dict[str, Any] = {}
+    lines: dict[str, int] = {}
     if path is not None:
-        data = _read_yaml(Path(path))
+        data, lines = _read_yaml(Path(path))
     data = apply_overrides(data, overrides or [])
-    return from_dict(cls, data)
+    try:
+        return from_dict(cls, data)
+    except ConfigError as e:
+        if path is None:
+            raise
+        overridden = {ov.split("=", 1)[0].strip() for ov in overrides or []}
+        raise _located(e, Path(path), lines, overridden) from None
