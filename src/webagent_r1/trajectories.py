@@ -51,8 +51,23 @@ def _is_id(i: Any) -> bool:
     return isinstance(i, int) and not isinstance(i, bool) and i >= 0
 
 
+_INT = {int}
+_NUMBER = {int, float}
+
+
 def _is_ids(x: Any) -> bool:
-    return isinstance(x, list) and all(_is_id(i) for i in x)
+    # builtins over the whole list (a file holds millions of ids); type() is not bool's int
+    return isinstance(x, list) and set(map(type, x)) <= _INT and (not x or min(x) >= 0)
+
+
+def _are_logprobs(x: Any) -> bool:
+    """Every item a finite number <= ``LOGPROB_SLACK`` (the fast whole-list form)."""
+    return (
+        isinstance(x, list)
+        and set(map(type, x)) <= _NUMBER
+        and all(map(math.isfinite, x))
+        and (not x or max(x) <= LOGPROB_SLACK)
+    )
 
 
 def _is_logprob(x: Any) -> bool:
@@ -87,9 +102,12 @@ def _check_raw(d: Any) -> None:
     turns = f.items("turns", lambda t: isinstance(t, dict), "objects (one per turn)")
     for k, t in enumerate(turns):
         tf = Fields(t, "", TrajectoryFileError, prefix=f"turn {k}: ")
-        tf.items("prompt_ids", _is_id, "token ids (integers >= 0)")
-        tf.items("completion_ids", _is_id, "token ids (integers >= 0)")
-        tf.items("completion_logprobs", _is_logprob, f"finite log-probs <= {LOGPROB_SLACK:g}")
+        # the fast whole-list check first; the item-by-item one only to name a bad item
+        for key in ("prompt_ids", "completion_ids"):
+            if not _is_ids(t.get(key)):
+                tf.items(key, _is_id, "token ids (integers >= 0)")
+        if not _are_logprobs(t.get("completion_logprobs")):
+            tf.items("completion_logprobs", _is_logprob, f"finite log-probs <= {LOGPROB_SLACK:g}")
         tf.text("text")
         tf.check("action", lambda v: v is None or isinstance(v, dict), "an object or null")
         tf.check(
@@ -141,7 +159,11 @@ def validate_trajectory(traj: Trajectory) -> None:
                 f"turn {k}: {len(turn.completion_logprobs)} logprobs for "
                 f"{len(turn.completion_ids)} completion ids (need one each)"
             )
-        bad = [x for x in turn.completion_logprobs if not _is_logprob(x)]
+        bad = (
+            []
+            if _are_logprobs(turn.completion_logprobs)
+            else [x for x in turn.completion_logprobs if not _is_logprob(x)]
+        )
         if bad:
             raise TrajectoryFileError(
                 f"turn {k}: completion_logprobs must be finite numbers <= {LOGPROB_SLACK:g} "

@@ -84,14 +84,21 @@ def read_text(path: str | Path, error: type[LoadError], what: str = "file") -> s
 
 
 def json_depth_ok(value: Any, limit: int = MAX_DEPTH) -> bool:
-    """Whether ``value`` nests lists and dicts at most ``limit`` deep (no recursion)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        v, depth = stack.pop()
-        if isinstance(v, (list, dict)):
-            if depth > limit:
-                return False
-            stack.extend((c, depth + 1) for c in (v.values() if isinstance(v, dict) else v))
+    """Whether ``value`` nests lists and dicts at most ``limit`` deep (no recursion).
+
+    Level by level, keeping only the containers of each level (a trajectory's long lists of
+    token ids cost one comprehension each, not one step each).
+    """
+    level = [value] if type(value) in (list, dict) else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > limit:
+            return False
+        below: list[Any] = []
+        for v in level:
+            below += [c for c in (v.values() if type(v) is dict else v) if type(c) in (list, dict)]
+        level = below
     return True
 
 
