@@ -66,3 +66,16 @@ def test_tasks_list_json_and_export(tmp_path) -> None:
 
     tasks = load_tasks(dest)
     assert tasks and all(t.split == "test" and "shopping" in t.sites for t in tasks)
+
+
+@pytest.mark.parametrize(
+    "override", ["env.max_turns=x[/red]", "[/red]=1", "env.max_turns=nan", "seed=" + "x" * 150]
+)
+def test_errors_quoting_user_text_print_it_verbatim(override: str) -> None:
+    """Rich markup in user input is printed as text, not read as markup (a MarkupError)."""
+    out = run_cli("quickstart", override)
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr + out.stdout
+    lines = [x for x in out.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), out.stderr
+    assert override.split("=")[0 if override.startswith("[") else 1][:50] in lines[0]

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from webagent_r1 import __version__
 
@@ -60,7 +61,7 @@ def model_prepare(
     """Convert the bundled offline model to a cached Hugging Face folder (once)."""
     from webagent_r1.policy.models import prepare_model
 
-    path = prepare_model(name, force=force, progress=lambda m: console.print(f"[bold]{m}"))
+    path = prepare_model(name, force=force, progress=lambda m: console.print(f"[bold]{escape(m)}"))
     print(path)
 
 
@@ -302,7 +303,7 @@ def demos(
         table.add_row(name, str(report.kept[name]), str(report.dropped[name]))
     Console().print(table)
     for task_id, why in report.failures:
-        console.print(f"[red]dropped[/red] {task_id}: {why}")
+        console.print(f"[red]dropped[/red] {escape(str(task_id))}: {escape(str(why))}")
     turns = Counter(len(t.turns) for t in kept)
     print(
         f"wrote {n} demonstrations ({sum(k * v for k, v in turns.items())} turns, all reward 1) "
@@ -848,7 +849,9 @@ def main() -> None:
     except user_error_types() as e:
         if os.environ.get("WEBAGENT_R1_DEBUG"):
             raise
-        console.print(f"[red]error:[/red] {e}")
+        # escaped: the message quotes user input, which must not be read as rich markup;
+        # not wrapped at the terminal's width: one error, one line
+        console.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/yellow]")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import os
 import types
 import typing
@@ -18,9 +19,15 @@ from typing import Any
 
 import yaml
 
+from webagent_r1.errors import LoadError
 
-class ConfigError(ValueError):
+
+class ConfigError(LoadError):
     """A configuration value or key is invalid; the message says how to fix it."""
+
+
+INT_LIMIT = 2**63 - 1
+"""Largest magnitude of an integer setting (what a 64-bit seed or counter holds)."""
 
 
 def home_dir() -> Path:
@@ -548,6 +555,21 @@ TASK_SOURCES = ("embedded", "miniwob", "webarena-lite")
 """Task sources by name (``tasks/sources.py``); ``webarena-lite`` needs ``webagent_r1.webarena``."""
 
 
+def _check_numbers(obj: Any, prefix: str) -> None:
+    """Every number of a config (sections and lists included) is finite and within
+    ``INT_LIMIT``: a config built in code gets the checks ``load_config`` makes on input."""
+    for f in dataclasses.fields(obj):
+        value, where = getattr(obj, f.name), f"{prefix}{f.name}"
+        items = value if isinstance(value, list) else [value]
+        for v in items:
+            if dataclasses.is_dataclass(v):
+                _check_numbers(v, f"{where}.")
+            elif isinstance(v, float):
+                _to_float(v, where, f.default)
+            elif isinstance(v, int) and not isinstance(v, bool):
+                _to_int(v, where, f.default)
+
+
 def _seed_range(value: list[int], where: str) -> range:
     _check(
         len(value) == 2 and 0 <= value[0] < value[1],
@@ -695,6 +717,7 @@ class Config:
     """Start from this checkpoint or model folder instead of ``model.name`` (e.g. a BC run)."""
 
     def __post_init__(self) -> None:
+        _check_numbers(self, "")
         try:  # M-GRPO's train section must be valid too
             self.rl_train()
         except ConfigError as e:
@@ -717,8 +740,72 @@ def _closest(key: str, options: list[str]) -> str:
     return f"; did you mean {match[0]!r}?" if match else f"; valid keys: {', '.join(options)}"
 
 
-def _coerce(value: Any, tp: Any, where: str) -> Any:
-    """Convert ``value`` (from YAML or a CLI string) to the annotated type ``tp``."""
+def _fix(where: str, example: Any) -> str:
+    """How to fix a bad number: an example assignment (the field's default when known)."""
+    return f" (e.g. {where}={example})" if isinstance(example, (int, float)) else ""
+
+
+def _to_int(value: Any, where: str, example: Any = None) -> int:
+    """An integer setting: an int, or a string / whole float that reads as one, within
+    ``INT_LIMIT``; NaN, infinities and ``1e400`` are refused, never a traceback."""
+    bad = ConfigError(f"{where} must be an integer, got {_show(value)}{_fix(where, example)}")
+    out_of_range = ConfigError(
+        f"{where}={_show(value)} is out of range: integers must be within +-{INT_LIMIT}"
+        f"{_fix(where, example)}"
+    )
+    n: Any = value
+    if isinstance(value, bool):
+        raise bad
+    if isinstance(value, str):
+        text = value.strip().replace("_", "")
+        if len(text.lstrip("+-")) > 30 and text.lstrip("+-").isdigit():
+            raise out_of_range  # Python reads at most 4300 digits; far past the limit anyway
+        try:
+            n = int(text)
+        except ValueError:
+            try:
+                n = float(text)
+            except ValueError:
+                raise bad from None
+    if isinstance(n, float):
+        if not math.isfinite(n) or n != int(n):
+            raise bad
+        n = int(n)
+    if not isinstance(n, int):
+        raise bad
+    if abs(n) > INT_LIMIT:
+        raise out_of_range
+    return n
+
+
+def _to_float(value: Any, where: str, example: Any = None) -> float:
+    """A number setting: finite (NaN and infinities would poison a run, or pass a ``> 0``
+    check that was meant to bound it); ``true``/``false`` are not numbers."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        f = float(value.strip() if isinstance(value, str) else value)
+    except (TypeError, ValueError, OverflowError):
+        raise ConfigError(
+            f"{where} must be a number, got {_show(value)}{_fix(where, example)}"
+        ) from None
+    if not math.isfinite(f):
+        raise ConfigError(
+            f"{where} must be a finite number, got {_show(value)}{_fix(where, example)}"
+        )
+    return f
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _coerce(value: Any, tp: Any, where: str, example: Any = None) -> Any:
+    """Convert ``value`` (from YAML or a CLI string) to the annotated type ``tp``.
+
+    ``example`` (the field's default) is shown in the message of a bad number.
+    """
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
@@ -729,23 +816,23 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
             if a is type(None):
                 continue
             try:
-                return _coerce(value, a, where)
+                return _coerce(value, a, where, example)
             except ConfigError:
                 continue
-        raise ConfigError(f"{where}: cannot read {value!r} as {tp}")
+        raise ConfigError(f"{where}: cannot read {_show(value)} as {tp}")
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
-            raise ConfigError(f"{where} must be a mapping of keys, got {value!r}")
+            raise ConfigError(f"{where} must be a mapping of keys, got {_show(value)}")
         return from_dict(tp, value, prefix=where)
     if origin is list:
         if isinstance(value, str):
             value = [v.strip() for v in value.split(",") if v.strip()] if value else []
         if not isinstance(value, list):
-            raise ConfigError(f"{where} must be a list, got {value!r}")
+            raise ConfigError(f"{where} must be a list, got {_show(value)}")
         return [_coerce(v, args[0] if args else Any, where) for v in value]
     if origin is dict:
         if not isinstance(value, dict):
-            raise ConfigError(f"{where} must be a mapping, got {value!r}")
+            raise ConfigError(f"{where} must be a mapping, got {_show(value)}")
         return dict(value)
     if tp is bool:
         if isinstance(value, bool):
@@ -754,25 +841,14 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
             return True
         if isinstance(value, str) and value.lower() in ("false", "0", "no", "off"):
             return False
-        raise ConfigError(f"{where} must be true or false, got {value!r}")
+        raise ConfigError(f"{where} must be true or false, got {_show(value)}")
     if tp is int:
-        if isinstance(value, bool):
-            raise ConfigError(f"{where} must be an integer, got {value!r}")
-        try:
-            f = float(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{where} must be an integer, got {value!r}") from None
-        if f != int(f):
-            raise ConfigError(f"{where} must be an integer, got {value!r}")
-        return int(f)
+        return _to_int(value, where, example)
     if tp is float:
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{where} must be a number, got {value!r}") from None
+        return _to_float(value, where, example)
     if tp is str:
         if isinstance(value, (dict, list)):
-            raise ConfigError(f"{where} must be a string, got {value!r}")
+            raise ConfigError(f"{where} must be a string, got {_show(value)}")
         return str(value)
     return value
 
@@ -780,13 +856,14 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
 def from_dict(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
     """Build dataclass ``cls`` from ``data``; unknown keys raise ``ConfigError``."""
     hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    names = list(fields)
     kwargs = {}
     for key, value in data.items():
         where = f"{prefix}.{key}" if prefix else key
         if key not in names:
-            raise ConfigError(f"unknown config key {where!r}{_closest(key, names)}")
-        kwargs[key] = _coerce(value, hints[key], where)
+            raise ConfigError(f"unknown config key {_show(where)}{_closest(str(key), names)}")
+        kwargs[key] = _coerce(value, hints[key], where, fields[key].default)
     try:
         return cls(**kwargs)
     except ConfigError:
@@ -809,7 +886,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
         path, raw = ov.split("=", 1)
         try:
             value = yaml.safe_load(raw) if raw != "" else ""
-        except yaml.YAMLError:
+        except (yaml.YAMLError, RecursionError, ValueError, OverflowError):  # e.g. 5000 digits
             value = raw
         node = data
         parts = path.strip().split(".")
@@ -821,24 +898,109 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     return data
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key given twice in one mapping (YAML itself lets the
+    last one win silently, so a recipe edited in two places would run with half the edit)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # "<<: *anchor" may repeat keys
+                continue
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                first = seen.setdefault(key, line)
+            except TypeError:  # an unhashable key: SafeLoader's own error names it
+                continue
+            if first != line:
+                raise ConfigError(
+                    f"{key_node.start_mark.name}:{line}: key {_show(key)} is given twice (first "
+                    f"on line {first}); keep one of them"
+                )
+        return super().construct_mapping(node, deep=deep)
+
+
+def _key_lines(node: yaml.Node, prefix: str = "") -> dict[str, int]:
+    """``section.key`` -> line of every mapping key of a composed YAML document."""
+    out: dict[str, int] = {}
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                path = prefix + str(key.value)
+                out[path] = key.start_mark.line + 1
+                out.update(_key_lines(value, path + "."))
+    return out
+
+
+def _read_yaml(p: Path) -> tuple[dict[str, Any], dict[str, int]]:
+    """A recipe file as a dict, with the line of each key: UTF-8 (or UTF-16/32) text, valid
+    YAML, no key given twice."""
+    from webagent_r1.validation import json_depth_ok, read_text
+
+    text = read_text(p, ConfigError, "config file")
+    lines: dict[str, int] = {}
+    try:
+        loader = _StrictLoader(text)
+        loader.name = str(p)  # marks (and so messages) name the file
+        try:
+            node = loader.get_single_node()
+            data = loader.construct_document(node) if node is not None else None
+            lines = _key_lines(node) if node is not None else {}
+        finally:
+            loader.dispose()
+    except ConfigError:
+        raise
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        where = f"{p}:{mark.line + 1}" if mark is not None else str(p)
+        what = e.problem or e.context or "a syntax error"
+        raise ConfigError(f"{where}: config file is not valid YAML ({what})") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"config file {str(p)!r} is not valid YAML: {e}") from None
+    except RecursionError:
+        raise ConfigError(f"config file {str(p)!r} nests too deeply to be a config") from None
+    except (ValueError, OverflowError) as e:  # a 5000-digit integer, a "\U" escape past 0x10FFFF
+        raise ConfigError(f"config file {str(p)!r} holds an unreadable value: {e}") from None
+    data = data or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {str(p)!r} must be a mapping of sections")
+    if not json_depth_ok(data):
+        raise ConfigError(f"config file {str(p)!r} nests too deeply to be a config")
+    return data, lines
+
+
+def _located(e: ConfigError, p: Path, lines: dict[str, int], overridden: set[str]) -> ConfigError:
+    """``e`` prefixed with ``file:line`` of the key it names, when that key's value came from
+    the file (an override names itself)."""
+    msg = str(e)
+    for key in sorted(lines, key=len, reverse=True):  # rl.lr before rl
+        if key in overridden:
+            continue
+        if any(msg.startswith(key + c) for c in " =:") or f"'{key}'" in msg:
+            return ConfigError(f"{p}:{lines[key]}: {msg}")
+    return e
+
+
 def load_config(
     path: str | Path | None = None, overrides: list[str] | None = None, cls: type = Config
 ) -> Any:
     """Load a YAML recipe (optional), apply overrides, validate, and return ``cls``.
 
     Raises:
-        ConfigError: missing file, malformed YAML, unknown key or invalid value.
+        ConfigError: missing file, file not UTF-8, malformed YAML, a key given twice, unknown
+            key or invalid value (NaN, infinite or out-of-range numbers included); a problem
+            with a value of the file starts with ``<file>:<line>:``.
     """
     data: dict[str, Any] = {}
+    lines: dict[str, int] = {}
     if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise ConfigError(f"config file {str(p)!r} not found")
-        try:
-            data = yaml.safe_load(p.read_text()) or {}
-        except yaml.YAMLError as e:
-            raise ConfigError(f"config file {str(p)!r} is not valid YAML: {e}") from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"config file {str(p)!r} must be a mapping of sections")
+        data, lines = _read_yaml(Path(path))
     data = apply_overrides(data, overrides or [])
-    return from_dict(cls, data)
+    try:
+        return from_dict(cls, data)
+    except ConfigError as e:
+        if path is None:
+            raise
+        overridden = {ov.split("=", 1)[0].strip() for ov in overrides or []}
+        raise _located(e, Path(path), lines, overridden) from None

@@ -2,6 +2,28 @@
 
 from __future__ import annotations
 
+import re
+
+MAX_MESSAGE = 1000
+"""Longest error message of a ``LoadError`` (the rest of a quoted value is cut)."""
+_NEWLINES = re.compile(r"\s*[\r\n\u2028\u2029]+\s*")
+
+
+class LoadError(ValueError):
+    """A file or value the user gave is malformed (a task file, a trajectory file, a config).
+
+    The message is always one line (newlines are folded, and a message that quotes a huge
+    value is cut at ``MAX_MESSAGE`` characters), ``<file>:<line>: <field>: <what is wrong and
+    how to fix it>`` where the file and line are known; subclasses say which kind of input it
+    was (``ConfigError``, ``TaskError``, ``TrajectoryFileError``).
+    """
+
+    def __init__(self, message: object = "") -> None:
+        text = _NEWLINES.sub(" ", str(message)).strip()
+        if len(text) > MAX_MESSAGE:
+            text = text[: MAX_MESSAGE - 3] + "..."
+        super().__init__(text)
+
 
 def user_error_types() -> tuple[type[BaseException], ...]:
     """Exceptions the CLI prints as a one-line error instead of a traceback."""
@@ -15,6 +37,7 @@ def user_error_types() -> tuple[type[BaseException], ...]:
     from webagent_r1.trajectories import TrajectoryFileError
 
     types: list[type[BaseException]] = [
+        LoadError,  # every malformed input: configs, task files, trajectory files
         ConfigError,
         ModelNotFoundError,
         BrowserNotFoundError,

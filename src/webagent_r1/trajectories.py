@@ -9,13 +9,17 @@ sampled: generated text is never re-tokenised.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from webagent_r1.types import Trajectory
+from webagent_r1.errors import LoadError
+from webagent_r1.types import Trajectory, Turn
+from webagent_r1.validation import Fields, parse_json, read_text, show
 
 __all__ = [
     "parse_trajectory_line",
@@ -35,14 +39,103 @@ IGNORE_INDEX = -100
 """Label of a position that carries no loss (the prompt), as in PyTorch's cross entropy."""
 
 
-class TrajectoryFileError(ValueError):
+LOGPROB_SLACK = 1e-4
+"""Largest positive log-prob accepted (rounding of a probability of 1); more is corrupt."""
+
+
+class TrajectoryFileError(LoadError):
     """A trajectory file (or object) is malformed; the message names the line and the field."""
 
 
+def _is_id(i: Any) -> bool:
+    return isinstance(i, int) and not isinstance(i, bool) and i >= 0
+
+
+_INT = {int}
+_NUMBER = {int, float}
+
+
 def _is_ids(x: Any) -> bool:
-    return isinstance(x, list) and all(
-        isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in x
+    # builtins over the whole list (a file holds millions of ids); type() is not bool's int
+    return isinstance(x, list) and set(map(type, x)) <= _INT and (not x or min(x) >= 0)
+
+
+def _are_logprobs(x: Any) -> bool:
+    """Every item a finite number <= ``LOGPROB_SLACK`` (the fast whole-list form)."""
+    return (
+        isinstance(x, list)
+        and set(map(type, x)) <= _NUMBER
+        and all(map(math.isfinite, x))
+        and (not x or max(x) <= LOGPROB_SLACK)
     )
+
+
+def _is_logprob(x: Any) -> bool:
+    """A finite number <= 0 (up to rounding): NaN or +inf would poison the ratio of M-GRPO."""
+    return (
+        isinstance(x, (int, float))
+        and not isinstance(x, bool)
+        and math.isfinite(x)
+        and x <= LOGPROB_SLACK
+    )
+
+
+_TURN_FIELDS = frozenset(f.name for f in dataclasses.fields(Turn))
+
+
+def _check_raw(d: Any) -> None:
+    """Types of a trajectory line's JSON before ``Trajectory.from_dict`` converts any of it.
+
+    ``from_dict`` calls ``float(reward)`` (which reads ``"1"`` as 1.0) and passes turns to
+    dataclasses unchecked; checking the raw values first refuses what a writer never writes.
+    """
+    f = Fields(d, "", TrajectoryFileError)
+    f.id("task_id")
+    f.check(
+        "group_id",
+        lambda v: isinstance(v, (int, str)) and v is not True and v is not False,
+        "an integer or a string",
+    )
+    f.number("reward", choices=(0.0, 1.0), default=0.0)
+    f.one_of("status", STATUSES, default="done")
+    f.mapping("info", default={})
+    turns = f.items("turns", lambda t: isinstance(t, dict), "objects (one per turn)")
+    for k, t in enumerate(turns):
+        tf = Fields(t, "", TrajectoryFileError, prefix=f"turn {k}: ")
+        # the fast whole-list check first; the item-by-item one only to name a bad item
+        for key in ("prompt_ids", "completion_ids"):
+            if not _is_ids(t.get(key)):
+                tf.items(key, _is_id, "token ids (integers >= 0)")
+        if not _are_logprobs(t.get("completion_logprobs")):
+            tf.items("completion_logprobs", _is_logprob, f"finite log-probs <= {LOGPROB_SLACK:g}")
+        tf.text("text")
+        tf.check("action", lambda v: v is None or isinstance(v, dict), "an object or null")
+        tf.check(
+            "weight_version",
+            lambda v: v is None or _is_id(v),
+            "a non-negative integer or null",
+            default=None,
+        )
+        unknown = sorted(set(t) - _TURN_FIELDS, key=str)
+        if unknown:
+            raise TrajectoryFileError(
+                f"not a trajectory: turn {k} has unknown field {show(unknown[0])} (known: "
+                f"{', '.join(sorted(_TURN_FIELDS))})"
+            )
+        if isinstance(t.get("action"), dict):
+            af = Fields(t["action"], "", TrajectoryFileError, prefix=f"turn {k}: action.")
+            af.text("kind", nonempty=True)
+            for key in ("element", "argument"):
+                af.optional_text(key)
+            af.text("raw", default="")
+            extra = sorted(set(t["action"]) - {"kind", "element", "argument", "raw"}, key=str)
+            if extra:
+                raise TrajectoryFileError(
+                    f"not a trajectory: turn {k}: action has unknown field {show(extra[0])}"
+                )
+        tf.mapping("observation", default={})
+        tf.optional_text("error")
+        tf.mapping("timings", default={})
 
 
 def validate_trajectory(traj: Trajectory) -> None:
@@ -53,9 +146,9 @@ def validate_trajectory(traj: Trajectory) -> None:
             a turn without completion ids, or one log-prob per completion id violated.
     """
     if traj.reward not in (0.0, 1.0):
-        raise TrajectoryFileError(f"reward must be 0 or 1, got {traj.reward!r}")
+        raise TrajectoryFileError(f"reward must be 0 or 1, got {show(traj.reward)}")
     if traj.status not in STATUSES:
-        raise TrajectoryFileError(f"status must be one of {STATUSES}, got {traj.status!r}")
+        raise TrajectoryFileError(f"status must be one of {STATUSES}, got {show(traj.status)}")
     for k, turn in enumerate(traj.turns):
         if not _is_ids(turn.prompt_ids) or not turn.prompt_ids:
             raise TrajectoryFileError(f"turn {k}: prompt_ids must be a non-empty list of ids")
@@ -66,12 +159,20 @@ def validate_trajectory(traj: Trajectory) -> None:
                 f"turn {k}: {len(turn.completion_logprobs)} logprobs for "
                 f"{len(turn.completion_ids)} completion ids (need one each)"
             )
-        if not all(isinstance(x, (int, float)) for x in turn.completion_logprobs):
-            raise TrajectoryFileError(f"turn {k}: completion_logprobs must be numbers")
+        bad = (
+            []
+            if _are_logprobs(turn.completion_logprobs)
+            else [x for x in turn.completion_logprobs if not _is_logprob(x)]
+        )
+        if bad:
+            raise TrajectoryFileError(
+                f"turn {k}: completion_logprobs must be finite numbers <= {LOGPROB_SLACK:g} "
+                f"(log-probabilities), got {show(bad[0])}"
+            )
         v = turn.weight_version
         if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
             raise TrajectoryFileError(
-                f"turn {k}: weight_version must be a non-negative integer or null, got {v!r}"
+                f"turn {k}: weight_version must be a non-negative integer or null, got {show(v)}"
             )
 
 
@@ -107,20 +208,19 @@ def parse_trajectory_line(line: str) -> Trajectory:
         TrajectoryFileError: what is wrong with the line (without its location).
     """
     try:
-        d = json.loads(line)
+        d = parse_json(line, "", TrajectoryFileError)
         if not isinstance(d, dict):
             raise TrajectoryFileError("a line must hold one JSON object")
         missing = [k for k in ("task_id", "group_id", "turns") if k not in d]
         if missing:
             raise TrajectoryFileError(f"missing field(s) {missing}")
+        _check_raw(d)
         traj = Trajectory.from_dict(d)
         validate_trajectory(traj)
-    except json.JSONDecodeError as e:
-        raise TrajectoryFileError(f"not valid JSON: {e.msg}") from None
     except TrajectoryFileError:
         raise
     except (TypeError, KeyError, ValueError, AttributeError) as e:
-        raise TrajectoryFileError(f"not a trajectory: {e}") from None
+        raise TrajectoryFileError(f"not a trajectory: {show(str(e), 120)}") from None
     return traj
 
 
@@ -135,14 +235,16 @@ def read_trajectories(path: str | Path) -> list[Trajectory]:
     if not p.is_file():
         raise FileNotFoundError(f"trajectory file {str(p)!r} not found")
     out: list[Trajectory] = []
-    with p.open() as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                out.append(parse_trajectory_line(line))
-            except TrajectoryFileError as e:
-                raise TrajectoryFileError(f"{p}:{lineno}: {e}") from None
+    text = read_text(p, TrajectoryFileError, "trajectory file")
+    # split on "\n" only, as the file is written: str.splitlines would also split a line
+    # inside a JSON string at U+2028 and give wrong line numbers
+    for lineno, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(parse_trajectory_line(line))
+        except TrajectoryFileError as e:
+            raise TrajectoryFileError(f"{p}:{lineno}: {e}") from None
     return out
 
 

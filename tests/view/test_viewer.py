@@ -164,3 +164,68 @@ def test_unknown_tasks_show_what_the_rollout_recorded(tmp_path: Path) -> None:
     by_id = {e["task_id"]: e for e in load_run(tmp_path, tasks=[]).episodes}
     assert {k: by_id["miniwob.b/3"][k] for k in recorded} == recorded
     assert (by_id["other/1"]["intent"], by_id["other/1"]["site"]) == ("", "")
+
+
+def _strict_json(text: str) -> dict:
+    """``json.loads`` as a browser's ``JSON.parse`` does it: NaN and Infinity are errors."""
+
+    def refuse(name: str) -> None:
+        raise ValueError(f"{name} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_non_finite_numbers_become_null_so_the_page_data_parses(tmp_path: Path) -> None:
+    from webagent_r1.trajectories import write_trajectories
+    from webagent_r1.types import Trajectory
+
+    write_trajectories(
+        [
+            Trajectory(task_id="a", group_id="g", info={"wall_s": float("nan")}),
+            Trajectory(task_id="b", group_id="g", info={"wall_s": float("inf"), "x": [-1e999]}),
+            Trajectory(task_id="c", group_id="g", info={"wall_s": 2.5}),
+        ],
+        tmp_path / "t.jsonl",
+    )
+    html = build_viewer(tmp_path, tasks=[]).read_text()
+    m = re.search(r'<script type="application/json" id="data">(.*?)</script>', html, re.S)
+    assert m is not None
+    data = _strict_json(m.group(1))
+    walls = {e["task_id"]: e["wall_s"] for e in data["episodes"]}
+    assert walls == {"a": None, "b": None, "c": 2.5}
+
+
+def test_screenshots_outside_the_run_folder_are_not_embedded(tmp_path: Path) -> None:
+    from tests.view.conftest import PNG
+    from webagent_r1.trajectories import write_trajectories
+    from webagent_r1.types import Trajectory, Turn
+
+    run = tmp_path / "runs" / "r1"
+    (run / "evals" / "shots").mkdir(parents=True)
+    (run / "evals" / "shots" / "ok.png").write_bytes(PNG)
+    (tmp_path / "private.png").write_bytes(PNG)
+    (run / "evals" / "shots" / "link.png").symlink_to(tmp_path / "private.png")
+    names = [
+        "shots/ok.png",
+        "../../../private.png",
+        str(tmp_path / "private.png"),
+        "shots/link.png",
+        "shots/../../../../private.png",
+    ]
+    turns = [
+        Turn(
+            prompt_ids=[1],
+            completion_ids=[2],
+            completion_logprobs=[-0.1],
+            text="",
+            action=None,
+            observation=o,
+        )
+        for o in ({"screenshot": n} for n in names)
+    ]
+    write_trajectories(
+        [Trajectory(task_id="t", group_id="g", turns=turns)], run / "evals" / "e.jsonl"
+    )
+    shots = [t["screenshot"] for t in load_run(run, tasks=[]).episodes[0]["turns"]]
+    assert shots[0] is not None and shots[0].startswith("data:image/png;base64,")
+    assert shots[1:] == [None] * 4

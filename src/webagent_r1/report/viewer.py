@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -115,14 +116,19 @@ def _read_file(path: Path) -> tuple[list[tuple[int, Trajectory]], list[str]]:
     return good, errors
 
 
-def _screenshot(obs: dict[str, Any], folder: Path) -> str | None:
-    """``obs["screenshot"]`` (a path relative to the JSONL file's folder) as a data URI."""
+def _screenshot(obs: dict[str, Any], folder: Path, root: Path) -> str | None:
+    """``obs["screenshot"]`` (a path relative to the JSONL file's folder) as a data URI.
+
+    Only a file inside the run folder ``root`` is embedded (after resolving ``..`` and
+    symbolic links): a trajectory file must not pull other files of the disk into a page
+    that may be shared.
+    """
     name = obs.get("screenshot")
-    if not isinstance(name, str) or not name:
+    if not isinstance(name, str) or not name or "\0" in name:
         return None
-    path = folder / name
+    path = (folder / name).resolve()
     mime = _IMAGE_TYPES.get(path.suffix.lower())
-    if mime is None or not path.is_file():
+    if mime is None or not path.is_relative_to(root.resolve()) or not path.is_file():
         return None
     return f"data:{mime};base64," + base64.b64encode(path.read_bytes()).decode("ascii")
 
@@ -131,7 +137,9 @@ def _text(x: Any) -> str:
     return "" if x is None else str(x)
 
 
-def _episode(traj: Trajectory, task: Task | None, file: str, line: int, folder: Path) -> dict:
+def _episode(
+    traj: Trajectory, task: Task | None, file: str, line: int, folder: Path, root: Path
+) -> dict:
     """One episode as the page's JSON (no token ids)."""
     turns = []
     for t in traj.turns:
@@ -146,7 +154,7 @@ def _episode(traj: Trajectory, task: Task | None, file: str, line: int, folder: 
                 "action": t.action.raw if t.action and t.action.raw else "",
                 "error": _text(t.error),
                 "obs": {k: _text(obs.get(k)) for k in ("url", "title", "error", "text_head")},
-                "screenshot": _screenshot(obs, folder),
+                "screenshot": _screenshot(obs, folder, root),
             }
         )
     info = traj.info if isinstance(traj.info, dict) else {}
@@ -223,15 +231,27 @@ def load_run(
         tasks = build_suite(spec_for("wide"))  # every split's tasks
     by_id = {str(t.task_id): t for t in tasks}
     run.episodes = [
-        _episode(traj, by_id.get(str(traj.task_id)), rel, line, folder)
+        _episode(traj, by_id.get(str(traj.task_id)), rel, line, folder, root)
         for rel, folder, line, traj in found
     ]
     return run
 
 
+def _finite(x: Any) -> Any:
+    """``x`` with every NaN or infinite float replaced by None (JSON has no such numbers)."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    return x
+
+
 def _json_for_script(data: Any) -> str:
-    """JSON safe inside a ``<script>`` element: no ``<``, ``>`` or ``&`` can end it early."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    """Valid JSON safe inside a ``<script>`` element: no ``<``, ``>`` or ``&`` can end it
+    early, and NaN / infinities (which ``JSON.parse`` refuses, emptying the page) are null."""
+    text = json.dumps(_finite(data), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 

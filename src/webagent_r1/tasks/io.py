@@ -7,42 +7,74 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from webagent_r1.config import WEBARENA_SITES
+from webagent_r1.errors import LoadError
 from webagent_r1.types import Task
+from webagent_r1.validation import Fields, read_json_entries, show
 
 EVAL_TYPES = ("string_match", "url_match", "program_html", "state_match")
 
 
-class TaskError(ValueError):
+KNOWN_SITES = (*WEBARENA_SITES, "miniwob")
+"""Site names a task may name: the embedded sites and WebArena's (the same names), MiniWoB++."""
+
+
+class TaskError(LoadError):
     """A task file or task config is malformed; the message names the file, entry and field."""
+
+
+def _check_fields(d: Any, where: str) -> None:
+    """Types of the WebArena fields ``Task.from_dict`` takes over as they are."""
+    f = Fields(d, where, TaskError, prefix="")
+    f.id("task_id")
+    f.text("intent", nonempty=True)
+    f.text("start_url")
+    if d.get("sites") is not None:
+        f.names("sites", KNOWN_SITES, noun="site")
+    for key in ("require_login", "require_reset", "heldout_template"):
+        f.flag(key, default=False)
+    for key in ("user", "storage_state"):
+        f.optional_text(key)
+    f.text("intent_template", default="")
+    f.text("split", default="test")
+    f.check(
+        "intent_template_id",
+        lambda v: v is None or isinstance(v, str) or (isinstance(v, int) and v is not True),
+        "an integer, a string or null",
+        default=None,
+    )
+    for key in ("instantiation_dict", "extra"):
+        f.check(key, lambda v: v is None or isinstance(v, dict), "an object or null", None)
+    if d.get("eval") is not None:
+        f.mapping("eval")
 
 
 def validate_task_dict(d: Any, where: str = "task") -> Task:
     """Check one WebArena-style config and build a ``Task``.
 
     Raises:
-        TaskError: missing fields, wrong types, or an eval spec the evaluators cannot run.
+        TaskError: missing fields, wrong types, an unknown site, or an eval spec the
+            evaluators cannot run.
     """
     if not isinstance(d, dict):
         raise TaskError(f"{where}: a task config must be a JSON object, got {type(d).__name__}")
+    missing = [k for k in ("task_id", "intent", "start_url") if k not in d]
+    if missing:
+        raise TaskError(
+            f"{where}: task config lacks required field(s) {missing}; got keys {sorted(d)[:12]}"
+        )
+    _check_fields(d, where)
     try:
         task = Task.from_dict(d)
     except (TypeError, ValueError) as e:
-        raise TaskError(f"{where}: {e}") from None
-    if not isinstance(task.intent, str) or not task.intent.strip():
-        raise TaskError(f"{where}: 'intent' must be a non-empty string")
-    if not isinstance(task.start_url, str):
-        raise TaskError(f"{where}: 'start_url' must be a string")
-    if not isinstance(task.sites, list):
-        raise TaskError(f"{where}: 'sites' must be a list of site names")
+        raise TaskError(f"{where}: {show(str(e), 120)}") from None
     ev = task.eval
-    if not isinstance(ev, dict):
-        raise TaskError(f"{where}: 'eval' must be an object")
     types_ = ev.get("eval_types") or []
     if not isinstance(types_, list) or not types_:
         raise TaskError(f"{where}: eval.eval_types must be a non-empty list of {EVAL_TYPES}")
     for t in types_:
         if t not in EVAL_TYPES:
-            raise TaskError(f"{where}: unknown eval type {t!r}; known: {', '.join(EVAL_TYPES)}")
+            raise TaskError(f"{where}: unknown eval type {show(t)}; known: {', '.join(EVAL_TYPES)}")
     if "string_match" in types_ and not isinstance(ev.get("reference_answers"), dict):
         raise TaskError(f"{where}: string_match needs eval.reference_answers")
     if "url_match" in types_ and not ev.get("reference_url"):
@@ -58,34 +90,16 @@ def load_tasks(path: str | Path) -> list[Task]:
     """Load tasks from a WebArena JSON file (a list or one object) or a JSONL file.
 
     Raises:
-        TaskError: the file is missing, not JSON, or holds an invalid config (the message
-            names the line or index).
+        TaskError: the file is missing, not text, not JSON, or holds an invalid config (the
+            message names the line or index and the field).
     """
     p = Path(path)
-    if not p.is_file():
-        raise TaskError(f"task file {str(p)!r} not found")
-    text = p.read_text(encoding="utf-8")
-    entries: list[tuple[str, Any]] = []
-    if p.suffix == ".jsonl":
-        for i, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                entries.append((f"{p.name}:{i}", json.loads(line)))
-            except json.JSONDecodeError as e:
-                raise TaskError(f"{p.name}:{i}: not valid JSON ({e.msg})") from None
-    else:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise TaskError(f"{p.name}: not valid JSON ({e.msg} at line {e.lineno})") from None
-        data = data if isinstance(data, list) else [data]
-        entries = [(f"{p.name}[{i}]", d) for i, d in enumerate(data)]
+    entries = read_json_entries(p, TaskError, "task file")
     tasks = [validate_task_dict(d, where) for where, d in entries]
     seen: set[Any] = set()
     for t in tasks:
         if t.task_id in seen:
-            raise TaskError(f"{p.name}: duplicate task_id {t.task_id!r}")
+            raise TaskError(f"{p.name}: duplicate task_id {show(t.task_id)}")
         seen.add(t.task_id)
     return tasks
 

@@ -37,8 +37,9 @@ from webagent_r1.train.batching import (
 )
 from webagent_r1.train.checkpoint import (
     latest_checkpoint,
-    load_trainer_state,
+    print_note,
     restore_optimizer,
+    resume_checkpoint,
     rng_state,
     save_checkpoint,
     save_sharded_checkpoint,
@@ -217,7 +218,9 @@ def train_bc(
     held_s = [s for t in held_t for s in turn_samples(t)]
 
     start = 0
-    ckpt = latest_checkpoint(ckpt_root) if resume else None
+    # the newest checkpoint that loads completely; the others are named with the reason
+    found = resume_checkpoint(ckpt_root, say=print_note if dist.main else None) if resume else None
+    ckpt, resumed = found if found is not None else (None, {})
     torch.manual_seed(cfg.seed)
     random.seed(cfg.seed)
     model, tokenizer = load_policy(cfg, str(ckpt / "model") if ckpt else None)
@@ -227,7 +230,7 @@ def train_bc(
     params = trainable_parameters(model)
     opt = build_optimizer(params, bcfg.lr, tcfg)
     if ckpt is not None:
-        state = load_trainer_state(ckpt)
+        state = resumed
         restore_optimizer(ckpt, state, model, opt)
         set_rng(state["rng"])
         start = int(state["step"])

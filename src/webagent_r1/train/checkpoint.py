@@ -10,6 +10,12 @@ Layout of ``<run_dir>/<stage>/checkpoints/step-000040/``::
                        optimizer in trainer_state.pt; ``model/`` is the gathered full model
     meta.json          written last: a checkpoint without it is incomplete and never loaded
 
+``--resume`` (``resume_checkpoint``) goes from the newest checkpoint to the oldest and takes the
+first one that loads completely: ``meta.json`` says ``complete: true`` for its own step, every
+weight file is whole, and ``trainer_state.pt`` loads and is that step's. It says which one it
+resumed from and why it skipped each newer one (a disk that filled up, a copy cut short, a
+file deleted by hand), instead of failing on the newest.
+
 Everything is written into a temporary sibling folder first and renamed into place at the
 end (a rename within one file system is atomic), so a run killed at any moment leaves either
 the previous checkpoints or the new one, never a half-written one.
@@ -22,7 +28,9 @@ import os
 import random
 import re
 import shutil
+import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,9 +42,12 @@ if TYPE_CHECKING:
     from webagent_r1.train.setup import Dist
 
 __all__ = [
+    "checkpoint_problem",
     "latest_checkpoint",
     "load_trainer_state",
+    "print_note",
     "restore_optimizer",
+    "resume_checkpoint",
     "rng_state",
     "save_checkpoint",
     "save_sharded_checkpoint",
@@ -212,15 +223,167 @@ def _fsync_tree(path: Path) -> None:
                 os.fsync(f.fileno())
 
 
+def _read_meta(ckpt: Path) -> dict[str, Any] | None:
+    """``meta.json`` of ``ckpt`` when it is a JSON object (None: missing or unreadable)."""
+    try:
+        meta = json.loads((ckpt / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
 def _complete(root: Path) -> list[tuple[int, Path]]:
+    """Checkpoint folders whose ``meta.json`` says they are complete, oldest first."""
     out = []
     if not root.is_dir():
         return out
     for p in root.iterdir():
         m = _STEP_DIR.match(p.name)
         if m and (p / "meta.json").is_file():
-            out.append((int(m.group(1)), p))
+            meta = _read_meta(p)
+            if meta is not None and meta.get("complete") is True:
+                out.append((int(m.group(1)), p))
     return sorted(out)
+
+
+def _safetensors_problem(path: Path) -> str | None:
+    """Why the safetensors file ``path`` is not whole (None: header and size agree)."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as f:
+            head = f.read(8)
+            if len(head) < 8:
+                return f"{path.name} is truncated ({size} bytes)"
+            n = int.from_bytes(head, "little")
+            if n > size - 8:
+                return f"{path.name} is truncated (header of {n} bytes, file of {size})"
+            header = json.loads(f.read(n))
+    except (OSError, ValueError) as e:
+        return f"{path.name} cannot be read ({type(e).__name__})"
+    if not isinstance(header, dict):
+        return f"{path.name} has no tensor table"
+    ends = [
+        v["data_offsets"][1]
+        for k, v in header.items()
+        if k != "__metadata__" and isinstance(v, dict) and len(v.get("data_offsets", [])) == 2
+    ]
+    expected = 8 + n + max(ends, default=0)
+    if size != expected:
+        return f"{path.name} is truncated ({size} of {expected} bytes)"
+    return None
+
+
+def _model_problem(ckpt: Path) -> str | None:
+    """Why ``ckpt/model`` cannot be loaded (None: config and whole weight files present)."""
+    model = ckpt / "model"
+    if not model.is_dir():
+        return "model/ is missing"
+    if not (model / "config.json").is_file() and not (model / "adapter_config.json").is_file():
+        return "model/config.json is missing"
+    weights = sorted(model.glob("*.safetensors")) + sorted(model.glob("*.bin"))
+    if not weights:
+        return "model/ holds no weight file"
+    for w in weights:
+        if w.stat().st_size == 0:
+            return f"model/{w.name} is empty"
+        if w.suffix == ".safetensors":
+            problem = _safetensors_problem(w)
+            if problem:
+                return f"model/{problem}"
+    return None
+
+
+def _state_problem(ckpt: Path, step: int) -> tuple[dict[str, Any] | None, str | None]:
+    """``(trainer state, None)`` when ``trainer_state.pt`` loads and is step ``step``'s,
+    else ``(None, why)``."""
+    path = ckpt / "trainer_state.pt"
+    if not path.is_file():
+        return None, "trainer_state.pt is missing"
+    if path.stat().st_size == 0:
+        return None, "trainer_state.pt is empty"
+    try:
+        state = torch.load(path, weights_only=False)
+    except Exception as e:  # a truncated pickle/zip raises any of half a dozen types
+        return None, f"trainer_state.pt does not load ({type(e).__name__}: {str(e)[:80]})"
+    if not isinstance(state, dict) or "rng" not in state or "step" not in state:
+        return None, "trainer_state.pt lacks the step or the RNG state"
+    if state["step"] != step:
+        return None, f"trainer_state.pt is of step {state['step']}, not {step}"
+    if "sharded_optimizer" in state:
+        if not (ckpt / str(state["sharded_optimizer"]) / ".metadata").is_file():
+            return None, "the sharded optimizer state (optimizer/.metadata) is missing"
+    elif "optimizer" not in state:
+        return None, "trainer_state.pt lacks the optimizer state"
+    return state, None
+
+
+def checkpoint_problem(ckpt: str | Path) -> str | None:
+    """Why checkpoint folder ``ckpt`` cannot be resumed from, or None when it loads
+    completely (meta, weights and trainer state; the state itself is loaded to check)."""
+    p = Path(ckpt)
+    m = _STEP_DIR.match(p.name)
+    if not m:
+        return f"{p.name} is not a step-NNNNNN folder"
+    return _inspect(p, int(m.group(1)))[1]
+
+
+def _inspect(p: Path, step: int) -> tuple[dict[str, Any] | None, str | None]:
+    meta = _read_meta(p)
+    if meta is None:
+        return None, (
+            "meta.json is missing (the save never finished)"
+            if not (p / "meta.json").exists()
+            else "meta.json is not a JSON object"
+        )
+    if meta.get("complete") is not True:
+        return None, "meta.json does not say complete: true"
+    if meta.get("step") != step:
+        return None, f"meta.json is of step {meta.get('step')!r}, not {step}"
+    problem = _model_problem(p)
+    if problem:
+        return None, problem
+    return _state_problem(p, step)
+
+
+def print_note(message: str) -> None:
+    """One line on stderr (where the CLI's messages go; stdout keeps the results)."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def resume_checkpoint(
+    ckpt_dir: str | Path, say: Callable[[str], None] | None = None
+) -> tuple[Path, dict[str, Any]] | None:
+    """The newest checkpoint of ``ckpt_dir`` that loads completely, with its trainer state.
+
+    Newer checkpoints that do not load (truncated, empty or missing ``trainer_state.pt``,
+    ``complete: false``, a cut weight file …) are skipped, each with the reason.
+
+    Args:
+        ckpt_dir: the stage's ``checkpoints/`` folder.
+        say: called with one line per skipped checkpoint and one naming the one resumed
+            from (or saying that none loads); None says nothing.
+
+    Returns:
+        ``(folder, trainer state)``, or None when no checkpoint loads (a fresh start).
+    """
+    root = Path(ckpt_dir)
+    found = []
+    if root.is_dir():
+        found = sorted(
+            (int(m.group(1)), p)
+            for p in root.iterdir()
+            if (m := _STEP_DIR.match(p.name)) and p.is_dir()
+        )
+    tell = say or (lambda _msg: None)
+    for step, p in reversed(found):
+        state, problem = _inspect(p, step)
+        if problem is None and state is not None:
+            tell(f"resuming from {p} (step {step})")
+            return p, state
+        tell(f"skipping checkpoint {p}: {problem}")
+    if found:
+        tell(f"no checkpoint in {root} loads completely: starting from step 0")
+    return None
 
 
 def _prune(root: Path, keep: int) -> None:

@@ -61,8 +61,9 @@ from webagent_r1.train.batching import (
 )
 from webagent_r1.train.checkpoint import (
     latest_checkpoint,
-    load_trainer_state,
+    print_note,
     restore_optimizer,
+    resume_checkpoint,
     rng_state,
     save_checkpoint,
     save_sharded_checkpoint,
@@ -495,7 +496,9 @@ async def train_rl(
     stage = Path(stage_dir or Path(cfg.run_dir) / "rl")
     ckpt_root = stage / "checkpoints"
     start_from = init or cfg.init_from
-    ckpt = latest_checkpoint(ckpt_root) if resume else None
+    # the newest checkpoint that loads completely; the others are named with the reason
+    found = resume_checkpoint(ckpt_root, say=print_note if dist.main else None) if resume else None
+    ckpt, resumed = found if found is not None else (None, {})
     torch.manual_seed(cfg.seed)
     random.seed(cfg.seed)
     policy_from = str(ckpt / "model") if ckpt else start_from
@@ -510,7 +513,7 @@ async def train_rl(
     step_times: list[float] = []
     saved_curriculum = None
     if ckpt is not None:
-        state = load_trainer_state(ckpt)
+        state = resumed
         saved_curriculum = state.get("curriculum")  # absent in checkpoints of older runs
         restore_optimizer(ckpt, state, model, opt)
         set_rng(state["rng"])

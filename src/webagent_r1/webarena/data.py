@@ -28,6 +28,7 @@ from typing import Any
 
 from webagent_r1.tasks.io import TaskError, validate_task_dict
 from webagent_r1.types import Task
+from webagent_r1.validation import read_json_entries
 
 LITE_FILE_NAME = "test_webarena_lite.raw.json"
 LITE_DIST = "browsergym-webarenalite"
@@ -304,27 +305,7 @@ def validate_config(d: Any, where: str) -> Task:
 
 
 def _read_configs(path: Path) -> list[tuple[str, Any]]:
-    if not path.is_file():
-        raise WebArenaDataError(f"WebArena config file {str(path)!r} not found")
-    text = path.read_text(encoding="utf-8")
-    if path.suffix == ".jsonl":
-        out = []
-        for i, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    out.append((f"{path.name}:{i}", json.loads(line)))
-                except json.JSONDecodeError as e:
-                    raise WebArenaDataError(f"{path.name}:{i}: not valid JSON ({e.msg})") from None
-        return out
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise WebArenaDataError(
-            f"{path.name}: not valid JSON ({e.msg} at line {e.lineno})"
-        ) from None
-    if not isinstance(data, list):
-        raise WebArenaDataError(f"{path.name}: expected a JSON list of task configs")
-    return [(f"{path.name}[{i}]", d) for i, d in enumerate(data)]
+    return read_json_entries(path, WebArenaDataError, "WebArena config file", single_object=False)
 
 
 def load_configs(path: str | Path) -> list[Task]:
