@@ -11,6 +11,7 @@ the gradients itself.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from dataclasses import dataclass
@@ -22,7 +23,9 @@ from webagent_r1.config import Config, ModelConfig, TrainConfig
 from webagent_r1.policy.hf import load_tokenizer, pick_device
 
 __all__ = [
+    "BACKEND_DEVICE",
     "Dist",
+    "backend_device",
     "build_optimizer",
     "grad_norm_and_clip",
     "load_policy",
@@ -31,12 +34,41 @@ __all__ = [
 ]
 
 
+BACKEND_DEVICE = {"nccl": "cuda", "gloo": "cpu", "mpi": "cpu"}
+"""Device type of the tensors each ``torch.distributed`` backend reduces (NCCL: CUDA only)."""
+
+
+def backend_device(backend: str, local_rank: int = 0) -> torch.device:
+    """The device whose tensors ``backend``'s collectives take.
+
+    Args:
+        backend: a ``torch.distributed`` backend name ('nccl', 'gloo', 'mpi').
+        local_rank: this process's GPU on its machine (used for 'nccl').
+
+    Raises:
+        ValueError: a backend this table does not know.
+    """
+    kind = BACKEND_DEVICE.get(backend.lower())
+    if kind is None:
+        raise ValueError(
+            f"unknown process-group backend {backend!r}: use one of {sorted(BACKEND_DEVICE)}"
+        )
+    return torch.device(kind, local_rank) if kind == "cuda" else torch.device(kind)
+
+
 @dataclass
 class Dist:
-    """This process's place among the training processes."""
+    """This process's place among the training processes.
+
+    ``device`` is where the tensors handed to collectives must live: CUDA for NCCL (which has
+    no CPU path: a CPU tensor fails with "No backend type associated with device type cpu"),
+    the CPU for gloo. Every collective here builds its tensors on it and checks them
+    (``_on_device``), so a wrong-device tensor fails on a CPU test with gloo too.
+    """
 
     rank: int = 0
     world: int = 1
+    device: torch.device = dataclasses.field(default_factory=lambda: torch.device("cpu"))
 
     @property
     def main(self) -> bool:
@@ -51,12 +83,27 @@ class Dist:
             return cls()
         import torch.distributed as dist
 
+        local = int(os.environ.get("LOCAL_RANK", "0"))
         if torch.cuda.is_available():  # one GPU per process: device "cuda" is this one
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+            torch.cuda.set_device(local)
         if not dist.is_initialized():
             backend = "nccl" if torch.cuda.is_available() else "gloo"
             dist.init_process_group(backend=backend)
-        return cls(rank=dist.get_rank(), world=dist.get_world_size())
+        device = backend_device(str(dist.get_backend()), local)
+        return cls(rank=dist.get_rank(), world=dist.get_world_size(), device=device)
+
+    def _on_device(self, t: torch.Tensor) -> torch.Tensor:
+        """``t`` itself, after checking it lives where this backend reduces.
+
+        Raises:
+            RuntimeError: ``t`` is on another device type (a bug: NCCL would fail at once).
+        """
+        if t.device.type != self.device.type:
+            raise RuntimeError(
+                f"a collective got a tensor on {t.device} but this process group reduces on "
+                f"{self.device.type} (build it with device=dist.device)"
+            )
+        return t
 
     def all_reduce_sum(self, values: list[float]) -> list[float]:
         """Element-wise sum of ``values`` over all processes."""
@@ -64,9 +111,9 @@ class Dist:
             return list(values)
         import torch.distributed as dist
 
-        t = torch.tensor(values, dtype=torch.float64)
-        dist.all_reduce(t)
-        return t.tolist()
+        t = torch.tensor(values, dtype=torch.float64, device=self.device)  # (n,)
+        dist.all_reduce(self._on_device(t))
+        return t.cpu().tolist()
 
     def all_reduce_max(self, value: int) -> int:
         """The largest ``value`` over all processes."""
@@ -74,8 +121,8 @@ class Dist:
             return value
         import torch.distributed as dist
 
-        t = torch.tensor([value], dtype=torch.long)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        t = torch.tensor([value], dtype=torch.long, device=self.device)  # (1,)
+        dist.all_reduce(self._on_device(t), op=dist.ReduceOp.MAX)
         return int(t.item())
 
     def all_reduce_grads(self, params: list[torch.nn.Parameter]) -> None:
@@ -85,8 +132,8 @@ class Dist:
         import torch.distributed as dist
 
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
-        flat = torch.cat([g.reshape(-1) for g in grads])
-        dist.all_reduce(flat)
+        flat = torch.cat([g.reshape(-1) for g in grads])  # (sum of numels,)
+        dist.all_reduce(self._on_device(flat))
         i = 0
         for p, g in zip(params, grads, strict=True):
             n = g.numel()
