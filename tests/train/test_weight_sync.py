@@ -258,3 +258,64 @@ async def test_old_trajectory_lines_without_versions_still_load() -> None:
     d["turns"][0]["weight_version"] = "v1"
     with pytest.raises(TrajectoryFileError, match="weight_version"):
         parse_trajectory_line(json.dumps(d))
+
+
+class SleepyEngine(CopyEngine):
+    """Records the order of sleep / wake-up / push calls, as the vLLM engine sees them."""
+
+    sleeps = True
+
+    def __init__(self, model: torch.nn.Module, log: list[str]) -> None:
+        super().__init__(model)
+        self.log = log
+
+    async def sleep(self, level: int | None = None) -> None:
+        self.log.append("sleep")
+
+    async def wake_up(self, tags: list[str] | None = None) -> None:
+        self.log.append(f"wake:{','.join(tags or ['all'])}")
+
+    def update_weights(self, weights, version=None) -> None:  # type: ignore[override]
+        self.log.append("push")
+        super().update_weights(weights, version)
+
+
+async def test_sleeping_engine_order_frees_grads_and_cache_before_waking() -> None:
+    from webagent_r1.train.weight_sync import update_then_push
+
+    model = _tiny()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    log: list[str] = []
+    engine = SleepyEngine(model, log)
+    sync = WeightSync(engine, model, shared=False)
+
+    def update() -> dict[str, float]:
+        log.append("update")
+        _train_step(model, opt)
+        assert all(p.grad is not None for p in model.parameters())
+        return {"train/loss": 1.0}
+
+    def empty_cache() -> None:
+        assert all(p.grad is None for p in model.parameters()), "grads still allocated"
+        log.append("empty_cache")
+
+    metrics = await update_then_push(engine, sync, opt, update, 1, empty_cache=empty_cache)
+    assert log == [
+        "sleep",
+        "update",
+        "empty_cache",
+        "wake:weights",
+        "push",
+        "empty_cache",
+        "wake:kv_cache",
+    ]
+    assert metrics["train/loss"] == 1.0 and metrics["sync/version"] == 1.0
+    for k, v in model.state_dict().items():
+        assert torch.equal(engine.weights[k], v)  # the pushed weights are the updated ones
+    # an engine that does not sleep: update, freed grads, push; no sleep or wake-up
+    log.clear()
+    plain = CopyEngine(model)
+    await update_then_push(
+        plain, WeightSync(plain, model, shared=False), opt, update, 2, empty_cache=empty_cache
+    )
+    assert log == ["update", "empty_cache"] and plain.pushes == [2]

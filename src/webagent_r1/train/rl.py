@@ -74,7 +74,7 @@ from webagent_r1.train.setup import (
     trainable_parameters,
 )
 from webagent_r1.train.sharding import is_sharded, shard_model
-from webagent_r1.train.weight_sync import WeightSync
+from webagent_r1.train.weight_sync import WeightSync, update_then_push
 from webagent_r1.trajectories import Sample, turn_samples, write_trajectories
 from webagent_r1.types import Task
 
@@ -332,7 +332,13 @@ def generation_engine(cfg: Config, model: Any, tokenizer: Any, source: str | Non
     if cfg.train.generation_engine == "vllm":
         from webagent_r1.policy.vllm import VLLMEngine
 
-        return VLLMEngine(cfg.model.name, cfg.vllm, seed=cfg.seed)
+        return VLLMEngine(
+            cfg.model.name,
+            cfg.vllm,
+            seed=cfg.seed,
+            token_budget=cfg.train.token_budget,
+            needs_logprobs_mode=cfg.rl.old_logprobs == "sampler",
+        )
     from webagent_r1.policy.hf import HFEngine, load_model
 
     if is_sharded(model):  # a shard cannot sample: a full copy (weights pushed after updates)
@@ -558,16 +564,16 @@ async def train_rl(
             batch = build_rl_batch(groups, rl.advantage_scale, rl.drop_equal_groups)
             release_free_memory()  # the rollout's KV caches, before the update's activations
             u0 = time.time()
-            sleeps = bool(getattr(engine, "sleeps", False))
-            if sleeps:  # vLLM frees its GPU memory for the update
-                await engine.sleep()
             lock = getattr(engine, "lock", None)
-            metrics = mgrpo_update(model, opt, batch, cfg, pad_id, dist, ref_model, lock)
-            release_free_memory()  # the update's activations, before the next rollout
+
+            def update(batch: RLBatch = batch, lock: Any = lock) -> dict[str, float]:
+                out = mgrpo_update(model, opt, batch, cfg, pad_id, dist, ref_model, lock)
+                release_free_memory()  # the update's activations, before the next rollout
+                return out
+
             done = step + 1
-            if sleeps:
-                await engine.wake_up()
-            metrics.update(await sync.push(done))
+            # a sleeping engine (vLLM) frees its GPU memory for the update and takes it back
+            metrics = await update_then_push(engine, sync, opt, update, done)
             counts = dist.all_reduce_sum(
                 [
                     stats.episodes - stats.dropped,

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import inspect
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +36,15 @@ from webagent_r1.train.batching import unwrap_model
 from webagent_r1.train.sharding import full_state_dict as sharded_full_state_dict
 from webagent_r1.train.sharding import is_sharded
 
-__all__ = ["SyncRecord", "WeightSync", "full_state_dict", "shares_model", "state_dict_bytes"]
+__all__ = [
+    "SyncRecord",
+    "WeightSync",
+    "empty_device_cache",
+    "full_state_dict",
+    "shares_model",
+    "state_dict_bytes",
+    "update_then_push",
+]
 
 
 @dataclass
@@ -194,3 +203,57 @@ class WeightSync:
             return
         with lock:  # no batch is stamped while the version changes
             self.engine.weight_version = version
+
+
+def empty_device_cache() -> bool:
+    """Hand the CUDA caching allocator's free blocks back to the driver (``empty_cache``), so
+    that a vLLM engine waking up on the same GPU can take them; False without CUDA."""
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return False
+    torch.cuda.empty_cache()
+    return True
+
+
+async def update_then_push(
+    engine: Any,
+    sync: WeightSync,
+    optimizer: Any,
+    update: Callable[[], dict[str, float]],
+    step: int,
+    *,
+    empty_cache: Callable[[], Any] = empty_device_cache,
+) -> dict[str, float]:
+    """One update between rollouts, with the engine's GPU memory handed over and back.
+
+    For an engine that sleeps (vLLM with ``vllm.enable_sleep_mode``), in this order:
+    sleep (level ``vllm.sleep_level``; 2 drops the weights, which the push overwrites anyway),
+    ``update()``, gradients freed (``zero_grad(set_to_none=True)``: they would stay allocated
+    until the next update), ``empty_cache`` (the trainer's allocator keeps what it freed
+    otherwise, and the engine could not take it back), wake the weights, push, ``empty_cache``
+    again (the push's gathered tensors), wake the KV cache. An engine that does not sleep
+    gets the update, the freed gradients and the push.
+
+    Args:
+        engine: the sampling engine (``sleeps``, ``sleep``, ``wake_up(tags)`` when it sleeps).
+        sync: pushes the trainer's weights into ``engine``.
+        optimizer: the trainer's optimizer (its gradients are freed after the update).
+        update: runs the update; returns its metrics.
+        step: the optimizer-step count after the update (the pushed weights' version).
+        empty_cache: frees the device allocator's cached blocks (tests count the calls).
+
+    Returns:
+        The update's metrics and the push's ``sync/…`` metrics.
+    """
+    sleeps = bool(getattr(engine, "sleeps", False))
+    if sleeps:
+        await engine.sleep()
+    metrics = dict(update())
+    optimizer.zero_grad(set_to_none=True)  # nothing reads them until the next update
+    empty_cache()
+    if sleeps:
+        await engine.wake_up(tags=["weights"])
+    metrics.update(await sync.push(step))
+    if sleeps:
+        empty_cache()
+        await engine.wake_up(tags=["kv_cache"])
+    return metrics
