@@ -27,8 +27,11 @@ __all__ = [
     "Dist",
     "backend_device",
     "build_optimizer",
+    "frozen_copy_dtype",
     "grad_norm_and_clip",
     "load_policy",
+    "load_reference",
+    "reference_context",
     "lr_factor",
     "trainable_parameters",
 ]
@@ -205,6 +208,41 @@ def load_policy(cfg: Config, path: str | None = None) -> tuple[Any, Any]:
         freeze_lower_layers(model, tcfg.trainable_layers)
     model.train()
     return model, tokenizer
+
+
+def frozen_copy_dtype(mcfg: ModelConfig) -> str:
+    """Dtype of a frozen copy of the policy (the KL reference, the sampler of a sharded
+    trainer): bfloat16 on a GPU that runs the policy under bf16 autocast (the forwards run in
+    bf16 anyway; half the memory of fp32), else the policy's own ``model.dtype``."""
+    if mcfg.autocast_bf16 and pick_device(mcfg.device).type == "cuda":
+        return "bfloat16"
+    return mcfg.dtype
+
+
+def load_reference(cfg: Config, path: str | None, model: Any) -> Any:
+    """The frozen KL reference policy.
+
+    Under LoRA it is ``model`` itself, run with its adapters disabled
+    (``reference_context``): the base weights, no second copy. Otherwise a frozen copy loaded
+    from ``path`` in ``frozen_copy_dtype``.
+    """
+    if hasattr(model, "disable_adapter"):
+        return model
+    ref_cfg = dataclasses.replace(
+        cfg, model=dataclasses.replace(cfg.model, dtype=frozen_copy_dtype(cfg.model))
+    )
+    ref, _ = load_policy(ref_cfg, path)
+    return ref.eval().requires_grad_(False)
+
+
+def reference_context(model: Any, ref_model: Any) -> Any:
+    """The context the reference's forwards run in: adapters disabled when the reference is
+    the LoRA policy itself (``load_reference``), else nothing."""
+    import contextlib
+
+    if ref_model is model and hasattr(model, "disable_adapter"):
+        return model.disable_adapter()
+    return contextlib.nullcontext()
 
 
 def freeze_lower_layers(model: Any, n: int) -> None:
