@@ -43,7 +43,7 @@ import shutil
 import tempfile
 import uuid
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,7 @@ __all__ = [
     "sampled_logprobs",
     "sampling_kwargs",
     "save_shard",
+    "iter_shard_groups",
     "shard_groups",
     "to_completion",
 ]
@@ -313,21 +314,30 @@ def to_completion(output: Any, version: int | None = None) -> Completion:
 # --------------------------------------------------------------------------------------
 
 
-def shard_groups(
-    items: Sequence[tuple[str, torch.Tensor]], shard_bytes: int, dtype: torch.dtype | None = None
-) -> list[list[tuple[str, torch.Tensor]]]:
+def iter_shard_groups(
+    items: Iterable[tuple[str, torch.Tensor]], shard_bytes: int, dtype: torch.dtype | None = None
+) -> Iterator[list[tuple[str, torch.Tensor]]]:
     """Split (name, tensor) pairs, in order, into groups of at most ``shard_bytes`` each (a
-    larger tensor gets a group of its own); sizes counted in ``dtype`` when given."""
-    groups: list[list[tuple[str, torch.Tensor]]] = []
+    larger tensor gets a group of its own); sizes counted in ``dtype`` when given. Lazy: a
+    group is handed on before the next pair is taken from ``items``."""
+    group: list[tuple[str, torch.Tensor]] = []
     size = 0
     for name, t in items:
         n = t.numel() * (torch.empty((), dtype=dtype).element_size() if dtype else t.element_size())
-        if not groups or (size + n > shard_bytes and groups[-1]):
-            groups.append([])
-            size = 0
-        groups[-1].append((name, t))
+        if group and size + n > shard_bytes:
+            yield group
+            group, size = [], 0
+        group.append((name, t))
         size += n
-    return groups
+    if group:
+        yield group
+
+
+def shard_groups(
+    items: Sequence[tuple[str, torch.Tensor]], shard_bytes: int, dtype: torch.dtype | None = None
+) -> list[list[tuple[str, torch.Tensor]]]:
+    """``iter_shard_groups`` as a list."""
+    return list(iter_shard_groups(items, shard_bytes, dtype))
 
 
 def save_shard(
@@ -524,6 +534,14 @@ class VLLMEngine:
         self._open.set()
         self._changing = asyncio.Lock()  # one weight update / sleep / wake-up at a time
 
+    takes_weight_stream = True
+    """``update_weights`` consumes (name, tensor) pairs lazily (``WeightSync`` streams them)."""
+
+    @property
+    def weight_dtype(self) -> torch.dtype | None:
+        """The dtype weights are staged in (``vllm.dtype``; None for 'auto')."""
+        return None if self.cfg.dtype == "auto" else getattr(torch, self.cfg.dtype)
+
     @property
     def sleeps(self) -> bool:
         """Whether the trainer should put the engine to sleep during updates."""
@@ -588,8 +606,8 @@ class VLLMEngine:
         Raises:
             RuntimeError: the engine is asleep (call ``wake_up`` first).
         """
-        items = list(weights.items()) if isinstance(weights, Mapping) else list(weights)
-        dtype = None if self.cfg.dtype == "auto" else getattr(torch, self.cfg.dtype)
+        items = iter(weights.items()) if isinstance(weights, Mapping) else iter(weights)
+        dtype = self.weight_dtype
         shard_bytes = self.cfg.shard_mb * 2**20
         async with self._changing:
             if "weights" in self.asleep:
@@ -606,7 +624,7 @@ class VLLMEngine:
 
     async def _update(
         self,
-        items: list[tuple[str, torch.Tensor]],
+        items: Iterator[tuple[str, torch.Tensor]],
         dtype: torch.dtype | None,
         shard_bytes: int,
         version: int | None,
@@ -614,13 +632,18 @@ class VLLMEngine:
         """Stage the shards, have every worker load them, reset the prefix cache (gate closed)."""
         await self._idle.wait()  # requests in flight finish on the old weights
         folder = staging_dir(self.cfg, shard_bytes)
-        for k, group in enumerate(shard_groups(items, shard_bytes, dtype)):
+        # groups formed as the stream is consumed: at most one shard's tensors held at once
+        # (no enumerate: its reused result tuple would keep the previous group alive)
+        numbers = itertools.count()
+        for group in iter_shard_groups(items, shard_bytes, dtype):
+            k = next(numbers)
             path = folder / f"webagent-weights-{self._prefix}-{os.getpid()}-{k}.safetensors"
             try:
                 self.synced_bytes += await asyncio.to_thread(save_shard, group, path, dtype)
                 await self.llm.collective_rpc(LOAD_METHOD, args=(str(path),))
             finally:
                 path.unlink(missing_ok=True)
+            del group  # freed before the stream gathers the next shard
         if "kv_cache" not in self.asleep:  # (an asleep cache is dropped: nothing to reset)
             await self._reset_prefix_cache()  # cached KV came from the old weights
         self.weight_version = self.weight_version + 1 if version is None else version
