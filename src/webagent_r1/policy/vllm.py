@@ -5,8 +5,10 @@ log-prob of its sampled tokens (``logprobs=0``), so a completion carries exactly
 trainer needs: ids, their log-probs, the text (for parsing the action) and the finish reason.
 Many episodes call ``generate`` at once; vLLM's own scheduler batches their requests.
 
-Weights: the engine holds its own copy. ``update_weights(state_dict, version)`` stages the new
-weights as safetensors shards (``/dev/shm`` when it has room) and has every vLLM worker load
+Weights: the engine holds its own copy. ``update_weights(weights, version)`` takes a state dict
+or a stream of (name, tensor) pairs (``WeightSync`` streams them, one parameter at a time),
+stages them as safetensors shards of at most ``vllm.shard_mb`` (``/dev/shm`` when it has room;
+files, not CUDA-IPC handles, which no CPU test could exercise) and has every vLLM worker load
 them in place through ``collective_rpc`` into ``WeightLoaderExtension`` (a worker extension,
 ``worker_extension_cls``), which calls the model's own ``load_weights`` (so Hugging Face
 parameter names work, fused q/k/v included); then the prefix cache is reset, since its KV

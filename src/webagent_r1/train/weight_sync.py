@@ -9,13 +9,13 @@ of a trajectory records the policy it came from (``Turn.weight_version``).
 - an engine that shares the trainer's model object (``HFEngine`` in ``train_rl``) already sees
   the new weights: only its version changes (under its lock);
 - an engine that holds its own copy (``VLLMEngine``, a remote server, the ``HFEngine`` copy of a
-  sharded trainer) gets the full state dict through ``update_weights(state_dict, version)``.
-  A model sharded by ``train/sharding.py`` (``train.sharding: fsdp``) is gathered with
-  ``torch.distributed.checkpoint``'s full state dict on every process (a collective: each
-  process takes part even when it does not push); a model that an ``accelerate`` accelerator
-  sharded, with ``accelerator.get_state_dict`` (also a collective); otherwise each process
-  holds the whole model (``train/setup.py``: gradients are all-reduced, weights replicated). A LoRA
-  model is pushed with its adapters merged, under the base model's parameter names.
+  sharded trainer) gets the trainer's weights streamed (``iter_push_weights``): one parameter
+  at a time, gathered (a model sharded by ``train/sharding.py``: ``full_tensor``, a collective
+  every process takes part in, even one that does not push), LoRA merged on the fly under the
+  base model's names, cast to the engine's dtype (bf16). vLLM consumes the stream in bounded
+  shards, an HF copy copies each tensor into its model under its lock; an engine that takes
+  neither gets a state dict built from the stream. A model an ``accelerate`` accelerator
+  sharded is gathered whole by ``accelerator.get_state_dict`` (then streamed).
 
 Which processes push: by default rank 0 only (one inference service for all trainers); with
 ``every_rank=True`` each process pushes to its own engine (an in-process vLLM per trainer
