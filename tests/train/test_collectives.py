@@ -18,6 +18,7 @@ def test_backend_device_maps_each_backend_to_where_it_reduces() -> None:
     assert backend_device("NCCL") == torch.device("cuda", 0)
     assert backend_device("gloo", 3) == torch.device("cpu")
     assert backend_device("mpi") == torch.device("cpu")
+    assert backend_device("cpu:gloo,cuda:nccl", 1) == torch.device("cuda", 1)
     with pytest.raises(ValueError, match="unknown process-group backend"):
         backend_device("carrier-pigeon")
 

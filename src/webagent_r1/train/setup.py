@@ -45,18 +45,20 @@ def backend_device(backend: str, local_rank: int = 0) -> torch.device:
     """The device whose tensors ``backend``'s collectives take.
 
     Args:
-        backend: a ``torch.distributed`` backend name ('nccl', 'gloo', 'mpi').
-        local_rank: this process's GPU on its machine (used for 'nccl').
+        backend: a ``torch.distributed`` backend name ('nccl', 'gloo', 'mpi'), or a
+            per-device list such as 'cpu:gloo,cuda:nccl' (then CUDA, where NCCL is fastest).
+        local_rank: this process's GPU on its machine (used for CUDA).
 
     Raises:
         ValueError: a backend this table does not know.
     """
-    kind = BACKEND_DEVICE.get(backend.lower())
-    if kind is None:
+    names = [part.split(":")[-1].strip().lower() for part in backend.split(",")]
+    kinds = {BACKEND_DEVICE.get(n) for n in names}
+    if None in kinds:
         raise ValueError(
             f"unknown process-group backend {backend!r}: use one of {sorted(BACKEND_DEVICE)}"
         )
-    return torch.device(kind, local_rank) if kind == "cuda" else torch.device(kind)
+    return torch.device("cuda", local_rank) if "cuda" in kinds else torch.device("cpu")
 
 
 @dataclass
