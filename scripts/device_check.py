@@ -374,7 +374,7 @@ def check_fsdp(c: Check) -> dict[str, Any]:
 
     extra = ("train.sharding=fsdp", "rl.lr=1e-4", "model.autocast_bf16=true")
     if c.cuda:
-        cfg = _cfg(c, str(c.tiny_dir), *extra, "train.gradient_checkpointing=true")
+        cfg = _cfg(c, str(c.tiny_dir), *extra)  # (the 3B model is built, not loaded)
 
         def fresh() -> Any:
             return _random_3b(c)
@@ -391,33 +391,41 @@ def check_fsdp(c: Check) -> dict[str, Any]:
     model = shard_model(fresh())
     opt = build_optimizer(list(model.parameters()), cfg.rl.lr, cfg.train)
     m1 = mgrpo_update(model, opt, batch(1), cfg, pad_id=1)
-    params = list(model.parameters())
-    watched = range(len(params)) if not c.cuda else (0, len(params) // 2, len(params) - 1)
+    n = len(list(model.parameters()))
+    watched = range(n) if not c.cuda else (0, n // 2, n - 1)  # (3B: three, on the CPU)
 
     def snapshot(m: Any) -> list[Any]:
         ps = list(m.parameters())
         return [ps[i].detach().full_tensor().float().cpu().clone() for i in watched]
 
     after_1 = snapshot(model)
+    opt.zero_grad(set_to_none=True)
     # checkpoint: gathered weights (rank 0, CPU) and the sharded optimizer state
     shm = Path("/dev/shm")
-    base = shm if shm.is_dir() and shutil.disk_usage(shm).free > 64 * 2**30 else c.tmp
+    base = shm if shm.is_dir() and shutil.disk_usage(shm).free > 40 * 2**30 else c.tmp
     folder = Path(tempfile.mkdtemp(prefix="fsdp-ckpt-", dir=base))
     try:
-        weights = full_state_dict(model, all_ranks=False)
+        # (copied: on one CPU process the gathered tensors are the parameters themselves)
+        weights = {k: v.clone() for k, v in full_state_dict(model, all_ranks=False).items()}
         save_sharded_optimizer(model, opt, folder / "optimizer")
-        # resume: a new model from the saved weights, the optimizer state loaded into it
+        # the run goes on ...
+        a = mgrpo_update(model, opt, batch(2), cfg, pad_id=1)
+        wa = snapshot(model)
+        del model, opt  # (one 3B training state at a time: an 80 GB GPU holds one)
+        _free(c.cuda)
+        # ... and a resumed one: a new model from the saved weights, the optimizer state
+        # loaded into it, the same next update
         resumed = fresh()
         resumed.load_state_dict(weights)
         del weights
         resumed = shard_model(resumed)
         ropt = build_optimizer(list(resumed.parameters()), cfg.rl.lr, cfg.train)
         load_sharded_optimizer(resumed, ropt, folder / "optimizer")
-        a = mgrpo_update(model, opt, batch(2), cfg, pad_id=1)
         b = mgrpo_update(resumed, ropt, batch(2), cfg, pad_id=1)
+        wb = snapshot(resumed)
+        del resumed, ropt
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    wa, wb = snapshot(model), snapshot(resumed)
     step = max(float((x - y).abs().max()) for x, y in zip(wa, after_1, strict=True))
     drift = max(float((x - y).abs().max()) for x, y in zip(wa, wb, strict=True))
     gap = abs(a["train/loss"] - b["train/loss"])
