@@ -257,6 +257,34 @@ def quickstart(
     run_quickstart(config, overrides or [])
 
 
+@app.command("plan-memory")
+def plan_memory_cmd(
+    config: ConfigOpt = None,
+    gpus: Annotated[int, typer.Option(help="Training processes, one GPU each.")] = 1,
+    gpu_mem_gb: Annotated[
+        float, typer.Option(help="Memory of one GPU in GiB (an 80 GB card: about 79).")
+    ] = 79.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
+    overrides: OverridesArg = None,
+) -> None:
+    """Per-GPU memory of a recipe (weights, gradients, optimizer, reference, sampler, vLLM,
+    activations at the token budget) and whether it fits; exits 1 when it does not."""
+    import json
+
+    from webagent_r1.config import load_config
+    from webagent_r1.train.memory_plan import format_plan, plan_memory
+
+    cfg = load_config(config, overrides or [])
+    try:
+        plan = plan_memory(cfg, gpus, gpu_mem_gb)
+    except ValueError as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    print(json.dumps(plan.to_dict(), indent=1) if as_json else format_plan(plan))
+    if not plan.fits:
+        raise typer.Exit(1)
+
+
 @app.command()
 def demos(
     config: ConfigOpt = None,

@@ -240,13 +240,13 @@ class VLLMConfig:
     tensor_parallel_size: int = 1
     """GPUs one vLLM engine spans."""
     max_model_len: int | None = None
-    """Longest prompt + completion in tokens (None: the model's own limit)."""
+    """Longest prompt + completion in tokens (None: the recipe's train.token_budget)."""
     enable_sleep_mode: bool = False
     """Put vLLM to sleep during each update (frees its GPU memory for the trainer) and wake
     it before the weight sync."""
-    sleep_level: int = 1
-    """1: weights offloaded to CPU memory, KV cache dropped; 2: both dropped (the weight sync
-    after waking reloads the weights anyway)."""
+    sleep_level: int = 2
+    """2: weights and KV cache dropped (the weight push after waking overwrites the weights
+    anyway); 1: weights offloaded to pinned CPU memory and copied back on waking."""
     enable_prefix_caching: bool = True
     """Reuse the KV cache of shared prompt prefixes (the system prompt, a group's task);
     reset after every weight sync."""

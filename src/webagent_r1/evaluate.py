@@ -306,7 +306,8 @@ async def _setup(
         from webagent_r1.policy.vllm import VLLMEngine
 
         name = model_path or cfg.init_from or cfg.model.name
-        eng = VLLMEngine(name, cfg.vllm, seed=cfg.seed)  # raises first when vLLM is missing
+        # raises first when vLLM is missing; context bounded by the recipe's token budget
+        eng = VLLMEngine(name, cfg.vllm, seed=cfg.seed, token_budget=cfg.train.token_budget)
         tokenizer = load_tokenizer(name)
         closer = eng.close
     elif engine == "expert":

@@ -20,12 +20,15 @@ from webagent_r1.policy.vllm import (
     VLLMEngine,
     VLLMUnavailableError,
     WeightLoaderExtension,
+    engine_devices,
     engine_kwargs,
+    max_model_len_for,
     sampled_logprobs,
     sampling_kwargs,
     save_shard,
     shard_groups,
     to_completion,
+    version_problem,
 )
 
 
@@ -94,13 +97,58 @@ def test_engine_arguments_follow_the_installed_version() -> None:
     assert kw["model"] == kw["tokenizer"] == "/m" and kw["seed"] == 3
     assert kw["gpu_memory_utilization"] == 0.4 and kw["max_model_len"] == 2048
     assert kw["enable_sleep_mode"] is True and kw["worker_extension_cls"] == WORKER_EXTENSION
-    older = engine_kwargs("/m", cfg, known=[k for k in kw if k != "logprobs_mode"])
+    without = [k for k in kw if k != "logprobs_mode"]
+    with pytest.warns(UserWarning, match="does not know logprobs_mode"):  # never silent
+        older = engine_kwargs("/m", cfg, known=without)
     assert "logprobs_mode" not in older and older["dtype"] == "bfloat16"
+    # the sampler's log-probs as pi_old need logprobs_mode: refused, not dropped
+    with pytest.raises(VLLMUnavailableError, match="rl.old_logprobs=trainer"):
+        engine_kwargs("/m", cfg, known=without, needs_logprobs_mode=True)
+    assert engine_kwargs("/m", cfg, needs_logprobs_mode=True)["logprobs_mode"] == (
+        "processed_logprobs"
+    )
+    assert engine_kwargs("/m", VLLMConfig(), max_model_len=8192)["max_model_len"] == 8192
     with pytest.raises(VLLMUnavailableError, match="too old"):
         engine_kwargs("/m", cfg, known=["model", "dtype"])
     # the extension vLLM imports in its workers is importable without vLLM
     module, name = WORKER_EXTENSION.rsplit(".", 1)
     assert getattr(sys.modules[module], name) is WeightLoaderExtension
+
+
+def test_each_ranks_engine_gets_its_own_gpus() -> None:
+    # one GPU per engine: rank r's engine on the parent's r-th visible GPU
+    assert [engine_devices(r, 1, ["0", "1", "2", "3"]) for r in range(4)] == [
+        ["0"],
+        ["1"],
+        ["2"],
+        ["3"],
+    ]
+    # the parent's own CUDA_VISIBLE_DEVICES entries are kept (here GPUs 4-7 of the machine)
+    assert engine_devices(2, 1, ["4", "5", "6", "7"]) == ["6"]
+    # tensor parallel 2: the rank's GPU first, then the next, wrapping around
+    assert engine_devices(0, 2, ["0", "1", "2", "3"]) == ["0", "1"]
+    assert engine_devices(3, 2, ["0", "1", "2", "3"]) == ["3", "0"]
+    assert engine_devices(1, 4, ["0", "1", "2", "3"]) == ["1", "2", "3", "0"]
+    with pytest.raises(ValueError, match="needs that many GPUs"):
+        engine_devices(0, 3, ["0", "1"])
+    with pytest.raises(ValueError, match="has no GPU"):
+        engine_devices(2, 1, ["0", "1"])
+
+
+def test_context_length_defaults_to_the_token_budget() -> None:
+    assert max_model_len_for(VLLMConfig(), 32768) == 32768
+    assert max_model_len_for(VLLMConfig(max_model_len=4096), 32768) == 4096  # set: kept
+    assert max_model_len_for(VLLMConfig(), None) is None
+    assert VLLMConfig().sleep_level == 2  # the push overwrites the weights anyway
+
+
+def test_the_installed_version_is_checked() -> None:
+    assert version_problem("0.27.1") is None
+    assert version_problem("0.27.1+cu130") is None
+    kind, why = version_problem("0.28.0")
+    assert kind == "warning" and "0.27.1" in why
+    kind, why = version_problem("0.8.5")
+    assert kind == "error" and "too old" in why and "webagent-r1[vllm]" in why
 
 
 def _lp(x: float) -> SimpleNamespace:
@@ -186,6 +234,7 @@ class FakeAsyncLLM:
         self.gate: asyncio.Event | None = None
         self.request_ids: list[str] = []
         self.active = 0
+        self.resets: list[bool] = []  # what reset_prefix_cache answers next (then True)
 
     async def generate(self, prompt: dict, sp: Any, request_id: str):
         self.request_ids.append(request_id)
@@ -210,7 +259,7 @@ class FakeAsyncLLM:
 
     async def reset_prefix_cache(self) -> bool:
         self.calls.append(("reset_prefix_cache", None))
-        return True
+        return self.resets.pop(0) if self.resets else True
 
     async def sleep(self, level: int = 1) -> None:
         self.calls.append(("sleep", level))
@@ -292,6 +341,37 @@ async def test_sleep_and_wake_up(tmp_path: Path) -> None:
     assert c.weight_version == 1 and c.text == "v1" and not eng.sleeping  # held till synced
     eng.close()
     assert llm.calls[-1] == ("shutdown", None)
+
+
+async def test_weights_wake_before_the_push_and_the_kv_cache_after(tmp_path: Path) -> None:
+    eng, llm = _engine(enable_sleep_mode=True, weight_dir=str(tmp_path))
+    await eng.sleep()
+    assert ("sleep", 2) in llm.calls and eng.asleep == {"weights", "kv_cache"}
+    pending = asyncio.create_task(eng.generate([[1]], SamplingParams()))
+    await eng.wake_up(tags=["weights"])
+    await eng.update_weights({"w": torch.ones(1)}, version=1)
+    await asyncio.sleep(0.01)
+    assert not pending.done() and not llm.request_ids  # the KV cache still sleeps
+    assert ("reset_prefix_cache", None) not in llm.calls  # a dropped cache needs no reset
+    await eng.wake_up(tags=["kv_cache"])
+    [c] = await pending
+    assert c.weight_version == 1 and not eng.sleeping
+    wakes = [a for k, a in llm.calls if k == "wake_up"]
+    assert wakes == [["weights"], ["kv_cache"]]
+    with pytest.raises(ValueError, match="wake_up tags"):
+        await eng.wake_up(tags=["everything"])
+
+
+async def test_a_refused_prefix_cache_reset_is_retried_then_reported(tmp_path: Path) -> None:
+    eng, llm = _engine(weight_dir=str(tmp_path))
+    llm.resets = [False]  # refused once (requests held blocks), then done
+    await eng.update_weights({"w": torch.ones(1)}, version=1)
+    assert [k for k, _ in llm.calls].count("reset_prefix_cache") == 2
+    assert eng.weight_version == 1
+    llm.resets = [False, False, False]
+    with pytest.raises(RuntimeError, match="refused to reset its prefix cache"):
+        await eng.update_weights({"w": torch.ones(1)}, version=2)
+    assert eng.weight_version == 1  # not stamped as synced
 
 
 async def test_weight_sync_pushes_the_trainers_weights_into_the_engine(tmp_path: Path) -> None:

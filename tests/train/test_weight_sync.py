@@ -137,15 +137,15 @@ async def test_shared_model_engine_only_gets_its_version_bumped() -> None:
     assert engine.weight_version == 5 and m["sync/bytes"] == 0 and not sync.history[0].pushed
 
 
-def _tiny_llama() -> Any:
+def _tiny_llama(vocab: int = 64, hidden: int = 16, layers: int = 1) -> Any:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
     cfg = LlamaConfig(
-        vocab_size=64,
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
         num_attention_heads=2,
         num_key_value_heads=1,
         pad_token_id=1,
@@ -258,3 +258,140 @@ async def test_old_trajectory_lines_without_versions_still_load() -> None:
     d["turns"][0]["weight_version"] = "v1"
     with pytest.raises(TrajectoryFileError, match="weight_version"):
         parse_trajectory_line(json.dumps(d))
+
+
+class SleepyEngine(CopyEngine):
+    """Records the order of sleep / wake-up / push calls, as the vLLM engine sees them."""
+
+    sleeps = True
+
+    def __init__(self, model: torch.nn.Module, log: list[str]) -> None:
+        super().__init__(model)
+        self.log = log
+
+    async def sleep(self, level: int | None = None) -> None:
+        self.log.append("sleep")
+
+    async def wake_up(self, tags: list[str] | None = None) -> None:
+        self.log.append(f"wake:{','.join(tags or ['all'])}")
+
+    def update_weights(self, weights, version=None) -> None:  # type: ignore[override]
+        self.log.append("push")
+        super().update_weights(weights, version)
+
+
+async def test_sleeping_engine_order_frees_grads_and_cache_before_waking() -> None:
+    from webagent_r1.train.weight_sync import update_then_push
+
+    model = _tiny()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    log: list[str] = []
+    engine = SleepyEngine(model, log)
+    sync = WeightSync(engine, model, shared=False)
+
+    def update() -> dict[str, float]:
+        log.append("update")
+        _train_step(model, opt)
+        assert all(p.grad is not None for p in model.parameters())
+        return {"train/loss": 1.0}
+
+    def empty_cache() -> None:
+        assert all(p.grad is None for p in model.parameters()), "grads still allocated"
+        log.append("empty_cache")
+
+    metrics = await update_then_push(engine, sync, opt, update, 1, empty_cache=empty_cache)
+    assert log == [
+        "sleep",
+        "update",
+        "empty_cache",
+        "wake:weights",
+        "push",
+        "empty_cache",
+        "wake:kv_cache",
+    ]
+    assert metrics["train/loss"] == 1.0 and metrics["sync/version"] == 1.0
+    for k, v in model.state_dict().items():
+        assert torch.equal(engine.weights[k], v)  # the pushed weights are the updated ones
+    # an engine that does not sleep: update, freed grads, push; no sleep or wake-up
+    log.clear()
+    plain = CopyEngine(model)
+    await update_then_push(
+        plain, WeightSync(plain, model, shared=False), opt, update, 2, empty_cache=empty_cache
+    )
+    assert log == ["update", "empty_cache"] and plain.pushes == [2]
+
+
+def _lora_tiny(**shape: int):
+    from peft import LoraConfig, get_peft_model
+
+    model = get_peft_model(
+        _tiny_llama(**shape), LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj", "v_proj"])
+    )
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if "lora_B" in n:
+                p.normal_()  # B starts at zero: make the adapters matter
+    return model
+
+
+@pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
+def test_streamed_push_equals_the_full_state_dict_in_bf16(lora: bool) -> None:
+    from webagent_r1.train.weight_sync import iter_push_weights
+
+    model = _lora_tiny() if lora else _tiny_llama()
+    want = full_state_dict(model)  # the whole-dict path (PEFT's own merge) as the reference
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    got = dict(iter_push_weights(model, torch.bfloat16))
+    assert got.keys() == want.keys()
+    for k in want:
+        assert got[k].dtype == torch.bfloat16
+        assert torch.equal(got[k], want[k].to(torch.bfloat16)), k
+    after = model.state_dict()
+    assert all(torch.equal(after[k], v) for k, v in before.items())  # model left as it was
+
+
+async def test_streamed_push_into_vllm_holds_at_most_one_shard(tmp_path) -> None:
+    """The engine consumes the stream in shards: the tensors alive at any time stay within
+    one shard plus one parameter, far below the whole state dict."""
+    import weakref
+
+    from tests.policy.test_vllm import FakeAsyncLLM
+    from webagent_r1.config import VLLMConfig
+    from webagent_r1.policy.vllm import VLLMEngine
+    from webagent_r1.train.weight_sync import iter_push_weights
+
+    model = _lora_tiny(vocab=2048, hidden=256, layers=4)  # about 6.6 MB in bf16
+    llm = FakeAsyncLLM()
+    cfg = VLLMConfig(weight_dir=str(tmp_path), shard_mb=1, dtype="bfloat16")
+    engine = VLLMEngine.from_llm(llm, lambda **kw: kw, cfg)
+    alive: list[weakref.ref] = []
+    peak = [0]
+    real = iter_push_weights
+
+    def watched(*a: Any, **kw: Any):
+        for name, t in real(*a, **kw):
+            alive[:] = [r for r in alive if r() is not None]
+            alive.append(weakref.ref(t))
+            live = [x for x in (r() for r in alive) if x is not None]
+            peak[0] = max(peak[0], sum(x.numel() * x.element_size() for x in live))
+            del live
+            yield name, t
+
+    import webagent_r1.train.weight_sync as ws
+
+    ws.iter_push_weights, saved = watched, ws.iter_push_weights
+    try:
+        sync = WeightSync(engine, model, shared=False)
+        metrics = await sync.push(1)
+    finally:
+        ws.iter_push_weights = saved
+    want = {k: v.to(torch.bfloat16) for k, v in full_state_dict(model).items()}
+    total = sum(v.numel() * v.element_size() for v in want.values())
+    assert llm.loaded.keys() == want.keys()
+    assert all(torch.equal(llm.loaded[k], want[k]) for k in want)
+    assert metrics["sync/bytes"] == total and engine.weight_version == 1
+    largest = max(v.numel() * v.element_size() for v in want.values())
+    assert metrics["sync/largest_bytes"] == largest
+    shard = cfg.shard_mb * 2**20
+    assert total > 2 * shard  # several shards: the bound below means something
+    assert peak[0] <= shard + largest < total

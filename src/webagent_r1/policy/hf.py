@@ -516,7 +516,7 @@ class HFEngine:
 
         rows = list(range(B))  # prompt index of each row still in the batch
         alive = torch.ones(B, dtype=torch.bool, device=self.device)  # (R,)
-        with autocast_ctx(self.device, self.autocast_bf16 and self.device.type == "cpu"):
+        with autocast_ctx(self.device, self.autocast_bf16):  # bf16 sampling on CPU and CUDA
             # 1) prefill (shared prefix once, duplicate prompts once), last-position logits
             logits, mask, step_pos, past = self._prefill(prompts)
             # the loop below runs at most max_new_tokens - 1 forwards: room for that many

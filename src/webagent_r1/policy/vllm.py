@@ -5,8 +5,10 @@ log-prob of its sampled tokens (``logprobs=0``), so a completion carries exactly
 trainer needs: ids, their log-probs, the text (for parsing the action) and the finish reason.
 Many episodes call ``generate`` at once; vLLM's own scheduler batches their requests.
 
-Weights: the engine holds its own copy. ``update_weights(state_dict, version)`` stages the new
-weights as safetensors shards (``/dev/shm`` when it has room) and has every vLLM worker load
+Weights: the engine holds its own copy. ``update_weights(weights, version)`` takes a state dict
+or a stream of (name, tensor) pairs (``WeightSync`` streams them, one parameter at a time),
+stages them as safetensors shards of at most ``vllm.shard_mb`` (``/dev/shm`` when it has room;
+files, not CUDA-IPC handles, which no CPU test could exercise) and has every vLLM worker load
 them in place through ``collective_rpc`` into ``WeightLoaderExtension`` (a worker extension,
 ``worker_extension_cls``), which calls the model's own ``load_weights`` (so Hugging Face
 parameter names work, fused q/k/v included); then the prefix cache is reset, since its KV
@@ -16,11 +18,17 @@ that produced it. ``sleep()`` / ``wake_up()`` (``vllm.enable_sleep_mode``) free 
 memory while the trainer updates on the same GPU.
 
 Written against the vLLM V1 API (``vllm.v1.engine.async_llm.AsyncLLM``: ``from_engine_args``,
-``generate``, ``collective_rpc``, ``reset_prefix_cache``, ``sleep``, ``wake_up``,
-``shutdown``) as it stands in vLLM 0.10-0.11 and on main; it needs at least vLLM 0.8.5 (V1
-``AsyncLLM.collective_rpc``, ``worker_extension_cls``). Engine arguments the installed vLLM
-does not know (``logprobs_mode`` before it existed) are left out. Not yet run on a GPU:
-``scripts/gpu_check.sh`` is the check.
+``generate``, ``collective_rpc``, ``reset_prefix_cache``, ``sleep``, ``wake_up(tags)``,
+``shutdown``). The ``vllm`` extra pins ``VLLM_VERSION`` (the release built for the set-up's
+torch); ``require_vllm`` says so when another is installed. Engine arguments the installed
+vLLM does not know are left out with a warning, except ``logprobs_mode`` when the trainer uses
+the sampler's log-probs as pi_old (``rl.old_logprobs: sampler``): without it vLLM returns the
+log-probs before temperature, and the engine refuses to start. Not yet run on a GPU.
+
+Devices: ``AsyncLLM`` runs its engine core (and, with tensor parallelism, its workers) in
+child processes, which do not inherit the parent's ``torch.cuda.set_device``: the engine of
+local rank r is started with ``CUDA_VISIBLE_DEVICES`` naming its GPUs (``engine_devices``:
+r's own GPU first, then the next ``tensor_parallel_size - 1``).
 
 The pure parts (sampling-parameter mapping, output conversion, shard staging) are separate
 functions, tested on CPU without vLLM.
@@ -29,13 +37,15 @@ functions, tested on CPU without vLLM.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import itertools
 import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+import warnings
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,11 +60,15 @@ __all__ = [
     "VLLMEngine",
     "VLLMUnavailableError",
     "WeightLoaderExtension",
+    "engine_devices",
     "engine_kwargs",
+    "max_model_len_for",
     "require_vllm",
+    "version_problem",
     "sampled_logprobs",
     "sampling_kwargs",
     "save_shard",
+    "iter_shard_groups",
     "shard_groups",
     "to_completion",
 ]
@@ -63,6 +77,11 @@ INSTALL_HINT = (
     "the vllm engine needs vLLM, which runs on CUDA GPUs only (no CPU wheel): on a GPU "
     "machine, pip install 'webagent-r1[vllm]'"
 )
+VLLM_VERSION = "0.27.1"
+"""The vLLM release the ``vllm`` extra pins (it requires torch 2.13.0, the set-up's torch)."""
+MIN_VLLM_VERSION = (0, 10, 2)
+"""Oldest release with what the engine needs: V1 ``AsyncLLM.collective_rpc``,
+``worker_extension_cls``, ``logprobs_mode``, ``wake_up(tags)``."""
 WORKER_EXTENSION = "webagent_r1.policy.vllm.WeightLoaderExtension"
 """Qualified name of the worker extension (vLLM imports it in its worker processes)."""
 LOAD_METHOD = "webagent_load_weight_shard"
@@ -73,17 +92,86 @@ class VLLMUnavailableError(ImportError):
     """vLLM is not installed (or too old); the message says how to install it."""
 
 
+def _release(version: str) -> tuple[int, ...]:
+    """(major, minor, patch) of a version string such as '0.27.1' or '0.11.0rc2+cu130'."""
+    parts = []
+    for piece in version.split("+")[0].split(".")[:3]:
+        digits = "".join(itertools.takewhile(str.isdigit, piece))
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+def version_problem(version: str) -> tuple[str, str] | None:
+    """What is wrong with vLLM ``version``: ('error', why) when it is too old to work,
+    ('warning', why) when it is not the pinned release, None when it is the pinned one."""
+    if _release(version) < MIN_VLLM_VERSION:
+        least = ".".join(map(str, MIN_VLLM_VERSION))
+        return (
+            "error",
+            f"vLLM {version} is too old for the vllm engine (needs >= {least}): "
+            f"pip install 'webagent-r1[vllm]' (vLLM {VLLM_VERSION})",
+        )
+    if _release(version) != _release(VLLM_VERSION):
+        return (
+            "warning",
+            f"vLLM {version} is installed; the vllm engine is written and pinned for "
+            f"{VLLM_VERSION} (pip install 'webagent-r1[vllm]'); other releases may differ",
+        )
+    return None
+
+
 def require_vllm() -> Any:
-    """The ``vllm`` module.
+    """The ``vllm`` module, its version checked (``version_problem``).
 
     Raises:
-        VLLMUnavailableError: vLLM is not installed (it has no CPU build).
+        VLLMUnavailableError: vLLM is not installed (it has no CPU build) or too old.
     """
     try:
         import vllm
     except ImportError:
         raise VLLMUnavailableError(INSTALL_HINT) from None
+    problem = version_problem(str(getattr(vllm, "__version__", "0")))
+    if problem is not None:
+        kind, why = problem
+        if kind == "error":
+            raise VLLMUnavailableError(why)
+        warnings.warn(why, stacklevel=2)
     return vllm
+
+
+def engine_devices(local_rank: int, tensor_parallel: int, visible: Sequence[str]) -> list[str]:
+    """The GPUs (``CUDA_VISIBLE_DEVICES`` entries) of local rank ``local_rank``'s engine.
+
+    The rank's own GPU comes first (its trainer pushes weights there), then the next
+    ``tensor_parallel - 1`` ones, wrapping around: with tensor parallelism several ranks'
+    engines share a GPU (``vllm.gpu_memory_utilization`` is per engine).
+
+    Args:
+        local_rank: this process's rank on its machine (its GPU is ``visible[local_rank]``).
+        tensor_parallel: GPUs one engine spans (``vllm.tensor_parallel_size``).
+        visible: the GPUs this machine's processes see (the parent's
+            ``CUDA_VISIBLE_DEVICES`` entries, or '0'..'n-1').
+
+    Raises:
+        ValueError: the rank has no GPU, or the engine needs more GPUs than are visible.
+    """
+    n = len(visible)
+    if not 0 <= local_rank < n:
+        raise ValueError(f"local rank {local_rank} has no GPU: {n} visible ({list(visible)})")
+    if not 1 <= tensor_parallel <= n:
+        raise ValueError(
+            f"vllm.tensor_parallel_size={tensor_parallel} needs that many GPUs; {n} are visible"
+        )
+    return [str(visible[(local_rank + k) % n]) for k in range(tensor_parallel)]
+
+
+def max_model_len_for(cfg: VLLMConfig, token_budget: int | None) -> int | None:
+    """``vllm.max_model_len``, or when unset the recipe's ``train.token_budget`` (the longest
+    sample the trainer takes in one micro-batch; the model's own limit, e.g. 131k tokens for
+    Llama-3.1, would reserve KV cache for contexts the run never uses)."""
+    if cfg.max_model_len is not None:
+        return cfg.max_model_len
+    return token_budget
 
 
 # --------------------------------------------------------------------------------------
@@ -112,7 +200,13 @@ def sampling_kwargs(params: SamplingParams, seed: int | None = None) -> dict[str
 
 
 def engine_kwargs(
-    model_path: str, cfg: VLLMConfig, seed: int = 0, known: Iterable[str] | None = None
+    model_path: str,
+    cfg: VLLMConfig,
+    seed: int = 0,
+    known: Iterable[str] | None = None,
+    *,
+    needs_logprobs_mode: bool = False,
+    max_model_len: int | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments of ``vllm.AsyncEngineArgs`` for ``cfg``.
 
@@ -121,11 +215,14 @@ def engine_kwargs(
         cfg: the ``vllm`` config section.
         seed: the engine's base seed.
         known: the field names of the installed ``AsyncEngineArgs``; arguments it lacks are
-            left out (None keeps all).
+            left out with a warning (None keeps all).
+        needs_logprobs_mode: the sampler's log-probs are the trainer's pi_old
+            (``rl.old_logprobs: sampler``): a vLLM without ``logprobs_mode`` is refused.
+        max_model_len: the context length (``max_model_len_for``; default ``cfg``'s).
 
     Raises:
         VLLMUnavailableError: the installed vLLM has no worker extensions (too old to update
-            weights in place).
+            weights in place), or no ``logprobs_mode`` when ``needs_logprobs_mode``.
     """
     kw: dict[str, Any] = {
         "model": model_path,
@@ -133,7 +230,7 @@ def engine_kwargs(
         "dtype": cfg.dtype,
         "gpu_memory_utilization": cfg.gpu_memory_utilization,
         "tensor_parallel_size": cfg.tensor_parallel_size,
-        "max_model_len": cfg.max_model_len,
+        "max_model_len": max_model_len if max_model_len is not None else cfg.max_model_len,
         "enable_sleep_mode": cfg.enable_sleep_mode,
         "enable_prefix_caching": cfg.enable_prefix_caching,
         "enforce_eager": cfg.enforce_eager,
@@ -149,6 +246,19 @@ def engine_kwargs(
         raise VLLMUnavailableError(
             "this vLLM is too old to update weights in place (no worker_extension_cls): "
             "pip install 'vllm>=0.8.5'"
+        )
+    if needs_logprobs_mode and "logprobs_mode" not in names:
+        raise VLLMUnavailableError(
+            "this vLLM has no logprobs_mode: its log-probs are taken before temperature and "
+            "cannot serve as pi_old; set rl.old_logprobs=trainer or pip install "
+            f"'webagent-r1[vllm]' (vLLM {VLLM_VERSION})"
+        )
+    dropped = sorted(k for k in kw if k not in names)
+    if dropped:
+        warnings.warn(
+            f"the installed vLLM does not know {', '.join(dropped)}: left out "
+            f"(the vllm engine is pinned for vLLM {VLLM_VERSION})",
+            stacklevel=2,
         )
     return {k: v for k, v in kw.items() if k in names}
 
@@ -206,21 +316,30 @@ def to_completion(output: Any, version: int | None = None) -> Completion:
 # --------------------------------------------------------------------------------------
 
 
-def shard_groups(
-    items: Sequence[tuple[str, torch.Tensor]], shard_bytes: int, dtype: torch.dtype | None = None
-) -> list[list[tuple[str, torch.Tensor]]]:
+def iter_shard_groups(
+    items: Iterable[tuple[str, torch.Tensor]], shard_bytes: int, dtype: torch.dtype | None = None
+) -> Iterator[list[tuple[str, torch.Tensor]]]:
     """Split (name, tensor) pairs, in order, into groups of at most ``shard_bytes`` each (a
-    larger tensor gets a group of its own); sizes counted in ``dtype`` when given."""
-    groups: list[list[tuple[str, torch.Tensor]]] = []
+    larger tensor gets a group of its own); sizes counted in ``dtype`` when given. Lazy: a
+    group is handed on before the next pair is taken from ``items``."""
+    group: list[tuple[str, torch.Tensor]] = []
     size = 0
     for name, t in items:
         n = t.numel() * (torch.empty((), dtype=dtype).element_size() if dtype else t.element_size())
-        if not groups or (size + n > shard_bytes and groups[-1]):
-            groups.append([])
-            size = 0
-        groups[-1].append((name, t))
+        if group and size + n > shard_bytes:
+            yield group
+            group, size = [], 0
+        group.append((name, t))
         size += n
-    return groups
+    if group:
+        yield group
+
+
+def shard_groups(
+    items: Sequence[tuple[str, torch.Tensor]], shard_bytes: int, dtype: torch.dtype | None = None
+) -> list[list[tuple[str, torch.Tensor]]]:
+    """``iter_shard_groups`` as a list."""
+    return list(iter_shard_groups(items, shard_bytes, dtype))
 
 
 def save_shard(
@@ -284,6 +403,32 @@ class WeightLoaderExtension:
 # --------------------------------------------------------------------------------------
 
 
+def _visible_gpus() -> list[str]:
+    """This machine's GPUs as the parent process sees them."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None and env.strip():
+        return [d.strip() for d in env.split(",") if d.strip()]
+    return [str(i) for i in range(torch.cuda.device_count())]
+
+
+@contextlib.contextmanager
+def _engine_gpus(tensor_parallel: int) -> Any:
+    """``CUDA_VISIBLE_DEVICES`` of this rank's engine (``engine_devices``) while its child
+    processes start; the parent's own CUDA context is set up already and keeps its GPUs."""
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    before = os.environ.get("CUDA_VISIBLE_DEVICES")
+    os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(
+        engine_devices(local, tensor_parallel, _visible_gpus())
+    )
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = before
+
+
 def _model_folder(name: str) -> str:
     from webagent_r1.policy.models import resolve_model
 
@@ -303,12 +448,24 @@ class VLLMEngine:
         model: registry name, local folder or hub id of the model (full weights).
         cfg: the ``vllm`` config section.
         seed: vLLM's base seed (requests with a seed use their own).
+        token_budget: the recipe's ``train.token_budget``: the context length when
+            ``vllm.max_model_len`` is unset (``max_model_len_for``).
+        needs_logprobs_mode: refuse a vLLM without ``logprobs_mode`` (``rl.old_logprobs:
+            sampler``).
 
     Raises:
         VLLMUnavailableError: vLLM is not installed or too old (CUDA GPUs only).
     """
 
-    def __init__(self, model: str, cfg: VLLMConfig | None = None, *, seed: int = 0) -> None:
+    def __init__(
+        self,
+        model: str,
+        cfg: VLLMConfig | None = None,
+        *,
+        seed: int = 0,
+        token_budget: int | None = None,
+        needs_logprobs_mode: bool = False,
+    ) -> None:
         vllm = require_vllm()
         cfg = cfg or VLLMConfig()
         try:
@@ -321,7 +478,16 @@ class VLLMEngine:
             ) from None
         path = _model_folder(model)
         known = [f.name for f in dataclasses.fields(AsyncEngineArgs)]
-        llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**engine_kwargs(path, cfg, seed, known)))
+        kw = engine_kwargs(
+            path,
+            cfg,
+            seed,
+            known,
+            needs_logprobs_mode=needs_logprobs_mode,
+            max_model_len=max_model_len_for(cfg, token_budget),
+        )
+        with _engine_gpus(cfg.tensor_parallel_size):  # the child processes see these GPUs
+            llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**kw))
         extra: dict[str, Any] = {}
         try:  # only the final output of each request (no per-token streaming)
             from vllm.sampling_params import RequestOutputKind
@@ -355,7 +521,8 @@ class VLLMEngine:
         self._sampling_extra = sampling_extra
         self.weight_version = 0
         """Version of the weights in force (``VersionedEngine``)."""
-        self.sleeping = False
+        self.asleep: set[str] = set()
+        """What sleeps now: 'weights' and/or 'kv_cache' (``wake_up(tags)`` wakes part)."""
         self.generated_tokens = 0
         """Completion tokens sampled so far."""
         self.synced_bytes = 0
@@ -368,6 +535,14 @@ class VLLMEngine:
         self._open = asyncio.Event()  # cleared while weights change or the engine sleeps
         self._open.set()
         self._changing = asyncio.Lock()  # one weight update / sleep / wake-up at a time
+
+    takes_weight_stream = True
+    """``update_weights`` consumes (name, tensor) pairs lazily (``WeightSync`` streams them)."""
+
+    @property
+    def weight_dtype(self) -> torch.dtype | None:
+        """The dtype weights are staged in (``vllm.dtype``; None for 'auto')."""
+        return None if self.cfg.dtype == "auto" else getattr(torch, self.cfg.dtype)
 
     @property
     def sleeps(self) -> bool:
@@ -433,23 +608,25 @@ class VLLMEngine:
         Raises:
             RuntimeError: the engine is asleep (call ``wake_up`` first).
         """
-        items = list(weights.items()) if isinstance(weights, Mapping) else list(weights)
-        dtype = None if self.cfg.dtype == "auto" else getattr(torch, self.cfg.dtype)
+        items = iter(weights.items()) if isinstance(weights, Mapping) else iter(weights)
+        dtype = self.weight_dtype
         shard_bytes = self.cfg.shard_mb * 2**20
         async with self._changing:
-            if self.sleeping:
+            if "weights" in self.asleep:
                 raise RuntimeError(
-                    "the vLLM engine is asleep: call wake_up() before update_weights()"
+                    "the vLLM engine's weights are asleep: call wake_up(['weights']) before "
+                    "update_weights()"
                 )
             self._open.clear()
             try:
                 await self._update(items, dtype, shard_bytes, version)
             finally:
-                self._open.set()
+                if not self.asleep:  # a KV cache still asleep keeps generation waiting
+                    self._open.set()
 
     async def _update(
         self,
-        items: list[tuple[str, torch.Tensor]],
+        items: Iterator[tuple[str, torch.Tensor]],
         dtype: torch.dtype | None,
         shard_bytes: int,
         version: int | None,
@@ -457,15 +634,42 @@ class VLLMEngine:
         """Stage the shards, have every worker load them, reset the prefix cache (gate closed)."""
         await self._idle.wait()  # requests in flight finish on the old weights
         folder = staging_dir(self.cfg, shard_bytes)
-        for k, group in enumerate(shard_groups(items, shard_bytes, dtype)):
+        # groups formed as the stream is consumed: at most one shard's tensors held at once
+        # (no enumerate: its reused result tuple would keep the previous group alive)
+        numbers = itertools.count()
+        for group in iter_shard_groups(items, shard_bytes, dtype):
+            k = next(numbers)
             path = folder / f"webagent-weights-{self._prefix}-{os.getpid()}-{k}.safetensors"
             try:
                 self.synced_bytes += await asyncio.to_thread(save_shard, group, path, dtype)
                 await self.llm.collective_rpc(LOAD_METHOD, args=(str(path),))
             finally:
                 path.unlink(missing_ok=True)
-        await self.llm.reset_prefix_cache()  # cached KV came from the old weights
+            del group  # freed before the stream gathers the next shard
+        if "kv_cache" not in self.asleep:  # (an asleep cache is dropped: nothing to reset)
+            await self._reset_prefix_cache()  # cached KV came from the old weights
         self.weight_version = self.weight_version + 1 if version is None else version
+
+    async def _reset_prefix_cache(self) -> None:
+        """Drop the prefix cache; vLLM refuses (returns False) while requests hold blocks.
+
+        Raises:
+            RuntimeError: still refused after the requests in flight finished.
+        """
+        for _ in range(3):
+            if await self.llm.reset_prefix_cache() is not False:
+                return
+            await self._idle.wait()
+            await asyncio.sleep(0.05)
+        raise RuntimeError(
+            "vLLM refused to reset its prefix cache after a weight update: cached KV from "
+            "the old weights would be reused (set vllm.enable_prefix_caching=false)"
+        )
+
+    @property
+    def sleeping(self) -> bool:
+        """Whether any part of the engine sleeps (no generation until all of it is awake)."""
+        return bool(self.asleep)
 
     # ---------------------------------------------------------------- GPU sharing
 
@@ -474,7 +678,8 @@ class VLLMEngine:
 
         Args:
             level: 1 offloads the weights to CPU memory, 2 drops them (default
-                ``vllm.sleep_level``); the KV cache is dropped either way.
+                ``vllm.sleep_level``; 2 suits training, whose push overwrites them anyway);
+                the KV cache is dropped either way.
         """
         if not self.cfg.enable_sleep_mode:
             raise RuntimeError("sleep() needs vllm.enable_sleep_mode=true when the engine starts")
@@ -488,16 +693,27 @@ class VLLMEngine:
             except BaseException:
                 self._open.set()
                 raise
-            self.sleeping = True
+            self.asleep = {"weights", "kv_cache"}
 
-    async def wake_up(self) -> None:
-        """Take the GPU memory back; generation resumes (after a weight sync, for level 2)."""
+    async def wake_up(self, tags: Sequence[str] | None = None) -> None:
+        """Take GPU memory back: ``tags`` 'weights' and/or 'kv_cache' (None: both).
+
+        Training wakes the weights, pushes, then wakes the KV cache: the push's gathers never
+        share the GPU with a KV cache. Generation resumes once both are awake (after the
+        weight sync, for level 2).
+        """
+        want = set(tags) if tags is not None else {"weights", "kv_cache"}
+        unknown = want - {"weights", "kv_cache"}
+        if unknown:
+            raise ValueError(f"wake_up tags must be 'weights' or 'kv_cache', got {sorted(unknown)}")
         async with self._changing:
-            if not self.sleeping:
+            todo = sorted(want & self.asleep, reverse=True)  # weights before kv_cache
+            if not todo:
                 return
-            await self.llm.wake_up()
-            self.sleeping = False
-            self._open.set()
+            await self.llm.wake_up(tags=todo)
+            self.asleep -= set(todo)
+            if not self.asleep:
+                self._open.set()
 
     def close(self) -> None:
         """Shut the engine core down (its process and GPU memory)."""

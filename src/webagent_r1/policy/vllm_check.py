@@ -1,4 +1,5 @@
-"""GPU check of the vLLM engine and the weight sync (``scripts/gpu_check.sh`` runs it).
+"""GPU check of the vLLM engine and the weight sync (``scripts/gpu_check.sh`` runs it where vLLM
+is installed; ``scripts/device_check.py`` is the offline device check).
 
 Two parts, each printing one JSON object and exiting non-zero when a check fails:
 

@@ -74,13 +74,16 @@ from webagent_r1.train.logging import MemoryWatch, MetricLogger, release_free_me
 from webagent_r1.train.setup import (
     Dist,
     build_optimizer,
+    frozen_copy_dtype,
     grad_norm_and_clip,
     load_policy,
+    load_reference,
     lr_factor,
+    reference_context,
     trainable_parameters,
 )
 from webagent_r1.train.sharding import is_sharded, shard_model
-from webagent_r1.train.weight_sync import WeightSync
+from webagent_r1.train.weight_sync import WeightSync, update_then_push
 from webagent_r1.trajectories import Sample, turn_samples, write_trajectories
 from webagent_r1.types import Task
 
@@ -342,13 +345,14 @@ def mgrpo_update(
         if rl.beta > 0:
             if ref_model is None:
                 raise ValueError("rl.beta > 0 needs a reference model")
-            ref = (
-                _all_logprobs(
-                    ref_model, samples, pad_id, budget, temp, bf16, share=share, prefix=prefix
+            with reference_context(model, ref_model), torch.no_grad():  # LoRA: adapters off
+                ref = (
+                    _all_logprobs(
+                        ref_model, samples, pad_id, budget, temp, bf16, share=share, prefix=prefix
+                    )
+                    if samples
+                    else None
                 )
-                if samples
-                else None
-            )
         st = torch.tensor(starts, dtype=torch.long)
         sums = {"loss": 0.0, "clip_frac": 0.0, "kl": 0.0, "ratio": 0.0, "grad_norm": 0.0}
         groups = _plan(model, samples, budget, share)
@@ -434,11 +438,19 @@ def generation_engine(cfg: Config, model: Any, tokenizer: Any, source: str | Non
     if cfg.train.generation_engine == "vllm":
         from webagent_r1.policy.vllm import VLLMEngine
 
-        return VLLMEngine(cfg.model.name, cfg.vllm, seed=cfg.seed)
+        return VLLMEngine(
+            cfg.model.name,
+            cfg.vllm,
+            seed=cfg.seed,
+            token_budget=cfg.train.token_budget,
+            needs_logprobs_mode=cfg.rl.old_logprobs == "sampler",
+        )
     from webagent_r1.policy.hf import HFEngine, load_model
 
     if is_sharded(model):  # a shard cannot sample: a full copy (weights pushed after updates)
-        copy_cfg = dataclasses.replace(cfg.model, name=source or cfg.model.name)
+        copy_cfg = dataclasses.replace(
+            cfg.model, name=source or cfg.model.name, dtype=frozen_copy_dtype(cfg.model)
+        )
         sampler = load_model(copy_cfg).requires_grad_(False)
     else:
         sampler = unwrap_model(model)
@@ -520,10 +532,8 @@ async def train_rl(
         start, history = int(state["step"]), list(state.get("eval_history", []))
         clock["prior_s"] = float(state.get("wall_s", 0.0))
         clock["eval_s"] = float(state.get("eval_s", 0.0))
-    ref_model = None
-    if rl.beta > 0:
-        ref_model, _ = load_policy(cfg, start_from)
-        ref_model.eval().requires_grad_(False)
+    # the KL reference: the LoRA policy with adapters disabled, or a frozen (bf16 on GPU) copy
+    ref_model = load_reference(cfg, start_from, model) if rl.beta > 0 else None
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     engine = generation_engine(cfg, model, tokenizer, policy_from)
     # Each process pushes to its own engine (in-process vLLM, or the HF copy of a sharded
@@ -669,16 +679,16 @@ async def train_rl(
             refuse_stale_turns(batch, rl, sync.version, dist)
             release_free_memory()  # the rollout's KV caches, before the update's activations
             u0 = time.time()
-            sleeps = bool(getattr(engine, "sleeps", False))
-            if sleeps:  # vLLM frees its GPU memory for the update
-                await engine.sleep()
             lock = getattr(engine, "lock", None)
-            metrics = mgrpo_update(model, opt, batch, cfg, pad_id, dist, ref_model, lock)
-            release_free_memory()  # the update's activations, before the next rollout
+
+            def update(batch: RLBatch = batch, lock: Any = lock) -> dict[str, float]:
+                out = mgrpo_update(model, opt, batch, cfg, pad_id, dist, ref_model, lock)
+                release_free_memory()  # the update's activations, before the next rollout
+                return out
+
             done = step + 1
-            if sleeps:
-                await engine.wake_up()
-            metrics.update(await sync.push(done))
+            # a sleeping engine (vLLM) frees its GPU memory for the update and takes it back
+            metrics = await update_then_push(engine, sync, opt, update, done)
             counts = dist.all_reduce_sum(
                 [
                     stats.episodes - stats.dropped,

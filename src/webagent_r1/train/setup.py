@@ -11,6 +11,7 @@ the gradients itself.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from dataclasses import dataclass
@@ -22,21 +23,57 @@ from webagent_r1.config import Config, ModelConfig, TrainConfig
 from webagent_r1.policy.hf import load_tokenizer, pick_device
 
 __all__ = [
+    "BACKEND_DEVICE",
     "Dist",
+    "backend_device",
     "build_optimizer",
+    "frozen_copy_dtype",
     "grad_norm_and_clip",
     "load_policy",
+    "load_reference",
+    "reference_context",
     "lr_factor",
     "trainable_parameters",
 ]
 
 
+BACKEND_DEVICE = {"nccl": "cuda", "gloo": "cpu", "mpi": "cpu"}
+"""Device type of the tensors each ``torch.distributed`` backend reduces (NCCL: CUDA only)."""
+
+
+def backend_device(backend: str, local_rank: int = 0) -> torch.device:
+    """The device whose tensors ``backend``'s collectives take.
+
+    Args:
+        backend: a ``torch.distributed`` backend name ('nccl', 'gloo', 'mpi'), or a
+            per-device list such as 'cpu:gloo,cuda:nccl' (then CUDA, where NCCL is fastest).
+        local_rank: this process's GPU on its machine (used for CUDA).
+
+    Raises:
+        ValueError: a backend this table does not know.
+    """
+    names = [part.split(":")[-1].strip().lower() for part in backend.split(",")]
+    kinds = {BACKEND_DEVICE.get(n) for n in names}
+    if None in kinds:
+        raise ValueError(
+            f"unknown process-group backend {backend!r}: use one of {sorted(BACKEND_DEVICE)}"
+        )
+    return torch.device("cuda", local_rank) if "cuda" in kinds else torch.device("cpu")
+
+
 @dataclass
 class Dist:
-    """This process's place among the training processes."""
+    """This process's place among the training processes.
+
+    ``device`` is where the tensors handed to collectives must live: CUDA for NCCL (which has
+    no CPU path: a CPU tensor fails with "No backend type associated with device type cpu"),
+    the CPU for gloo. Every collective here builds its tensors on it and checks them
+    (``_on_device``), so a wrong-device tensor fails on a CPU test with gloo too.
+    """
 
     rank: int = 0
     world: int = 1
+    device: torch.device = dataclasses.field(default_factory=lambda: torch.device("cpu"))
 
     @property
     def main(self) -> bool:
@@ -51,12 +88,27 @@ class Dist:
             return cls()
         import torch.distributed as dist
 
+        local = int(os.environ.get("LOCAL_RANK", "0"))
         if torch.cuda.is_available():  # one GPU per process: device "cuda" is this one
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+            torch.cuda.set_device(local)
         if not dist.is_initialized():
             backend = "nccl" if torch.cuda.is_available() else "gloo"
             dist.init_process_group(backend=backend)
-        return cls(rank=dist.get_rank(), world=dist.get_world_size())
+        device = backend_device(str(dist.get_backend()), local)
+        return cls(rank=dist.get_rank(), world=dist.get_world_size(), device=device)
+
+    def _on_device(self, t: torch.Tensor) -> torch.Tensor:
+        """``t`` itself, after checking it lives where this backend reduces.
+
+        Raises:
+            RuntimeError: ``t`` is on another device type (a bug: NCCL would fail at once).
+        """
+        if t.device.type != self.device.type:
+            raise RuntimeError(
+                f"a collective got a tensor on {t.device} but this process group reduces on "
+                f"{self.device.type} (build it with device=dist.device)"
+            )
+        return t
 
     def all_reduce_sum(self, values: list[float]) -> list[float]:
         """Element-wise sum of ``values`` over all processes."""
@@ -64,9 +116,9 @@ class Dist:
             return list(values)
         import torch.distributed as dist
 
-        t = torch.tensor(values, dtype=torch.float64)
-        dist.all_reduce(t)
-        return t.tolist()
+        t = torch.tensor(values, dtype=torch.float64, device=self.device)  # (n,)
+        dist.all_reduce(self._on_device(t))
+        return t.cpu().tolist()
 
     def all_reduce_max(self, value: int) -> int:
         """The largest ``value`` over all processes."""
@@ -74,8 +126,8 @@ class Dist:
             return value
         import torch.distributed as dist
 
-        t = torch.tensor([value], dtype=torch.long)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        t = torch.tensor([value], dtype=torch.long, device=self.device)  # (1,)
+        dist.all_reduce(self._on_device(t), op=dist.ReduceOp.MAX)
         return int(t.item())
 
     def all_reduce_grads(self, params: list[torch.nn.Parameter]) -> None:
@@ -85,8 +137,8 @@ class Dist:
         import torch.distributed as dist
 
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
-        flat = torch.cat([g.reshape(-1) for g in grads])
-        dist.all_reduce(flat)
+        flat = torch.cat([g.reshape(-1) for g in grads])  # (sum of numels,)
+        dist.all_reduce(self._on_device(flat))
         i = 0
         for p, g in zip(params, grads, strict=True):
             n = g.numel()
@@ -158,6 +210,41 @@ def load_policy(cfg: Config, path: str | None = None) -> tuple[Any, Any]:
         freeze_lower_layers(model, tcfg.trainable_layers)
     model.train()
     return model, tokenizer
+
+
+def frozen_copy_dtype(mcfg: ModelConfig) -> str:
+    """Dtype of a frozen copy of the policy (the KL reference, the sampler of a sharded
+    trainer): bfloat16 on a GPU that runs the policy under bf16 autocast (the forwards run in
+    bf16 anyway; half the memory of fp32), else the policy's own ``model.dtype``."""
+    if mcfg.autocast_bf16 and pick_device(mcfg.device).type == "cuda":
+        return "bfloat16"
+    return mcfg.dtype
+
+
+def load_reference(cfg: Config, path: str | None, model: Any) -> Any:
+    """The frozen KL reference policy.
+
+    Under LoRA it is ``model`` itself, run with its adapters disabled
+    (``reference_context``): the base weights, no second copy. Otherwise a frozen copy loaded
+    from ``path`` in ``frozen_copy_dtype``.
+    """
+    if hasattr(model, "disable_adapter"):
+        return model
+    ref_cfg = dataclasses.replace(
+        cfg, model=dataclasses.replace(cfg.model, dtype=frozen_copy_dtype(cfg.model))
+    )
+    ref, _ = load_policy(ref_cfg, path)
+    return ref.eval().requires_grad_(False)
+
+
+def reference_context(model: Any, ref_model: Any) -> Any:
+    """The context the reference's forwards run in: adapters disabled when the reference is
+    the LoRA policy itself (``load_reference``), else nothing."""
+    import contextlib
+
+    if ref_model is model and hasattr(model, "disable_adapter"):
+        return model.disable_adapter()
+    return contextlib.nullcontext()
 
 
 def freeze_lower_layers(model: Any, n: int) -> None:

@@ -9,13 +9,13 @@ of a trajectory records the policy it came from (``Turn.weight_version``).
 - an engine that shares the trainer's model object (``HFEngine`` in ``train_rl``) already sees
   the new weights: only its version changes (under its lock);
 - an engine that holds its own copy (``VLLMEngine``, a remote server, the ``HFEngine`` copy of a
-  sharded trainer) gets the full state dict through ``update_weights(state_dict, version)``.
-  A model sharded by ``train/sharding.py`` (``train.sharding: fsdp``) is gathered with
-  ``torch.distributed.checkpoint``'s full state dict on every process (a collective: each
-  process takes part even when it does not push); a model that an ``accelerate`` accelerator
-  sharded, with ``accelerator.get_state_dict`` (also a collective); otherwise each process
-  holds the whole model (``train/setup.py``: gradients are all-reduced, weights replicated). A LoRA
-  model is pushed with its adapters merged, under the base model's parameter names.
+  sharded trainer) gets the trainer's weights streamed (``iter_push_weights``): one parameter
+  at a time, gathered (a model sharded by ``train/sharding.py``: ``full_tensor``, a collective
+  every process takes part in, even one that does not push), LoRA merged on the fly under the
+  base model's names, cast to the engine's dtype (bf16). vLLM consumes the stream in bounded
+  shards, an HF copy copies each tensor into its model under its lock; an engine that takes
+  neither gets a state dict built from the stream. A model an ``accelerate`` accelerator
+  sharded is gathered whole by ``accelerator.get_state_dict`` (then streamed).
 
 Which processes push: by default rank 0 only (one inference service for all trainers); with
 ``every_rank=True`` each process pushes to its own engine (an in-process vLLM per trainer
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import inspect
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +36,16 @@ from webagent_r1.train.batching import unwrap_model
 from webagent_r1.train.sharding import full_state_dict as sharded_full_state_dict
 from webagent_r1.train.sharding import is_sharded
 
-__all__ = ["SyncRecord", "WeightSync", "full_state_dict", "shares_model", "state_dict_bytes"]
+__all__ = [
+    "SyncRecord",
+    "WeightSync",
+    "empty_device_cache",
+    "full_state_dict",
+    "iter_push_weights",
+    "shares_model",
+    "state_dict_bytes",
+    "update_then_push",
+]
 
 
 @dataclass
@@ -48,6 +58,8 @@ class SyncRecord:
     bytes: int
     pushed: bool
     """False when nothing was sent (a shared model, or a process that does not push)."""
+    largest: int = 0
+    """Bytes of the largest tensor sent (the push streams one parameter at a time)."""
 
 
 def shares_model(engine: Any, model: Any) -> bool:
@@ -75,6 +87,81 @@ def _merged_lora_state_dict(model: Any) -> dict[str, torch.Tensor]:
         return out
     finally:
         model.unmerge_adapter()
+
+
+def _lora_layers(inner: Any) -> dict[str, Any]:
+    """PEFT LoRA layers of ``inner`` by module name (those that can give their delta)."""
+    return {
+        name: m
+        for name, m in inner.named_modules()
+        if hasattr(m, "get_delta_weight") and hasattr(m, "lora_A") and hasattr(m, "base_layer")
+    }
+
+
+def _merged(layer: Any, base: torch.Tensor) -> torch.Tensor:
+    """``base`` plus the delta (B A, scaled) of each active adapter of ``layer``: one new
+    tensor the size of ``base``; the model is left unchanged."""
+    merged = None
+    for name in layer.active_adapters:
+        if name not in layer.lora_A:
+            continue
+        delta = layer.get_delta_weight(name)  # (out, in), a new tensor
+        merged = delta if merged is None else merged.add_(delta)
+    if merged is None:
+        return base
+    return merged.to(base.dtype).add_(base)
+
+
+def iter_push_weights(
+    model: Any, dtype: torch.dtype | None = None, accelerator: Any = None
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """The trainer's weights one parameter at a time, as an inference engine loads them.
+
+    Never a whole state dict at once: a sharded (FSDP2) parameter is gathered
+    (``full_tensor``, a collective: every process must consume the stream, in the same
+    order) and cast to ``dtype`` before the next one is gathered; a LoRA layer's weight is
+    merged on the fly (``base + B A``) without touching the model; other tensors are cast
+    one by one. At most one parameter's full fp32 tensor and its cast copy exist at a time,
+    beyond what the consumer keeps.
+
+    Args:
+        model: the trainer's model (DDP / PEFT wrapped, or sharded by ``train/sharding.py``).
+        dtype: what the engine loads (e.g. bfloat16); None keeps each tensor's dtype.
+        accelerator: an ``accelerate`` accelerator that sharded the model: its gathered
+            state dict is streamed (it gathers all at once itself).
+
+    Yields:
+        (name under the causal LM's own parameter names, detached tensor).
+    """
+
+    def cast(t: torch.Tensor) -> torch.Tensor:
+        return t.detach() if dtype is None else t.detach().to(dtype)
+
+    if accelerator is not None:
+        for name, t in accelerator.get_state_dict(model).items():
+            yield name, cast(t)
+        return
+    if is_sharded(model):
+        prefix = "module."
+        for name, t in model.state_dict().items():
+            full = t.full_tensor() if hasattr(t, "full_tensor") else t  # all-gather one
+            yield (name[len(prefix) :] if name.startswith(prefix) else name), cast(full)
+            del full
+        return
+    inner = unwrap_model(model)
+    lora = _lora_layers(inner) if hasattr(model, "merge_adapter") else {}
+    suffix = ".base_layer.weight"
+    with torch.no_grad():
+        for name, t in inner.state_dict().items():
+            if ".lora_" in name:
+                continue
+            if name.endswith(suffix) and name[: -len(suffix)] in lora:
+                yield (
+                    name.replace(".base_layer.", "."),
+                    cast(_merged(lora[name[: -len(suffix)]], t)),
+                )
+            else:
+                yield name.replace(".base_layer.", "."), cast(t)
 
 
 def full_state_dict(
@@ -153,25 +240,25 @@ class WeightSync:
             ``sync/version``).
         """
         t0 = time.perf_counter()
-        nbytes, pushed = 0, False
+        nbytes, largest, pushed = 0, 0, False
         if self.shared:
             self._set_shared_version(step)
         else:
-            # Under sharding the gather is a collective: every process takes part.
+            # Under sharding each gather is a collective: every process takes part.
             sharded = self.accelerator is not None or is_sharded(self.model)
-            state = (
-                full_state_dict(self.model, self.accelerator, all_ranks=self.every_rank)
-                if sharded or self.pushes
-                else None
-            )
-            if self.pushes and state is not None:
-                nbytes = state_dict_bytes(state)
-                res = self.engine.update_weights(state, step)
-                if inspect.isawaitable(res):
-                    await res
-                pushed = True
+            if self.pushes:
+                tally = [0, 0]  # bytes sent, largest tensor
+                stream = _tallied(
+                    iter_push_weights(self.model, _engine_dtype(self.engine), self.accelerator),
+                    tally,
+                )
+                await _deliver(self.engine, stream, step)
+                nbytes, largest, pushed = tally[0], tally[1], True
+            elif sharded:
+                for _ in iter_push_weights(self.model, accelerator=self.accelerator):
+                    pass  # this process's part of each gather; nothing to send
         self.version = step
-        rec = SyncRecord(step, step, time.perf_counter() - t0, nbytes, pushed)
+        rec = SyncRecord(step, step, time.perf_counter() - t0, nbytes, pushed, largest)
         self.history.append(rec)
         return self.metrics()
 
@@ -183,6 +270,7 @@ class WeightSync:
         return {
             "sync/seconds": rec.seconds,
             "sync/bytes": float(rec.bytes),
+            "sync/largest_bytes": float(rec.largest),
             "sync/version": float(rec.version),
             "sync/total_seconds": sum(r.seconds for r in self.history),
         }
@@ -194,3 +282,119 @@ class WeightSync:
             return
         with lock:  # no batch is stamped while the version changes
             self.engine.weight_version = version
+
+
+def _tallied(
+    stream: Iterator[tuple[str, torch.Tensor]], tally: list[int]
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """``stream`` unchanged, adding each tensor's bytes to ``tally[0]`` and keeping the
+    largest in ``tally[1]``."""
+    for name, t in stream:
+        n = t.numel() * t.element_size()
+        tally[0] += n
+        tally[1] = max(tally[1], n)
+        yield name, t
+
+
+def _engine_dtype(engine: Any) -> torch.dtype | None:
+    """The dtype ``engine`` loads weights in: its ``weight_dtype``, else its own model's
+    (an HF copy), else None (each tensor's own)."""
+    if hasattr(engine, "weight_dtype"):
+        return engine.weight_dtype
+    own = getattr(engine, "model", None)
+    if isinstance(own, torch.nn.Module):
+        return next(own.parameters()).dtype
+    return None
+
+
+async def _deliver(engine: Any, stream: Iterator[tuple[str, torch.Tensor]], version: int) -> None:
+    """Hand ``stream`` to ``engine`` without building a whole state dict where possible.
+
+    An engine that takes a stream (``takes_weight_stream``: vLLM) consumes it in bounded
+    shards; an in-process HF copy (``model`` and ``lock``) has each tensor copied into its
+    model under its lock; any other engine gets a state dict (``update_weights(dict)``).
+    """
+    if getattr(engine, "takes_weight_stream", False):
+        res = engine.update_weights(stream, version)
+    elif isinstance(getattr(engine, "model", None), torch.nn.Module) and hasattr(engine, "lock"):
+        _copy_into(engine, stream, version)
+        return
+    else:
+        res = engine.update_weights(dict(stream), version)
+    if inspect.isawaitable(res):
+        await res
+
+
+def _copy_into(engine: Any, stream: Iterator[tuple[str, torch.Tensor]], version: int) -> None:
+    """Copy each streamed tensor into ``engine.model`` in place, then set the version, all
+    under the engine's lock (no decode sees half-updated weights).
+
+    Raises:
+        KeyError: the stream and the engine's model disagree on the parameter names.
+    """
+    with engine.lock, torch.no_grad():
+        own = engine.model.state_dict()  # tensors sharing the parameters' storage
+        seen = set()
+        for name, t in stream:
+            if name not in own:
+                raise KeyError(f"the pushed weight {name!r} is not in the engine's model")
+            own[name].copy_(t)
+            seen.add(name)
+        missing = sorted(set(own) - seen)
+        if missing:
+            raise KeyError(f"the push left out {len(missing)} weights, e.g. {missing[:3]}")
+        engine.weight_version = version
+
+
+def empty_device_cache() -> bool:
+    """Hand the CUDA caching allocator's free blocks back to the driver (``empty_cache``), so
+    that a vLLM engine waking up on the same GPU can take them; False without CUDA."""
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return False
+    torch.cuda.empty_cache()
+    return True
+
+
+async def update_then_push(
+    engine: Any,
+    sync: WeightSync,
+    optimizer: Any,
+    update: Callable[[], dict[str, float]],
+    step: int,
+    *,
+    empty_cache: Callable[[], Any] = empty_device_cache,
+) -> dict[str, float]:
+    """One update between rollouts, with the engine's GPU memory handed over and back.
+
+    For an engine that sleeps (vLLM with ``vllm.enable_sleep_mode``), in this order:
+    sleep (level ``vllm.sleep_level``; 2 drops the weights, which the push overwrites anyway),
+    ``update()``, gradients freed (``zero_grad(set_to_none=True)``: they would stay allocated
+    until the next update), ``empty_cache`` (the trainer's allocator keeps what it freed
+    otherwise, and the engine could not take it back), wake the weights, push, ``empty_cache``
+    again (the push's gathered tensors), wake the KV cache. An engine that does not sleep
+    gets the update, the freed gradients and the push.
+
+    Args:
+        engine: the sampling engine (``sleeps``, ``sleep``, ``wake_up(tags)`` when it sleeps).
+        sync: pushes the trainer's weights into ``engine``.
+        optimizer: the trainer's optimizer (its gradients are freed after the update).
+        update: runs the update; returns its metrics.
+        step: the optimizer-step count after the update (the pushed weights' version).
+        empty_cache: frees the device allocator's cached blocks (tests count the calls).
+
+    Returns:
+        The update's metrics and the push's ``sync/…`` metrics.
+    """
+    sleeps = bool(getattr(engine, "sleeps", False))
+    if sleeps:
+        await engine.sleep()
+    metrics = dict(update())
+    optimizer.zero_grad(set_to_none=True)  # nothing reads them until the next update
+    empty_cache()
+    if sleeps:
+        await engine.wake_up(tags=["weights"])
+    metrics.update(await sync.push(step))
+    if sleeps:
+        empty_cache()
+        await engine.wake_up(tags=["kv_cache"])
+    return metrics

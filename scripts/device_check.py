@@ -1,0 +1,562 @@
+#!/usr/bin/env python
+"""Device check of the GPU training path, offline, with random models built from configs.
+
+    PYTHONPATH=src python scripts/device_check.py --device cuda --out runs/device-check
+    PYTHONPATH=src python scripts/device_check.py --device cpu      # tiny shape only (CI)
+
+Needs only torch, transformers, peft and accelerate plus this repository (no vLLM, no
+browser, no network, no model download). Prints one line per check, PASS / FAIL / SKIP with
+its numbers, and writes every result to ``<out>/device-check.json``; exits 1 when a check
+fails. On CUDA it takes a few minutes (the 3B-shaped model dominates).
+
+Checks:
+  models         tiny and (CUDA) Qwen2.5-3B-shaped random models, parameter counts = the plan's
+  hf_logprobs    HF engine under bf16 autocast, sampled at T=0.7: engine log-probs vs the
+                 trainer's recompute, ratio 1 +- 1e-3
+  mgrpo_shared   one M-GRPO update with shared prompts and prefix = one row per sample
+  dist           Dist on a one-process NCCL (gloo on CPU) group: collectives on the backend's
+                 device, a wrong-device tensor refused
+  fsdp           FSDP2 fully_shard (3B shape on CUDA): an update, a checkpoint, a resume that
+                 continues identically
+  peak_memory    (CUDA) peak memory of a 3B update at the recipe's token budget vs the memory
+                 plan (within 15%)
+  throughput     generation and update tokens/s; MFU against the GPU's bf16 peak
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # the rollout fakes of the tests (tests/train/tiny.py)
+    sys.path.insert(0, str(ROOT))
+
+TOL_RATIO = 1e-3
+"""Largest |exp(engine log-prob - trainer log-prob) - 1| that passes."""
+TOL_PLAN = 0.15
+"""Largest relative gap between the measured peak of an update and the memory plan."""
+BF16_PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "H800": 989.0, "A100": 312.0, "L40S": 362.0}
+"""Dense bf16 peak of a GPU by its name (MFU); others report none."""
+RECIPE = "configs/gpu/qwen2.5-3b-r1.yaml"
+"""The recipe whose token budget and memory options the 3B checks use."""
+
+
+def _stand_in_playwright() -> bool:
+    """Stand-in ``playwright`` modules when it is not installed (the device image has none).
+
+    The trainer's modules import browser names at import time; this check never opens a
+    browser, so any name resolves to a placeholder exception class. Returns whether the
+    stand-in was installed.
+    """
+    try:
+        import playwright.async_api  # noqa: F401
+    except ImportError:
+
+        def stand_in(attr: str) -> type:
+            if attr.startswith("__"):  # module attributes (__file__, __path__ …): none
+                raise AttributeError(attr)
+            return type(attr, (Exception,), {})
+
+        for name in ("playwright", "playwright.async_api"):
+            mod = types.ModuleType(name)
+            mod.__getattr__ = stand_in  # type: ignore[method-assign]
+            sys.modules[name] = mod
+        return True
+    return False
+
+
+class IdTokenizer:
+    """Decodes ids as numbers: the 3B-shaped model has no tokenizer, the engine only decodes."""
+
+    pad_token_id, eos_token_id = 1, 2
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
+        return " ".join(map(str, ids))
+
+
+class Check:
+    """The state the checks share and the results they record."""
+
+    def __init__(self, device: str, out: Path) -> None:
+        import torch
+
+        self.device = device
+        self.out = out
+        self.tmp = Path(tempfile.mkdtemp(prefix="device-check-"))
+        self.results: list[dict[str, Any]] = []
+        self.cuda = device == "cuda"
+        self.gpu = torch.cuda.get_device_name(0) if self.cuda else None
+        self.tiny_dir = self.tmp / "tiny"
+        self.numbers: dict[str, float] = {}
+
+    def run(self, name: str, fn: Callable[[Check], dict[str, Any] | None]) -> None:
+        """Run check ``name``; print and record PASS / FAIL / SKIP with its details."""
+        t0 = time.perf_counter()
+        try:
+            details = fn(self) or {}
+            status = "SKIP" if details.pop("skip", False) else "PASS"
+        except Exception as e:  # a failed check is reported, the others still run
+            details = {"error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc(-3)}
+            status = "FAIL"
+        details["seconds"] = round(time.perf_counter() - t0, 2)
+        self.results.append({"check": name, "status": status, **details})
+        shown = {k: v for k, v in details.items() if k != "trace"}
+        print(f"{status} {name} {json.dumps(shown, default=str)}", flush=True)
+        _free(self.cuda)
+
+
+def _free(cuda: bool) -> None:
+    import gc
+
+    import torch
+
+    gc.collect()
+    if cuda:
+        torch.cuda.empty_cache()
+
+
+def _cfg(c: Check, model_name: str, *extra: str) -> Any:
+    from webagent_r1.config import load_config
+
+    return load_config(
+        None,
+        [
+            f"model.name={model_name}",
+            f"model.device={c.device}",
+            "model.autocast_bf16=true",
+            *extra,
+        ],
+    )
+
+
+def _shape_3b() -> Any:
+    from webagent_r1.train.memory_plan import KNOWN_SHAPES
+
+    return KNOWN_SHAPES["qwen2.5-3b-instruct"]
+
+
+def _random_3b(c: Check, dtype: Any = None) -> Any:
+    """A Qwen2.5-3B-shaped random model built on the device (no download, no file)."""
+    import torch
+    from transformers import AutoModelForCausalLM, Qwen2Config
+
+    s = _shape_3b()
+    cfg = Qwen2Config(
+        vocab_size=s.vocab,
+        hidden_size=s.hidden,
+        intermediate_size=s.intermediate,
+        num_hidden_layers=s.layers,
+        num_attention_heads=s.heads,
+        num_key_value_heads=s.kv_heads,
+        tie_word_embeddings=s.tied,
+        max_position_embeddings=32768,
+        pad_token_id=1,
+        eos_token_id=2,
+        attn_implementation="sdpa",
+    )
+    torch.manual_seed(0)
+    with torch.device(c.device):
+        model = AutoModelForCausalLM.from_config(cfg, dtype=dtype or torch.float32)
+    return model
+
+
+# ------------------------------------------------------------------------------- checks
+
+
+def check_models(c: Check) -> dict[str, Any]:
+    from tests.train.tiny import make_tiny_model
+
+    from webagent_r1.train.memory_plan import shape_for
+
+    make_tiny_model(c.tiny_dir)
+    out: dict[str, Any] = {"tiny_params": shape_for(str(c.tiny_dir)).params}
+    if c.cuda:
+        model = _random_3b(c)
+        n = sum(p.numel() for p in model.parameters())
+        assert n == _shape_3b().params, f"3B shape: {n} parameters, the plan says {_shape_3b()}"
+        out["qwen3b_params"] = n
+        del model
+    return out
+
+
+def _engine_vs_trainer(c: Check, model: Any, tok: Any, prompts: list[list[int]], new: int) -> dict:
+    """Sample at T=0.7 with the HF engine under bf16; recompute the log-probs as the trainer
+    does; the ratio of the two per token."""
+    import torch
+
+    from webagent_r1.policy.base import SamplingParams
+    from webagent_r1.policy.hf import HFEngine, autocast_ctx
+    from webagent_r1.train.batching import collate, completion_logprobs
+    from webagent_r1.trajectories import turn_samples
+    from webagent_r1.types import Trajectory, Turn
+
+    model.eval()
+    engine = HFEngine(model, tok, autocast_bf16=True, max_batch_size=len(prompts))
+    params = SamplingParams(temperature=0.7, max_new_tokens=new, stop=[], seed=0)
+    try:
+        if c.cuda:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        comps = engine.generate_sync(prompts, params)
+        if c.cuda:
+            torch.cuda.synchronize()
+        gen_s = time.perf_counter() - t0
+    finally:
+        engine.close()
+    turns = [
+        Turn(
+            prompt_ids=p,
+            completion_ids=comp.token_ids,
+            completion_logprobs=comp.logprobs,
+            text="",
+            action=None,
+        )
+        for p, comp in zip(prompts, comps, strict=True)
+    ]
+    traj = Trajectory(task_id="t", group_id=0, turns=turns, reward=1.0, status="done")
+    samples = turn_samples(traj)
+    mb = collate(samples, list(range(len(samples))), pad_id=1)
+    with torch.no_grad():
+        trainer = completion_logprobs(model, mb, 0.7, True).float().cpu()  # (N,)
+    engine_lp = torch.tensor([lp for comp in comps for lp in comp.logprobs])  # (N,)
+    ratio = torch.exp(engine_lp - trainer)
+    tokens = int(engine_lp.numel())
+    dev = next(model.parameters()).device
+    bf16 = autocast_ctx(dev, True).__class__.__name__ != "nullcontext"
+    return {
+        "tokens": tokens,
+        "max_ratio_dev": float((ratio - 1).abs().max()),
+        "bf16": bf16,
+        "gen_tokens_per_s": tokens / max(gen_s, 1e-9),
+    }
+
+
+def check_hf_logprobs(c: Check) -> dict[str, Any]:
+    import random
+
+    import torch
+
+    from webagent_r1.policy.hf import load_tokenizer
+    from webagent_r1.train.setup import load_policy
+
+    rng = random.Random(0)
+    model, tok = load_policy(_cfg(c, str(c.tiny_dir)))
+    prompts = [[rng.randrange(3, 96) for _ in range(rng.randint(4, 12))] for _ in range(4)]
+    out = {"tiny": _engine_vs_trainer(c, model, load_tokenizer(str(c.tiny_dir)), prompts, 16)}
+    del model
+    if c.cuda:
+        model = _random_3b(c)
+        prompts = [[rng.randrange(3, 150000) for _ in range(256)] for _ in range(8)]
+        out["qwen3b"] = _engine_vs_trainer(c, model, IdTokenizer(), prompts, 64)
+        c.numbers["gen_tokens_per_s"] = out["qwen3b"]["gen_tokens_per_s"]
+        del model
+    else:
+        c.numbers["gen_tokens_per_s"] = out["tiny"]["gen_tokens_per_s"]
+    torch.manual_seed(0)
+    worst = max(v["max_ratio_dev"] for v in out.values())
+    assert worst <= TOL_RATIO, f"engine/trainer log-prob ratio off by {worst:.2e} > {TOL_RATIO}"
+    return out
+
+
+def check_mgrpo_shared(c: Check) -> dict[str, Any]:
+    import torch
+    from tests.train.tiny import shared_prompt_group
+
+    from webagent_r1.train.rl import build_rl_batch, mgrpo_update
+    from webagent_r1.train.setup import build_optimizer, load_policy
+
+    group = shared_prompt_group([1.0, 0.0, 0.0, 1.0, 0.0, 1.0], seed=7, system_len=8)
+    runs = {}
+    for share in (True, False):
+        cfg = _cfg(
+            c,
+            str(c.tiny_dir),
+            "model.autocast_bf16=false",  # an equivalence: fp32, so the two layouts compare
+            "rl.lr=0.01",
+            "rl.mu=2",
+            f"train.share_prompts={share}",
+            f"train.share_prefix={share}",
+        )
+        torch.manual_seed(0)
+        model, _ = load_policy(cfg)
+        start = [p.detach().clone() for p in model.parameters()]
+        opt = build_optimizer(list(model.parameters()), cfg.rl.lr, cfg.train)
+        m = mgrpo_update(model, opt, build_rl_batch([copy.deepcopy(group)]), cfg, pad_id=1)
+        runs[share] = (m, [p.detach().clone() for p in model.parameters()], start)
+    (ms, ps, p0), (m1, p1, _) = runs[True], runs[False]
+    step = sum(float((a - b).square().sum()) for a, b in zip(p1, p0, strict=True)) ** 0.5
+    diff = sum(float((a - b).square().sum()) for a, b in zip(ps, p1, strict=True)) ** 0.5
+    loss_gap = abs(ms["train/loss"] - m1["train/loss"])
+    assert loss_gap <= 1e-4 * max(1.0, abs(m1["train/loss"])), f"loss differs by {loss_gap}"
+    assert diff < 1e-3 * step, f"updates differ: |shared - rows| {diff:.2e}, step {step:.2e}"
+    return {"loss": m1["train/loss"], "loss_gap": loss_gap, "update_gap_rel": diff / step}
+
+
+def check_dist(c: Check) -> dict[str, Any]:
+    import torch
+    import torch.distributed as dist
+
+    from webagent_r1.train.setup import Dist, backend_device
+
+    backend = "nccl" if c.cuda else "gloo"
+    if not dist.is_initialized():
+        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+    device = backend_device(str(dist.get_backend()))
+    # world=2 only to take the collective path: the group has one process, so each
+    # reduction returns the value itself (what matters is that NCCL accepts the tensors)
+    d = Dist(rank=0, world=2, device=device)
+    sums = d.all_reduce_sum([1.0, 2.5])
+    top = d.all_reduce_max(7)
+    p = torch.nn.Parameter(torch.zeros(4, device=device))
+    p.grad = torch.ones(4, device=device)
+    d.all_reduce_grads([p])
+    assert sums == [1.0, 2.5] and top == 7 and p.grad.tolist() == [1.0] * 4
+    wrong = torch.device("cpu") if c.cuda else torch.device("meta")
+    try:
+        d.all_reduce_grads([torch.nn.Parameter(torch.zeros(2, device=wrong))])
+        refused = False
+    except RuntimeError:
+        refused = True
+    assert refused, f"a tensor on {wrong} was handed to {backend}"
+    return {"backend": str(dist.get_backend()), "device": str(device)}
+
+
+def _rows(n_rows: int, prompt: int, completion: int, vocab: int, seed: int) -> Any:
+    """An RLBatch of ``n_rows`` one-turn trajectories (one group of mixed rewards)."""
+    import random
+
+    from webagent_r1.rollout import Group
+    from webagent_r1.train.rl import build_rl_batch
+    from webagent_r1.types import Task, Trajectory, Turn
+
+    rng = random.Random(seed)
+    trajs = []
+    for i in range(n_rows):
+        turn = Turn(
+            prompt_ids=[rng.randrange(3, vocab) for _ in range(prompt)],
+            completion_ids=[rng.randrange(3, vocab) for _ in range(completion)],
+            completion_logprobs=[-1.0] * completion,
+            text="",
+            action=None,
+        )
+        trajs.append(
+            Trajectory(task_id="t", group_id=0, turns=[turn], reward=float(i % 2), status="done")
+        )
+    group = Group(Task(task_id="t", sites=[], intent="x", start_url=""), trajs)
+    return build_rl_batch([group])
+
+
+def check_fsdp(c: Check) -> dict[str, Any]:
+    import torch
+
+    from webagent_r1.train.rl import mgrpo_update
+    from webagent_r1.train.setup import build_optimizer, load_policy
+    from webagent_r1.train.sharding import (
+        full_state_dict,
+        load_sharded_optimizer,
+        save_sharded_optimizer,
+        shard_model,
+    )
+
+    extra = ("train.sharding=fsdp", "rl.lr=1e-4", "model.autocast_bf16=true")
+    if c.cuda:
+        cfg = _cfg(c, str(c.tiny_dir), *extra)  # (the 3B model is built, not loaded)
+
+        def fresh() -> Any:
+            return _random_3b(c)
+
+        batch = lambda k: _rows(4, 512, 128, 150000, k)  # noqa: E731
+    else:
+        cfg = _cfg(c, str(c.tiny_dir), *extra)
+
+        def fresh() -> Any:
+            torch.manual_seed(0)
+            return load_policy(cfg)[0]
+
+        batch = lambda k: _rows(4, 12, 6, 96, k)  # noqa: E731
+    model = shard_model(fresh())
+    opt = build_optimizer(list(model.parameters()), cfg.rl.lr, cfg.train)
+    m1 = mgrpo_update(model, opt, batch(1), cfg, pad_id=1)
+    n = len(list(model.parameters()))
+    watched = range(n) if not c.cuda else (0, n // 2, n - 1)  # (3B: three, on the CPU)
+
+    def snapshot(m: Any) -> list[Any]:
+        ps = list(m.parameters())
+        return [ps[i].detach().full_tensor().float().cpu().clone() for i in watched]
+
+    after_1 = snapshot(model)
+    opt.zero_grad(set_to_none=True)
+    # checkpoint: gathered weights (rank 0, CPU) and the sharded optimizer state
+    shm = Path("/dev/shm")
+    base = shm if shm.is_dir() and shutil.disk_usage(shm).free > 40 * 2**30 else c.tmp
+    folder = Path(tempfile.mkdtemp(prefix="fsdp-ckpt-", dir=base))
+    try:
+        # (copied: on one CPU process the gathered tensors are the parameters themselves)
+        weights = {k: v.clone() for k, v in full_state_dict(model, all_ranks=False).items()}
+        save_sharded_optimizer(model, opt, folder / "optimizer")
+        # the run goes on ...
+        a = mgrpo_update(model, opt, batch(2), cfg, pad_id=1)
+        wa = snapshot(model)
+        del model, opt  # (one 3B training state at a time: an 80 GB GPU holds one)
+        _free(c.cuda)
+        # ... and a resumed one: a new model from the saved weights, the optimizer state
+        # loaded into it, the same next update
+        resumed = fresh()
+        resumed.load_state_dict(weights)
+        del weights
+        resumed = shard_model(resumed)
+        ropt = build_optimizer(list(resumed.parameters()), cfg.rl.lr, cfg.train)
+        load_sharded_optimizer(resumed, ropt, folder / "optimizer")
+        b = mgrpo_update(resumed, ropt, batch(2), cfg, pad_id=1)
+        wb = snapshot(resumed)
+        del resumed, ropt
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    step = max(float((x - y).abs().max()) for x, y in zip(wa, after_1, strict=True))
+    drift = max(float((x - y).abs().max()) for x, y in zip(wa, wb, strict=True))
+    gap = abs(a["train/loss"] - b["train/loss"])
+    assert math.isfinite(m1["train/loss"]) and step > 0, "the second update changed nothing"
+    assert drift <= 1e-3 * step, f"resumed run drifts by {drift:.2e} (update step {step:.2e})"
+    assert gap <= 1e-5 * max(1.0, abs(a["train/loss"])), f"losses differ by {gap:.2e}"
+    return {"loss_2": a["train/loss"], "update_step": step, "resume_drift": drift}
+
+
+def check_peak_memory(c: Check) -> dict[str, Any]:
+    if not c.cuda:
+        return {"skip": True, "why": "CUDA only (the allocator's peak)"}
+    import torch
+
+    from webagent_r1.config import load_config
+    from webagent_r1.train.memory_plan import GIB, plan_memory, rollout_context
+    from webagent_r1.train.rl import mgrpo_update
+    from webagent_r1.train.setup import build_optimizer
+
+    cfg = load_config(str(ROOT / RECIPE), ["rl.beta=0", "model.device=cuda"])
+    total_gib = torch.cuda.get_device_properties(0).total_memory / GIB
+    plan = plan_memory(cfg, 1, total_gib, shape=_shape_3b())
+    expected = plan.update_peak - plan.overhead  # the allocator does not see the overhead
+    model = _random_3b(c)
+    if cfg.train.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+        model.config.use_cache = False
+    model.train()
+    opt = build_optimizer(list(model.parameters()), cfg.rl.lr, cfg.train)
+    ctx = rollout_context(cfg)
+    n_rows = max(1, cfg.train.token_budget // ctx)
+    new = cfg.rollout.max_new_tokens
+    # the first update allocates AdamW's moments; the second is the steady state the plan is
+    mgrpo_update(model, opt, _rows(n_rows, ctx - new, new, 150000, 1), cfg, pad_id=1)
+    opt.zero_grad(set_to_none=True)
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    t0 = time.perf_counter()
+    batch = _rows(n_rows, ctx - new, new, 150000, 2)
+    m = mgrpo_update(model, opt, batch, cfg, pad_id=1)
+    torch.cuda.synchronize()
+    secs = time.perf_counter() - t0
+    peak = torch.cuda.max_memory_allocated() / GIB
+    tokens = n_rows * ctx
+    c.numbers["update_tokens_per_s"] = tokens / secs
+    gap = (peak - expected) / expected
+    out = {
+        "measured_gib": round(peak, 2),
+        "plan_gib": round(expected, 2),
+        "gap": round(gap, 3),
+        "tokens": tokens,
+        "loss": m["train/loss"],
+    }
+    assert abs(gap) <= TOL_PLAN, f"peak {peak:.1f} GiB vs plan {expected:.1f} GiB ({gap:+.0%})"
+    return out
+
+
+def check_throughput(c: Check) -> dict[str, Any]:
+    params = _shape_3b().params if c.cuda else None
+    peak = next((v for k, v in BF16_PEAK_TFLOPS.items() if c.gpu and k in c.gpu), None)
+    out: dict[str, Any] = {"gpu": c.gpu, **{k: round(v, 1) for k, v in c.numbers.items()}}
+    if params and peak:
+        if "update_tokens_per_s" in c.numbers:  # forward + backward: 6 flops per param-token
+            out["update_mfu"] = round(
+                6 * params * c.numbers["update_tokens_per_s"] / peak / 1e12, 4
+            )
+        if "gen_tokens_per_s" in c.numbers:
+            out["gen_mfu"] = round(2 * params * c.numbers["gen_tokens_per_s"] / peak / 1e12, 4)
+    assert c.numbers.get("gen_tokens_per_s", 0) > 0, "no generation was timed"
+    return out
+
+
+CHECKS: dict[str, Callable[[Check], dict[str, Any] | None]] = {
+    "models": check_models,
+    "hf_logprobs": check_hf_logprobs,
+    "mgrpo_shared": check_mgrpo_shared,
+    "dist": check_dist,
+    "fsdp": check_fsdp,
+    "peak_memory": check_peak_memory,
+    "throughput": check_throughput,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the checks; 0 when none failed."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    ap.add_argument("--out", default="runs/device-check", help="folder of device-check.json")
+    ap.add_argument("--only", nargs="*", choices=list(CHECKS), help="run these checks only")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    stand_in = _stand_in_playwright()
+    import torch
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print('FAIL setup {"error": "--device cuda but torch sees no CUDA device"}')
+        return 1
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    c = Check(args.device, out)
+    names = args.only or list(CHECKS)
+    if "models" not in names:  # the others need the tiny model folder
+        names = ["models", *names]
+    try:
+        for name in names:
+            c.run(name, CHECKS[name])
+    finally:
+        with contextlib.suppress(Exception):
+            import torch.distributed as dist
+
+            if dist.is_initialized():
+                dist.destroy_process_group()
+        shutil.rmtree(c.tmp, ignore_errors=True)
+    failed = [r["check"] for r in c.results if r["status"] == "FAIL"]
+    summary = {
+        "device": args.device,
+        "gpu": c.gpu,
+        "torch": torch.__version__,
+        "playwright_stand_in": stand_in,
+        "passed": [r["check"] for r in c.results if r["status"] == "PASS"],
+        "failed": failed,
+        "skipped": [r["check"] for r in c.results if r["status"] == "SKIP"],
+        "results": c.results,
+    }
+    (out / "device-check.json").write_text(json.dumps(summary, indent=1, default=str))
+    print(
+        f"{'FAIL' if failed else 'PASS'} all: {len(summary['passed'])} passed, "
+        f"{len(failed)} failed, {len(summary['skipped'])} skipped -> {out / 'device-check.json'}"
+    )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,336 @@
+"""Memory plan: what one GPU holds in each phase of an M-GRPO step, and whether it fits.
+
+``webagent-r1 plan-memory -c configs/gpu/<recipe>.yaml --gpus N --gpu-mem-gb M`` prints it.
+Everything is computed from the model's shape (``ModelShape``: a table of the registry's
+models, or a local folder's ``config.json``) and the recipe; nothing is loaded.
+
+Per GPU, in GiB (2**30 bytes):
+
+- parameters: the master weights in ``model.dtype``, divided over the GPUs under
+  ``train.sharding: fsdp``;
+- gradients and AdamW state (two moments): of the trainable parameters (all, or the LoRA
+  adapters), in ``model.dtype``, sharded alike; the gradients live during the update only
+  (``update_then_push`` frees them after the last optimizer step);
+- reference (``rl.beta > 0``): under LoRA none (the policy with adapters disabled), else a
+  full frozen copy in ``frozen_copy_dtype`` (bf16 on a GPU) on every GPU;
+- sampler copy: the full bf16 copy the HF engine samples from when the trainer is sharded;
+  none when it shares the trainer's model; vLLM's weights are in its share;
+- vLLM share: ``vllm.gpu_memory_utilization`` of the GPU while vLLM is awake; with sleep mode
+  it is free during the update and only its bf16 weights are back during the push;
+- FSDP gather: two decoder layers unsharded at once (the one computing and the prefetched);
+- activations at ``train.token_budget`` tokens: with gradient checkpointing the residual
+  stream at every layer input plus one layer recomputed, otherwise every layer's saved
+  tensors (``activation_bytes``), plus the LM head's logits at the completion positions;
+- rollout KV cache of the HF engine: ``rollout.max_batch_size`` rows of the rollout context;
+- push buffer: the largest parameter gathered in fp32 and cast to bf16 (the push streams one
+  parameter at a time);
+- overhead: CUDA context, cuBLAS workspace, allocator slack (``OVERHEAD_GIB``).
+
+The peak is the largest of three phases: rollout, update, push.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from webagent_r1.config import Config
+
+__all__ = [
+    "KNOWN_SHAPES",
+    "MemoryPlan",
+    "ModelShape",
+    "format_plan",
+    "plan_memory",
+    "shape_for",
+]
+
+GIB = 2**30
+OVERHEAD_GIB = 1.5
+"""CUDA context, cuBLAS/NCCL workspaces and allocator slack, per GPU."""
+PROMPT_OVERHEAD_TOKENS = 1024
+"""Tokens of a turn's prompt besides the observation: system prompt, task, action history."""
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """The dimensions of a Llama/Qwen2-style decoder that memory depends on."""
+
+    hidden: int
+    layers: int
+    intermediate: int
+    heads: int
+    kv_heads: int
+    vocab: int
+    tied: bool
+    """Whether the LM head shares the input embeddings' weights."""
+    qkv_bias: bool = False
+    """Biases on the q/k/v projections (Qwen2)."""
+
+    @property
+    def kv_dim(self) -> int:
+        """Width of the k (or v) projection: key/value heads × head size."""
+        return self.kv_heads * (self.hidden // self.heads)
+
+    def module_dims(self) -> dict[str, tuple[int, int]]:
+        """(in, out) features of each linear module of one decoder layer."""
+        h, kv, i = self.hidden, self.kv_dim, self.intermediate
+        return {
+            "q_proj": (h, h),
+            "k_proj": (h, kv),
+            "v_proj": (h, kv),
+            "o_proj": (h, h),
+            "gate_proj": (h, i),
+            "up_proj": (h, i),
+            "down_proj": (i, h),
+        }
+
+    @property
+    def layer_params(self) -> int:
+        """Parameters of one decoder layer (projections, biases, two norms)."""
+        n = sum(a * b for a, b in self.module_dims().values()) + 2 * self.hidden
+        return n + (self.hidden + 2 * self.kv_dim if self.qkv_bias else 0)
+
+    @property
+    def params(self) -> int:
+        """All parameters: embeddings, layers, final norm, an untied head."""
+        embed = self.vocab * self.hidden
+        return embed * (1 if self.tied else 2) + self.layers * self.layer_params + self.hidden
+
+    @property
+    def largest_param(self) -> int:
+        """Elements of the largest single tensor (the embeddings)."""
+        return max(self.vocab * self.hidden, self.hidden * self.intermediate)
+
+    def lora_params(self, r: int, targets: list[str] | tuple[str, ...]) -> int:
+        """Parameters of rank-``r`` LoRA adapters (A: in × r, B: r × out) on ``targets``."""
+        dims = self.module_dims()
+        unknown = [t for t in targets if t not in dims]
+        if unknown:
+            raise ValueError(f"the memory plan knows no LoRA target {unknown}: use {list(dims)}")
+        return self.layers * sum(r * (dims[t][0] + dims[t][1]) for t in targets)
+
+
+KNOWN_SHAPES = {
+    "smollm2-135m-instruct": ModelShape(576, 30, 1536, 9, 3, 49152, tied=True),
+    "qwen2.5-3b-instruct": ModelShape(2048, 36, 11008, 16, 2, 151936, tied=True, qkv_bias=True),
+    "llama-3.1-8b-instruct": ModelShape(4096, 32, 14336, 32, 8, 128256, tied=False),
+}
+"""Shapes of the registry's models (their Hugging Face ``config.json``)."""
+
+
+def shape_from_hf_config(c: dict[str, Any]) -> ModelShape:
+    """A ``ModelShape`` from a Hugging Face Llama/Qwen2 ``config.json`` dict."""
+    return ModelShape(
+        hidden=int(c["hidden_size"]),
+        layers=int(c["num_hidden_layers"]),
+        intermediate=int(c["intermediate_size"]),
+        heads=int(c["num_attention_heads"]),
+        kv_heads=int(c.get("num_key_value_heads") or c["num_attention_heads"]),
+        vocab=int(c["vocab_size"]),
+        tied=bool(c.get("tie_word_embeddings", False)),
+        qkv_bias=c.get("model_type") == "qwen2" or bool(c.get("attention_bias", False)),
+    )
+
+
+def shape_for(name: str) -> ModelShape:
+    """The shape of model ``name``: a registry name, or a folder with a ``config.json``.
+
+    Raises:
+        ValueError: neither (the plan never downloads a model).
+    """
+    if name in KNOWN_SHAPES:
+        return KNOWN_SHAPES[name]
+    cfg_file = os.path.join(name, "config.json")
+    if os.path.isfile(cfg_file):
+        with open(cfg_file) as f:
+            return shape_from_hf_config(json.load(f))
+    raise ValueError(
+        f"no shape known for model {name!r}: use one of {sorted(KNOWN_SHAPES)} or a local "
+        "model folder with a config.json"
+    )
+
+
+def activation_bytes_per_token_layer(s: ModelShape, act_bytes: int, residual_bytes: int) -> int:
+    """Bytes one token saves for the backward pass in one decoder layer.
+
+    In ``act_bytes`` (2 under bf16 autocast): the projections' inputs and outputs (norm
+    outputs 2h, q/k/v h + 2kv, attention output h, gate/up/act/product 4I); in fp32: the two
+    norms' inputs (RMSNorm computes in fp32); in ``residual_bytes``: the residual stream at
+    the two residual adds. Attention scores are not stored (SDPA).
+    """
+    h, kv, i = s.hidden, s.kv_dim, s.intermediate
+    return act_bytes * (4 * h + 2 * kv + 4 * i) + 4 * 2 * h + residual_bytes * 2 * h
+
+
+@dataclass
+class MemoryPlan:
+    """Per-GPU memory of a recipe, in GiB, and whether its peak fits."""
+
+    model: str
+    gpus: int
+    gpu_mem_gib: float
+    params_b: float
+    """Parameters of the model, in billions."""
+    trainable_b: float
+    parameters: float
+    gradients: float
+    optimizer: float
+    reference: float
+    sampler_copy: float
+    vllm_share: float
+    fsdp_gather: float
+    activations: float
+    rollout_kv: float
+    push_buffer: float
+    overhead: float
+    rollout_peak: float
+    update_peak: float
+    push_peak: float
+
+    @property
+    def peak(self) -> float:
+        """The largest of the three phases."""
+        return max(self.rollout_peak, self.update_peak, self.push_peak)
+
+    @property
+    def fits(self) -> bool:
+        """Whether the peak fits the GPU's memory."""
+        return self.peak <= self.gpu_mem_gib
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field plus ``peak`` and ``fits`` (for JSON)."""
+        return {**asdict(self), "peak": self.peak, "fits": self.fits}
+
+
+def rollout_context(cfg: Config) -> int:
+    """Tokens of one turn's prompt and completion: the observation, the rest of the prompt,
+    the completion (capped by the token budget)."""
+    ctx = cfg.observation.max_tokens + PROMPT_OVERHEAD_TOKENS + cfg.rollout.max_new_tokens
+    return min(ctx, cfg.train.token_budget)
+
+
+def plan_memory(
+    cfg: Config, gpus: int, gpu_mem_gib: float, shape: ModelShape | None = None
+) -> MemoryPlan:
+    """The per-GPU memory plan of ``cfg`` on ``gpus`` GPUs of ``gpu_mem_gib`` GiB each.
+
+    Args:
+        cfg: the recipe (model, train, rl, rollout, vllm, observation sections).
+        gpus: training processes, one GPU each.
+        gpu_mem_gib: memory of one GPU.
+        shape: the model's shape (default: ``shape_for(cfg.model.name)``).
+
+    Raises:
+        ValueError: a model whose shape is unknown, or fewer than one GPU.
+    """
+    if gpus < 1:
+        raise ValueError(f"--gpus must be >= 1, got {gpus}")
+    s = shape or shape_for(cfg.model.name)
+    t, rl, mcfg = cfg.train, cfg.rl, cfg.model
+    from webagent_r1.train.setup import frozen_copy_dtype
+
+    master = DTYPE_BYTES[mcfg.dtype]
+    shards = gpus if t.sharding == "fsdp" else 1
+    p = s.params
+    lora = t.lora_r > 0
+    trainable = s.lora_params(t.lora_r, list(t.lora_target_modules)) if lora else p
+    frozen_bytes = DTYPE_BYTES[frozen_copy_dtype(mcfg)]
+    vllm = t.generation_engine == "vllm"
+    vc = cfg.vllm
+
+    parameters = p * master / shards
+    gradients = trainable * master / shards
+    optimizer = 2 * trainable * master / shards
+    reference = 0.0 if (rl.beta <= 0 or lora) else p * frozen_bytes
+    sampler_copy = p * frozen_bytes if (t.sharding == "fsdp" and not vllm) else 0.0
+    vllm_share = vc.gpu_memory_utilization * gpu_mem_gib * GIB if vllm else 0.0
+    vllm_weights = p * 2 / vc.tensor_parallel_size if vllm else 0.0
+    fsdp_gather = 2 * s.layer_params * master if t.sharding == "fsdp" else 0.0
+
+    tokens = t.token_budget
+    ctx = rollout_context(cfg)
+    residual = master  # the residual stream stays in the master dtype under autocast
+    per_layer = activation_bytes_per_token_layer(s, 2 if mcfg.autocast_bf16 else master, residual)
+    if t.gradient_checkpointing:
+        layers_act = tokens * (s.layers * residual * s.hidden + per_layer)
+    else:
+        layers_act = tokens * s.layers * per_layer
+    # the head runs at completion positions only: each sample of the micro-batch brings at
+    # most max_new_tokens of them; logits bf16, their fp32 log-softmax and its gradient
+    completion = min(tokens, math.ceil(tokens / ctx) * cfg.rollout.max_new_tokens)
+    logits = completion * s.vocab * (2 + 4 + 4)
+    activations = layers_act + logits
+    rollout_kv = 0.0 if vllm else cfg.rollout.max_batch_size * ctx * s.layers * 2 * s.kv_dim * 2
+    push_buffer = s.largest_param * (4 + 2) if (vllm or sampler_copy) else 0.0
+    overhead = OVERHEAD_GIB * GIB
+
+    resident = parameters + optimizer + reference + sampler_copy + overhead
+    rollout_peak = resident + (vllm_share if vllm else rollout_kv)
+    asleep = vllm and vc.enable_sleep_mode
+    update_peak = (
+        resident
+        + gradients
+        + fsdp_gather
+        + activations
+        + (vllm_share if vllm and not asleep else 0)
+    )
+    push_peak = resident + fsdp_gather + push_buffer + (vllm_weights if asleep else vllm_share)
+    g = GIB
+    return MemoryPlan(
+        model=mcfg.name,
+        gpus=gpus,
+        gpu_mem_gib=gpu_mem_gib,
+        params_b=p / 1e9,
+        trainable_b=trainable / 1e9,
+        parameters=parameters / g,
+        gradients=gradients / g,
+        optimizer=optimizer / g,
+        reference=reference / g,
+        sampler_copy=sampler_copy / g,
+        vllm_share=vllm_share / g,
+        fsdp_gather=fsdp_gather / g,
+        activations=activations / g,
+        rollout_kv=rollout_kv / g,
+        push_buffer=push_buffer / g,
+        overhead=overhead / g,
+        rollout_peak=rollout_peak / g,
+        update_peak=update_peak / g,
+        push_peak=push_peak / g,
+    )
+
+
+ROWS = [
+    ("parameters", "master weights"),
+    ("gradients", "trainable, update only"),
+    ("optimizer", "AdamW moments"),
+    ("reference", "KL reference"),
+    ("sampler_copy", "HF sampler copy"),
+    ("vllm_share", "vLLM while awake"),
+    ("fsdp_gather", "FSDP unsharded layers"),
+    ("activations", "at the token budget"),
+    ("rollout_kv", "HF engine KV cache"),
+    ("push_buffer", "one parameter pushed"),
+    ("overhead", "CUDA context, slack"),
+    ("rollout_peak", "phase: rollout"),
+    ("update_peak", "phase: update"),
+    ("push_peak", "phase: weight push"),
+]
+
+
+def format_plan(plan: MemoryPlan) -> str:
+    """The plan as a table, one row per part, then the verdict."""
+    head = (
+        f"{plan.model}: {plan.params_b:.2f}B parameters ({plan.trainable_b:.3f}B trainable), "
+        f"{plan.gpus} GPU(s) of {plan.gpu_mem_gib:g} GiB; per GPU:"
+    )
+    lines = [head]
+    for key, what in ROWS:
+        lines.append(f"  {key:<14}{getattr(plan, key):>8.1f} GiB  {what}")
+    verdict = "fits" if plan.fits else "does NOT fit"
+    lines.append(f"  peak {plan.peak:.1f} GiB of {plan.gpu_mem_gib:g} GiB: {verdict}")
+    return "\n".join(lines)

@@ -1,0 +1,61 @@
+"""scripts/device_check.py on the CPU (tiny shape), as the GPU image would run it: no
+Playwright installed, PYTHONPATH=src, one line per check and a JSON summary."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "device_check.py"
+
+
+def test_device_check_runs_on_cpu_without_playwright(tmp_path: Path) -> None:
+    blocker = tmp_path / "blocker" / "playwright"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('no playwright on this image')\n")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(blocker.parent), str(ROOT / "src")]),
+        "OMP_NUM_THREADS": "1",
+        "OMP_WAIT_POLICY": "PASSIVE",
+    }
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--device", "cpu", "--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    lines = [
+        ln for ln in out.stdout.splitlines() if ln.split(" ", 1)[0] in ("PASS", "FAIL", "SKIP")
+    ]
+    status = {ln.split()[1]: ln.split()[0] for ln in lines}
+    for check in ("models", "hf_logprobs", "mgrpo_shared", "dist", "fsdp", "throughput"):
+        assert status[check] == "PASS", out.stdout
+    assert status["peak_memory"] == "SKIP" and status["all:"] == "PASS"
+    summary = json.loads((tmp_path / "out" / "device-check.json").read_text())
+    assert summary["playwright_stand_in"] is True and summary["failed"] == []
+    hf = next(r for r in summary["results"] if r["check"] == "hf_logprobs")
+    assert hf["tiny"]["max_ratio_dev"] <= 1e-3 and hf["tiny"]["tokens"] > 0
+
+
+def test_a_failing_check_is_reported_and_the_others_still_run(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location("device_check", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    c = module.Check("cpu", tmp_path)
+
+    def broken(_c):
+        raise AssertionError("ratio off by 1e-2")
+
+    c.run("broken", broken)
+    c.run("fine", lambda _c: {"x": 1})
+    assert [r["status"] for r in c.results] == ["FAIL", "PASS"]
+    assert "ratio off" in c.results[0]["error"] and c.results[1]["x"] == 1
