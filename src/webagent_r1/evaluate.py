@@ -321,7 +321,14 @@ async def _setup(
         if not openai_url or not openai_model:
             raise ValueError("the openai engine needs a server URL and a model name")
         tokenizer = load_tokenizer(model_path or cfg.init_from or cfg.model.name)
-        eng = OpenAIEngine(openai_url, openai_model, tokenizer, use_token_ids=openai_token_ids)
+        # evaluation never trains on these tokens: a server that omits log-probs is fine here
+        eng = OpenAIEngine(
+            openai_url,
+            openai_model,
+            tokenizer,
+            use_token_ids=openai_token_ids,
+            for_training=False,
+        )
         closer = getattr(eng, "aclose", None) or getattr(eng, "close", None)
 
     def count_tokens(text: str) -> int:
