@@ -102,7 +102,8 @@ def headline(tasks: Sequence[Task], trajectories: Sequence[Trajectory]) -> dict[
     Raises:
         ValueError: ``tasks`` and ``trajectories`` differ in length.
     """
-    from webagent_r1.evaluate import failure_reason, wilson_interval
+    from webagent_r1.evaluate import failure_reason
+    from webagent_r1.stats import wilson_interval
 
     if len(tasks) != len(trajectories):
         raise ValueError(f"{len(tasks)} tasks but {len(trajectories)} trajectories")
