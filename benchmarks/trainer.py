@@ -80,11 +80,10 @@ the high-water mark cannot be reset. The ratio uses (1) when available. On CPU t
 allocation counters, so ``torch_peak_alloc_mb`` is reported only on CUDA
 (``torch.cuda.max_memory_allocated`` growth over the update).
 
-bf16 autocast pays only on CPUs with native bf16 matmuls (AVX512-BF16 or AMX): elsewhere torch
-falls back to generic kernels many times slower than fp32. Both sides follow the project's rule
-(``policy.hf.bf16_autocast_pays``): ``model.autocast_bf16`` is honoured only where the hardware
-has native bf16, else both run in fp32 (``setup.autocast_active`` says which ran);
-``model.autocast_bf16=false`` forces fp32 everywhere.
+Both sides run in the precision ``model.autocast_bf16`` resolves to
+(``policy.precision.autocast_enabled``: with ``auto``, the faster of fp32 and bf16 autocast as
+timed once on this machine); ``setup.autocast_active`` says which ran, and ``mfu`` each side's
+model FLOP/s over the machine's measured peak matmul FLOP/s in that precision.
 
 Prints JSON: per side, update seconds per repetition, tokens/s, peak memory; the ratios
 ours / TRL of tokens/s (>= 1: ours not slower) and of peak memory (<= 1: ours not larger), for
@@ -99,6 +98,7 @@ import argparse
 import contextlib
 import copy
 import ctypes
+import dataclasses
 import gc
 import importlib.util
 import json
@@ -114,7 +114,7 @@ from typing import Any
 import torch
 
 from webagent_r1.config import Config, load_config
-from webagent_r1.policy.hf import bf16_autocast_pays
+from webagent_r1.policy.precision import FlopsMeter, autocast_enabled
 from webagent_r1.rollout import Group
 from webagent_r1.train.batching import collate, completion_logprobs, micro_batches
 from webagent_r1.train.rl import RLBatch, build_rl_batch, mgrpo_update
@@ -282,7 +282,8 @@ def _store_logprobs(model: Any, groups: list[Group], cfg: Config, pad_id: int) -
     samples = batch.samples
     for idx in micro_batches([len(s.input_ids) for s in samples], cfg.train.token_budget):
         mb = collate(samples, idx, pad_id)
-        lp = completion_logprobs(model, mb, 1.0, cfg.model.autocast_bf16).float().cpu()
+        bf16 = autocast_enabled(cfg.model, next(model.parameters()).device)
+        lp = completion_logprobs(model, mb, 1.0, bf16).float().cpu()
         for i in idx:
             turns[i].completion_logprobs = lp[mb.sample == i].tolist()
 
@@ -320,7 +321,7 @@ def _trl(
         loss_type="grpo",
         temperature=1.0,
         # The same precision as ours: autocast only where the hardware has native bf16.
-        bf16=cfg.model.autocast_bf16 and bf16_autocast_pays(next(model.parameters()).device),
+        bf16=autocast_enabled(cfg.model, next(model.parameters()).device),
         use_cpu=not torch.cuda.is_available(),
         optim="adamw_torch",
         learning_rate=cfg.rl.lr,
@@ -504,12 +505,24 @@ def run(
         vals = [r[key] for r in rows if r[key] is not None]
         return max(vals) if vals else None  # type: ignore[type-var]
 
+    meter = FlopsMeter(model, autocast_enabled(cfg.model, next(model.parameters()).device))
+    side_cfg = {"ours": cfg, "trl": cfg}
+    if unshared:
+        side_cfg["ours_unshared"] = cfg_un
+    if recompute:
+        side_cfg["ours_recompute"] = cfg_re
     for name in sides:
         med = statistics.median(times[name])
+        side_rl = side_cfg[name].rl
+        if name == "trl":  # one iteration, π_old the detached current policy: no extra forward
+            side_rl = dataclasses.replace(side_rl, mu=1, old_logprobs="sampler")
+        flops = meter.update(batch, side_rl)
         out[name] = {
             "update_s": [round(t, 3) for t in times[name]],
             "median_update_s": round(med, 3),
             "tokens_per_s": round(n_tokens / med, 1),
+            "flops_per_s": round(flops / med, 1),
+            "mfu": round(flops / med / meter.peak.flops, 4) if meter.peak.flops else None,
             "cpu_s": [round(t, 3) for t in cpu[name]],
             "tokens_per_cpu_s": round(n_tokens / statistics.median(cpu[name]), 1),
             "peak_rss_mb": peak(mems[name], "peak_rss_mb"),
@@ -557,9 +570,8 @@ def run(
         "setup_s": round(setup_s, 1),
         "cpu_native_bf16": _cpu_native_bf16(),
     }
-    out["setup"]["autocast_active"] = cfg.model.autocast_bf16 and bf16_autocast_pays(
-        next(model.parameters()).device
-    )
+    out["setup"]["peak_flops"] = round(meter.peak.flops, 1)
+    out["setup"]["autocast_active"] = autocast_enabled(cfg.model, next(model.parameters()).device)
     return out
 
 

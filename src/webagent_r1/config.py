@@ -129,13 +129,21 @@ class ModelConfig:
     """Registry name, a local Hugging Face folder, or a hub id (when the hub is reachable)."""
     dtype: str = "float32"
     """Master weight dtype: 'float32' (CPU default), 'bfloat16' or 'float16' (GPU)."""
-    autocast_bf16: bool = True
-    """bf16 autocast over fp32 weights where the hardware has native bf16 (AVX512-BF16/AMX or
-    a GPU); ignored on CPUs without it, where emulated bf16 is slower than fp32."""
+    autocast_bf16: bool | str = "auto"
+    """bf16 autocast over the master weights: 'auto', true or false. true and false are
+    obeyed as written (true on a CPU without native bf16 runs emulated bf16, several times
+    slower). 'auto': on a GPU, bf16 where it is supported; on a CPU, a forward and backward
+    of the model's own layer shapes is timed once per machine in fp32 and under bf16 autocast
+    (cached in ``$WEBAGENT_R1_HOME/precision.json``) and the faster is used; the choice and
+    both timings are printed once."""
     device: str = "auto"
     """'auto' (cuda if available, else cpu), 'cpu' or 'cuda'."""
 
     def __post_init__(self) -> None:
+        _check(
+            self.autocast_bf16 in (True, False, "auto"),
+            f"model.autocast_bf16 must be auto, true or false, got {self.autocast_bf16!r}",
+        )
         _check(
             self.dtype in ("float32", "bfloat16", "float16"),
             f"model.dtype must be float32, bfloat16 or float16, got {self.dtype!r}",

@@ -288,6 +288,7 @@ async def _setup(
         raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
     closer: Callable[[], Any] | None = None
     if engine == "hf":
+        from webagent_r1.policy.precision import autocast_enabled
         from webagent_r1.train.batching import unwrap_model
         from webagent_r1.train.setup import load_policy
 
@@ -296,7 +297,7 @@ async def _setup(
         eng: Any = HFEngine(
             unwrap_model(model),
             tokenizer,
-            cfg.model.autocast_bf16,
+            autocast_enabled(cfg.model, next(model.parameters()).device),
             max_batch_size=cfg.rollout.max_batch_size,
             batch_wait_ms=cfg.rollout.batch_wait_ms,
             batch_wait_fraction=cfg.rollout.batch_wait_fraction,

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import functools
 import inspect
 import queue
 import threading
@@ -159,37 +158,10 @@ def load_model(cfg: ModelConfig) -> Any:
     return model
 
 
-@functools.cache
-def cpu_has_native_bf16() -> bool:
-    """Whether this CPU computes bf16 natively (AVX512-BF16 or AMX).
-
-    Without it, bf16 autocast is emulated: measured about 5x *slower* than fp32 on an AVX2-only
-    EPYC, where with AVX512-BF16 it is about 2x faster (docs/benchmarks.md).
-    """
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = set(f.read().split())
-    except OSError:
-        return False
-    return bool(flags & {"avx512_bf16", "amx_bf16"})
-
-
-def bf16_autocast_pays(device: torch.device) -> bool:
-    """Whether bf16 autocast speeds up ``device`` (native bf16 on this CPU, or a CUDA GPU)."""
-    if device.type == "cuda":
-        return torch.cuda.is_bf16_supported()
-    if device.type == "cpu":
-        return cpu_has_native_bf16()
-    return False
-
-
 def autocast_ctx(device: torch.device, enabled: bool) -> contextlib.AbstractContextManager:
-    """bf16 autocast when ``enabled`` and the hardware has native bf16, else a no-op.
-
-    ``model.autocast_bf16`` is a request: on a CPU without AVX512-BF16/AMX the forward stays in
-    fp32, which is faster there than emulated bf16.
-    """
-    if not enabled or not bf16_autocast_pays(device):
+    """bf16 autocast on ``device`` when ``enabled`` (resolve ``model.autocast_bf16`` first
+    with ``policy.precision.autocast_enabled``), else a no-op."""
+    if not enabled:
         return contextlib.nullcontext()
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
 
@@ -246,7 +218,7 @@ class HFEngine:
         self,
         model: Any,
         tokenizer: Any,
-        autocast_bf16: bool = True,
+        autocast_bf16: bool = False,
         max_batch_size: int = 16,
         batch_wait_ms: float = 5.0,
         batch_wait_fraction: float = 0.0,
@@ -293,8 +265,13 @@ class HFEngine:
 
     @classmethod
     def from_config(cls, cfg: ModelConfig, **kw: Any) -> HFEngine:
-        """Load the model and tokenizer of ``cfg``; ``kw`` goes to the constructor."""
-        return cls(load_model(cfg), load_tokenizer(cfg.name), cfg.autocast_bf16, **kw)
+        """Load the model and tokenizer of ``cfg``; ``kw`` goes to the constructor.
+        ``model.autocast_bf16`` is resolved on the model's device (``autocast_enabled``)."""
+        from webagent_r1.policy.precision import autocast_enabled
+
+        model = load_model(cfg)
+        bf16 = autocast_enabled(cfg, next(model.parameters()).device)
+        return cls(model, load_tokenizer(cfg.name), bf16, **kw)
 
     # ---------------------------------------------------------------- public API
 

@@ -336,7 +336,7 @@ def completion_logits(
     attention_mask: torch.Tensor,
     rows: torch.Tensor,
     cols: torch.Tensor,
-    autocast_bf16: bool = True,
+    autocast_bf16: bool = False,
     position_ids: torch.Tensor | None = None,
     prefix_ids: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -349,7 +349,7 @@ def completion_logits(
             mask (shared-prompt rows, with ``position_ids``).
         rows: (N,) row of each completion token.
         cols: (N,) column of the position that predicts it.
-        autocast_bf16: run under bf16 autocast where the hardware has native bf16.
+        autocast_bf16: run under bf16 autocast (``model.autocast_bf16`` resolved).
         position_ids: (B, T) positions (None: 0, 1, 2, … along each row).
         prefix_ids: (1, P0) ids every row continues (run once, its KV cache repeated for
             every row); None: the rows are whole.
@@ -418,7 +418,7 @@ class CompletionLM(torch.nn.Module):
         attention_mask: torch.Tensor,
         rows: torch.Tensor,
         cols: torch.Tensor,
-        autocast_bf16: bool = True,
+        autocast_bf16: bool = False,
         position_ids: torch.Tensor | None = None,
         prefix_ids: torch.Tensor | None = None,
     ) -> torch.Tensor:
@@ -457,7 +457,7 @@ def completion_logprobs(
     model: Any,
     mb: MicroBatch,
     temperature: float = 1.0,
-    autocast_bf16: bool = True,
+    autocast_bf16: bool = False,
 ) -> torch.Tensor:
     """log π(completion token | everything before it) for every completion token of ``mb``.
 
@@ -467,8 +467,8 @@ def completion_logprobs(
         mb: the micro-batch.
         temperature: divide the logits by it, as the sampler did (so ratios compare like
             with like); 0 or 1 leaves them as they are.
-        autocast_bf16: run the forward under bf16 autocast where the hardware has native
-            bf16 (master weights stay fp32; see ``policy.hf.autocast_ctx``).
+        autocast_bf16: run the forward under bf16 autocast (master weights stay fp32; the
+            resolved ``model.autocast_bf16``, ``policy.precision.autocast_enabled``).
 
     Returns:
         (N,) fp32 log-probs, differentiable when grad is enabled.

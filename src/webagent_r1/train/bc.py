@@ -28,6 +28,7 @@ import torch
 
 from webagent_r1.algos.sft import bc_loss
 from webagent_r1.config import Config, to_dict
+from webagent_r1.policy.precision import FlopsMeter, autocast_enabled
 from webagent_r1.train.batching import (
     collate,
     completion_logprobs,
@@ -224,6 +225,8 @@ def train_bc(
     torch.manual_seed(cfg.seed)
     random.seed(cfg.seed)
     model, tokenizer = load_policy(cfg, str(ckpt / "model") if ckpt else None)
+    bf16 = autocast_enabled(cfg.model)
+    flops = FlopsMeter(model, bf16)  # before sharding: whole-model sizes
     sharded = tcfg.sharding == "fsdp"
     if sharded:
         model = shard_model(model)
@@ -241,9 +244,7 @@ def train_bc(
     memory = MemoryWatch(enabled=dist.main)
     # sharded, a forward is a collective: every process measures the held-out loss
     if (dist.main or sharded) and start == 0:
-        held0 = heldout_loss(
-            model, held_s, pad_id, tcfg.token_budget, cfg.model.autocast_bf16, tcfg.share_prefix
-        )
+        held0 = heldout_loss(model, held_s, pad_id, tcfg.token_budget, bf16, tcfg.share_prefix)
         if dist.main:
             logger.log(
                 0,
@@ -270,7 +271,7 @@ def train_bc(
                 mine,
                 pad_id,
                 tcfg.token_budget,
-                cfg.model.autocast_bf16,
+                bf16,
                 int(total_tok),
                 dist=dist,
                 share_prefix=tcfg.share_prefix,
@@ -288,6 +289,8 @@ def train_bc(
                 "train/lr": opt.param_groups[0]["lr"],
                 "train/tokens_per_s": n_tokens * dist.world / max(time.time() - s0, 1e-9),
                 "train/step_s": time.time() - s0,
+                # this process's achieved model FLOP/s and its fraction of the peak
+                **flops.metrics("train", flops.samples(mine, train=True), time.time() - s0),
                 **memory.metrics(),
             }
             done = step + 1
@@ -297,7 +300,7 @@ def train_bc(
                     held_s,
                     pad_id,
                     tcfg.token_budget,
-                    cfg.model.autocast_bf16,
+                    bf16,
                     tcfg.share_prefix,
                 )
                 if last_held is not None:

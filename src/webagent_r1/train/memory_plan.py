@@ -255,7 +255,8 @@ def plan_memory(
     tokens = t.token_budget
     ctx = rollout_context(cfg)
     residual = master  # the residual stream stays in the master dtype under autocast
-    per_layer = activation_bytes_per_token_layer(s, 2 if mcfg.autocast_bf16 else master, residual)
+    bf16 = mcfg.autocast_bf16 is not False  # 'auto' on a GPU with bf16: autocast
+    per_layer = activation_bytes_per_token_layer(s, 2 if bf16 else master, residual)
     if t.gradient_checkpointing:
         layers_act = tokens * (s.layers * residual * s.hidden + per_layer)
     else:

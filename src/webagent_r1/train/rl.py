@@ -49,6 +49,7 @@ import torch
 from webagent_r1.algos.mgrpo import NORMALIZERS, group_advantages, mgrpo_loss
 from webagent_r1.config import Config, RLConfig, to_dict
 from webagent_r1.policy.base import SamplingParams
+from webagent_r1.policy.precision import FlopsMeter, autocast_enabled
 from webagent_r1.rollout import Group, RolloutStats, collect
 from webagent_r1.train.batching import (
     collate_rows,
@@ -316,7 +317,7 @@ def mgrpo_update(
         dist = dist or Dist()
         rl, tcfg = cfg.rl, cfg.train
         temp = cfg.rollout.temperature if cfg.rollout.temperature > 0 else 1.0
-        bf16 = cfg.model.autocast_bf16
+        bf16 = autocast_enabled(cfg.model, next(model.parameters()).device)
         budget = tcfg.token_budget
         share, prefix = tcfg.share_prompts, tcfg.share_prefix
         params = trainable_parameters(model)
@@ -457,7 +458,7 @@ def generation_engine(cfg: Config, model: Any, tokenizer: Any, source: str | Non
     return HFEngine(
         sampler,
         tokenizer,
-        cfg.model.autocast_bf16,
+        autocast_enabled(cfg.model, next(sampler.parameters()).device),
         max_batch_size=cfg.rollout.max_batch_size,
         batch_wait_ms=cfg.rollout.batch_wait_ms,
         batch_wait_fraction=cfg.rollout.batch_wait_fraction,
@@ -515,6 +516,7 @@ async def train_rl(
     random.seed(cfg.seed)
     policy_from = str(ckpt / "model") if ckpt else start_from
     model, tokenizer = load_policy(cfg, policy_from)
+    flops = FlopsMeter(model, autocast_enabled(cfg.model))  # before sharding: whole-model sizes
     if tcfg.sharding == "fsdp":
         model = shard_model(model)
     params = trainable_parameters(model)
@@ -689,6 +691,7 @@ async def train_rl(
             done = step + 1
             # a sleeping engine (vLLM) frees its GPU memory for the update and takes it back
             metrics = await update_then_push(engine, sync, opt, update, done)
+            update_s = time.time() - u0
             counts = dist.all_reduce_sum(
                 [
                     stats.episodes - stats.dropped,
@@ -714,7 +717,7 @@ async def train_rl(
                     "train/groups_skipped_small": small,
                     "train/turns_dropped_stale": stale,
                     "train/lr": opt.param_groups[0]["lr"],
-                    "train/update_s": time.time() - u0,
+                    "train/update_s": update_s,
                     "train/step_s": time.time() - s0,
                     # groups with mixed rewards among all collected; collected but not trained on
                     "curriculum/mixed_frac": collected.mixed / max(collected.total, 1),
@@ -722,6 +725,9 @@ async def train_rl(
                     "curriculum/extra_groups": collected.extra,
                     **curriculum.metrics(),
                     **memory.metrics(),
+                    # this process's achieved model FLOP/s and its fraction of the peak
+                    **flops.metrics("rollout", flops.rollout(trajs), gen_s),
+                    **flops.metrics("train", flops.update(batch, rl), update_s),
                 }
             )
             logger.log(done, metrics)

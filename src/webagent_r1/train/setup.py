@@ -21,6 +21,7 @@ import torch
 
 from webagent_r1.config import Config, ModelConfig, TrainConfig
 from webagent_r1.policy.hf import load_tokenizer, pick_device
+from webagent_r1.policy.precision import autocast_enabled
 
 __all__ = [
     "BACKEND_DEVICE",
@@ -216,7 +217,8 @@ def frozen_copy_dtype(mcfg: ModelConfig) -> str:
     """Dtype of a frozen copy of the policy (the KL reference, the sampler of a sharded
     trainer): bfloat16 on a GPU that runs the policy under bf16 autocast (the forwards run in
     bf16 anyway; half the memory of fp32), else the policy's own ``model.dtype``."""
-    if mcfg.autocast_bf16 and pick_device(mcfg.device).type == "cuda":
+    device = pick_device(mcfg.device)
+    if device.type == "cuda" and autocast_enabled(mcfg, device):
         return "bfloat16"
     return mcfg.dtype
 

@@ -1,0 +1,184 @@
+"""Precision chosen by measurement (model.autocast_bf16) and model FLOPs / MFU."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from webagent_r1.config import ConfigError, load_config
+from webagent_r1.policy import precision
+from webagent_r1.policy.hf import autocast_ctx
+from webagent_r1.policy.precision import (
+    FlopsMeter,
+    ModelSize,
+    Peak,
+    choose_autocast,
+    model_size,
+    peak_flops,
+    sequences_flops,
+    time_layers,
+)
+
+CPU = torch.device("cpu")
+SHAPES = ((4, 8), (8, 4))
+
+
+def stub(fp32: float, bf16: float, calls: list[bool] | None = None):
+    def timer(shapes, autocast: bool) -> float:
+        if calls is not None:
+            calls.append(autocast)
+        return bf16 if autocast else fp32
+
+    return timer
+
+
+def refuse(*_args) -> float:
+    raise AssertionError("a set value must not be timed")
+
+
+@pytest.mark.parametrize(("setting", "want"), [(True, True), (False, False)])
+def test_true_and_false_are_obeyed_without_timing(setting: bool, want: bool) -> None:
+    c = choose_autocast(setting, CPU, SHAPES, timer=refuse)
+    assert (c.autocast, c.source) == (want, "setting")
+
+
+@pytest.mark.parametrize(("fp32", "bf16", "want"), [(0.10, 0.17, False), (0.20, 0.11, True)])
+def test_auto_picks_the_faster_of_the_two_timings(fp32: float, bf16: float, want: bool) -> None:
+    c = choose_autocast("auto", CPU, SHAPES, timer=stub(fp32, bf16))
+    assert c.autocast is want
+    assert (c.fp32_s, c.bf16_s, c.source) == (fp32, bf16, "measured")
+    assert ("bf16 autocast" if want else "fp32") in c.describe()
+
+
+def test_auto_is_cached_per_machine_and_shapes(tmp_path: Path) -> None:
+    cache = tmp_path / "precision.json"
+    calls: list[bool] = []
+    first = choose_autocast("auto", CPU, SHAPES, timer=stub(0.3, 0.1, calls), cache=cache)
+    assert first.source == "measured" and calls == [False, True]
+    again = choose_autocast("auto", CPU, SHAPES, timer=refuse, cache=cache)
+    assert (again.autocast, again.source, again.fp32_s, again.bf16_s) == (True, "cache", 0.3, 0.1)
+    # other shapes are another entry: timed again
+    other = choose_autocast("auto", CPU, ((2, 2),), timer=stub(0.1, 0.3, calls), cache=cache)
+    assert other.source == "measured" and other.autocast is False
+    assert len(json.loads(cache.read_text())) == 2
+
+
+def test_a_broken_cache_is_measured_again_and_rewritten(tmp_path: Path) -> None:
+    cache = tmp_path / "precision.json"
+    cache.write_text("{not json")
+    c = choose_autocast("auto", CPU, SHAPES, timer=stub(0.1, 0.2), cache=cache)
+    assert c.source == "measured"
+    assert len(json.loads(cache.read_text())) == 1
+
+
+def test_auto_on_a_gpu_follows_its_bf16_support(monkeypatch: pytest.MonkeyPatch) -> None:
+    for supported in (True, False):
+        monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda s=supported: s)
+        c = choose_autocast("auto", torch.device("cuda"), SHAPES, timer=refuse)
+        assert (c.autocast, c.source) == (supported, "cuda")
+
+
+def test_the_config_takes_auto_true_false_and_refuses_others() -> None:
+    assert load_config(None, []).model.autocast_bf16 == "auto"
+    assert load_config(None, ["model.autocast_bf16=true"]).model.autocast_bf16 is True
+    assert load_config(None, ["model.autocast_bf16=false"]).model.autocast_bf16 is False
+    with pytest.raises(ConfigError, match="auto, true or false"):
+        load_config(None, ["model.autocast_bf16=sometimes"])
+
+
+def test_autocast_ctx_obeys_enabled_on_the_cpu() -> None:
+    with autocast_ctx(CPU, True):
+        assert torch.is_autocast_enabled("cpu")
+        assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.bfloat16
+    with autocast_ctx(CPU, False):
+        assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.float32
+
+
+def test_time_layers_really_times() -> None:
+    assert time_layers(((8, 16), (16, 8)), autocast=False, tokens=4, reps=1) > 0
+
+
+def test_resolve_autocast_prints_once_and_reuses(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    monkeypatch.setenv("WEBAGENT_R1_HOME", str(tmp_path))
+    monkeypatch.setattr(precision, "_resolved", {})
+    calls: list[bool] = []
+    monkeypatch.setattr(precision, "time_layers", stub(0.2, 0.1, calls))
+    # choose_autocast's default timer was bound at definition: route through the stub
+    real = precision.choose_autocast
+    monkeypatch.setattr(
+        precision,
+        "choose_autocast",
+        lambda s, d, sh, cache=None: real(s, d, sh, timer=precision.time_layers, cache=cache),
+    )
+    mcfg = load_config(None, ["model.device=cpu"]).model
+    assert precision.autocast_enabled(mcfg) is True
+    assert precision.autocast_enabled(mcfg) is True
+    assert calls == [False, True]  # once per process
+    assert capsys.readouterr().err.count("precision: bf16 autocast") == 1
+    assert (tmp_path / "precision.json").exists()
+
+
+# ------------------------------------------------------------------ FLOPs and MFU
+
+
+def test_sequences_flops_by_hand() -> None:
+    size = ModelSize(params=100, layers=2, hidden=4, through=100, trainable=100, layers_through=2)
+    # two sequences of 3 and 1 tokens: 4 tokens, keys 6 + 1 = 7
+    fwd = 2 * 100 * 4 + 4 * 2 * 4 * 7  # 800 + 224
+    assert sequences_flops([3, 1], size, train=False) == fwd
+    # full fine-tuning: 6 · P · T and attention three times its forward
+    assert sequences_flops([3, 1], size, train=True) == 6 * 100 * 4 + 3 * 224
+    frozen = ModelSize(params=100, layers=2, hidden=4, through=60, trainable=50, layers_through=1)
+    assert sequences_flops([3, 1], frozen, train=True) == fwd + 2 * (60 + 50) * 4 + 8 * 1 * 4 * 7
+
+
+def test_model_size_counts_what_a_backward_runs_through(tmp_path: Path) -> None:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from webagent_r1.train.setup import freeze_lower_layers
+
+    cfg = LlamaConfig(
+        vocab_size=50,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=3,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        tie_word_embeddings=False,
+    )
+    model = LlamaForCausalLM(cfg)
+    n = sum(p.numel() for p in model.parameters())
+    full = model_size(model)
+    assert (full.params, full.through, full.trainable, full.layers, full.hidden) == (n, n, n, 3, 16)
+    freeze_lower_layers(model, 1)
+    layer = sum(p.numel() for p in model.model.layers[0].parameters())
+    emb = model.get_input_embeddings().weight.numel()
+    top = model_size(model)
+    assert top.through == n - 2 * layer
+    assert top.trainable == n - 2 * layer - emb  # the top layer, the final norm, the head
+    assert top.layers_through == 1
+
+
+def test_peak_flops_is_measured_once_and_cached(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(precision, "_peaks", {})
+    cache = tmp_path / "precision.json"
+    p = peak_flops(False, CPU, timer=lambda autocast: 5e9, cache=cache)
+    assert (p.flops, p.precision, p.source) == (5e9, "fp32", "measured")
+    monkeypatch.setattr(precision, "_peaks", {})
+    p = peak_flops(False, CPU, timer=lambda autocast: 1 / 0, cache=cache)
+    assert (p.flops, p.source) == (5e9, "cache")
+    assert peak_flops(True, torch.device("cuda"), timer=lambda a: 1 / 0).flops == 0.0
+
+
+def test_flops_meter_metrics(monkeypatch: pytest.MonkeyPatch) -> None:
+    meter = FlopsMeter.__new__(FlopsMeter)
+    meter.size = ModelSize(10, 1, 2, 10, 10, 1)
+    meter.peak = Peak(1000.0, "fp32", "measured")
+    assert meter.metrics("train", 500.0, 2.0) == {"train/flops_per_s": 250.0, "train/mfu": 0.25}
+    meter.peak = Peak(0.0, "bf16", "none")
+    assert meter.metrics("rollout", 500.0, 2.0) == {"rollout/flops_per_s": 250.0}
