@@ -457,7 +457,19 @@ class RLConfig:
     advantage_scale: str = "std"
     """Advantages divided by the group std ('std', GRPO) or only centred ('none', Dr.GRPO)."""
     drop_equal_groups: bool = True
-    """Skip groups whose rewards are all equal (zero advantage, zero gradient); counted."""
+    """Skip groups whose rewards are all equal (zero advantage, zero gradient); counted. With
+    ``advantage: gigpo`` such groups are skipped too; keeping them (false) lets a group of all
+    successes still train on its step-level advantages (the shorter path from a shared page)."""
+    advantage: str = "episode"
+    """Credit assignment: 'episode' (M-GRPO: every turn gets its episode's group advantage) or
+    'gigpo' (adds ``step_weight`` times a step-level advantage: turns of a group's episodes
+    that acted from the same page in the same state are compared by their discounted returns;
+    ``algos/gigpo.py``)."""
+    step_weight: float = 1.0
+    """'gigpo': ω, the weight of the step-level advantage added to the episode one (>= 0)."""
+    step_gamma: float = 0.95
+    """'gigpo': γ in (0, 1], the discount of a turn's return γ^(turns left after it) · reward,
+    so reaching success in fewer turns from a shared page earns more."""
     old_logprobs: str = "recompute"
     """π_old: 'recompute' with the trainer's forward before updating, or 'sampler' (as stored)."""
     max_staleness: int = 0
@@ -514,6 +526,19 @@ class RLConfig:
         _check(
             self.advantage_scale in ("std", "none"),
             f"rl.advantage_scale must be 'std' or 'none', got {self.advantage_scale!r}",
+        )
+        _check(
+            self.advantage in ("episode", "gigpo"),
+            f"rl.advantage must be 'episode' or 'gigpo', got {self.advantage!r}",
+        )
+        _check(
+            math.isfinite(self.step_weight) and self.step_weight >= 0,
+            f"rl.step_weight must be a finite number >= 0 (0: episode-level only), "
+            f"got {self.step_weight}",
+        )
+        _check(
+            math.isfinite(self.step_gamma) and 0 < self.step_gamma <= 1,
+            f"rl.step_gamma must be in (0, 1] (1: no discount), got {self.step_gamma}",
         )
         _check(
             self.old_logprobs in ("recompute", "sampler"),

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import hashlib
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
@@ -50,6 +51,7 @@ __all__ = [
     "observation_summary",
     "run_episode",
     "sampling_params",
+    "state_key",
     "turn_seed",
 ]
 
@@ -77,6 +79,29 @@ def observation_summary(
     if screenshot:
         out["screenshot"] = screenshot
     return out
+
+
+STATE_KEY_CHARS = 16
+"""Hex characters of a ``Turn.state_key`` (64 bits of SHA-1)."""
+
+
+def state_key(obs: Observation) -> str:
+    """The anchor-state key of a turn: a short hash of the observation its prompt showed.
+
+    The hash covers the URL and ``format_observation(obs)`` (tabs, the previous action's
+    error and the page text as the model saw them); equal keys mean the same page in the same
+    state (the embedded sites render a task instance deterministically), which GiGPO's step
+    groups rely on (``algos/gigpo.py``).
+
+    Args:
+        obs: the observation before the action (the one the turn's prompt was built from).
+
+    Returns:
+        The first ``STATE_KEY_CHARS`` hex characters of the SHA-1 of the rendered text.
+    """
+    text = f"{obs.url}\n{format_observation(obs)}"
+    data = text.encode("utf-8", errors="surrogatepass")  # a page may hold a lone surrogate
+    return hashlib.sha1(data, usedforsecurity=False).hexdigest()[:STATE_KEY_CHARS]
 
 
 # --------------------------------------------------------------------------------------
@@ -299,6 +324,7 @@ class _Episode:
                     "env_s": e1 - e0,
                 },
                 weight_version=comp.weight_version,
+                state_key=state_key(inp.observation),
             )
         )
         if not comp.trainable:

@@ -116,6 +116,7 @@ def _check_raw(d: Any) -> None:
             "a non-negative integer or null",
             default=None,
         )
+        tf.optional_text("state_key")
         unknown = sorted(set(t) - _TURN_FIELDS, key=str)
         if unknown:
             raise TrajectoryFileError(
@@ -173,6 +174,10 @@ def validate_trajectory(traj: Trajectory) -> None:
         if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
             raise TrajectoryFileError(
                 f"turn {k}: weight_version must be a non-negative integer or null, got {show(v)}"
+            )
+        if turn.state_key is not None and not isinstance(turn.state_key, str):
+            raise TrajectoryFileError(
+                f"turn {k}: state_key must be a string or null, got {show(turn.state_key)}"
             )
 
 
@@ -266,7 +271,8 @@ class Sample:
     prompt_len: int
     """Number of prompt positions."""
     advantage: float = 0.0
-    """The trajectory's advantage (placeholder: set by the trainer, shared by all turns)."""
+    """The turn's advantage (placeholder: set by the trainer; the trajectory's for every turn,
+    or per turn with ``rl.advantage: gigpo``)."""
     task_id: int | str = ""
     group_id: int | str = ""
     turn_index: int = 0

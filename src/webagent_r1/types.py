@@ -200,6 +200,12 @@ class Turn:
     ``weight_version`` is the version of the policy weights the completion was sampled from
     (the trainer's optimizer-step count; None when the engine does not track versions, and
     in files written before the field existed).
+
+    ``observation`` summarises the page AFTER the action; ``state_key`` identifies the page
+    BEFORE it, the one the prompt showed: a hash of that observation as the prompt rendered
+    it (URL, tabs, the previous action's error, page text), so turns of a group's episodes
+    that acted on the same page in the same state share it (GiGPO's anchor states,
+    ``algos/gigpo.py``). None in files written before the field existed.
     """
 
     prompt_ids: list[int]
@@ -211,6 +217,7 @@ class Turn:
     error: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
     weight_version: int | None = None
+    state_key: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -8,10 +8,12 @@ and turns j = 1..|τ_i|, turn j has completion tokens a_ij. Then
     ρ_ijt = π_θ(a_ijt | s_ij, a_ij,<t) / π_old(a_ijt | s_ij, a_ij,<t)
     L = −(1/G) Σ_i (1/|τ_i|) Σ_j (1/|a_ij|) Σ_t [min(ρ A_i, clip(ρ, 1−ε, 1+ε) A_i) − β KL_ijt]
 
-Every turn of a trajectory shares its advantage. The sum over tokens is a weighted sum with
-one weight per completion token; the paper's normalisation ("mgrpo": per action tokens, per
-turn, per trajectory) and the alternatives (plain token mean, Dr.GRPO's constant) differ
-only in those weights, so they are selected by name from ``NORMALIZERS``.
+Every turn of a trajectory shares its advantage (``rl.advantage: gigpo`` adds a step-level
+term per turn, ``algos/gigpo.py``; the loss takes any per-token advantage). The sum over
+tokens is a weighted sum with one weight per completion token; the paper's normalisation
+("mgrpo": per action tokens, per turn, per trajectory) and the alternatives (plain token
+mean, Dr.GRPO's constant) differ only in those weights, so they are selected by name from
+``NORMALIZERS``.
 
 All tensors here are flat over the completion tokens of a packed batch: shape (N,).
 """
@@ -126,7 +128,7 @@ def mgrpo_loss(
     Args:
         logp: (N,) log π_θ of each sampled completion token (requires grad).
         old_logp: (N,) log π_old of the same tokens (sampling policy; no grad).
-        advantages: (N,) advantage of each token's trajectory.
+        advantages: (N,) advantage of each token's turn (its trajectory's, or GiGPO's).
         weights: (N,) normalisation weights from ``NORMALIZERS``.
         clip_eps: ε of the ratio clip.
         beta: KL coefficient; 0 turns KL off (no reference model needed).

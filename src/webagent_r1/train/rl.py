@@ -10,10 +10,11 @@ One training step (WebAgent-R1, Sec. 3.2; docs/design.md, "M-GRPO"):
    sampling from the current policy (``train.generation_engine``: the HF engine shares the
    trainer's model object; a vLLM engine holds its own copy);
 3. build one sample per turn from the stored ids (never re-tokenised); group-normalised
-   advantages; groups whose rewards are all equal carry no gradient and are skipped (counted);
-   env-error episodes are never trained on as failures; a turn sampled from weights more than
-   ``rl.max_staleness`` updates older than the trainer's is dropped (counted) or stops the run
-   (``rl.stale_turns``);
+   advantages (``rl.advantage``: the episode's for every turn, or GiGPO's episode plus
+   step-level advantage, ``algos/gigpo.py``); groups whose rewards are all equal carry no
+   gradient and are skipped (counted); env-error episodes are never trained on as failures;
+   a turn sampled from weights more than ``rl.max_staleness`` updates older than the
+   trainer's is dropped (counted) or stops the run (``rl.stale_turns``);
 4. compute π_old once (``rl.old_logprobs``: recomputed by the trainer's own forward, or the
    sampler's stored log-probs) and the reference log-probs when β > 0; the whole update runs
    without dropout, so a recomputed π_old gives a ratio of exactly 1 at the first iteration;
@@ -46,6 +47,7 @@ from typing import Any
 
 import torch
 
+from webagent_r1.algos.gigpo import ADVANTAGES, gigpo_advantages
 from webagent_r1.algos.mgrpo import NORMALIZERS, group_advantages, mgrpo_loss
 from webagent_r1.config import Config, RLConfig, to_dict
 from webagent_r1.policy.base import SamplingParams
@@ -118,6 +120,9 @@ class RLBatch:
     """Groups with fewer than 2 usable trajectories (env errors, untrainable text)."""
     stale_versions: list[int] = field(default_factory=list)
     """``weight_version`` of every turn left out as stale (``rl.max_staleness``)."""
+    step_group_turns: int = 0
+    """'gigpo': samples whose turn shares its state with another turn of its group (a step
+    group of more than one turn, so a step-level advantage that can be non-zero)."""
 
     @property
     def turns_stale(self) -> int:
@@ -144,6 +149,9 @@ def build_rl_batch(
     version: int | None = None,
     max_staleness: int = 0,
     stale_turns: str = "drop",
+    advantage: str = "episode",
+    step_weight: float = 1.0,
+    step_gamma: float = 0.95,
 ) -> RLBatch:
     """Advantages per group and one sample per turn (``Sample.advantage`` set).
 
@@ -160,12 +168,19 @@ def build_rl_batch(
         stale_turns: 'drop' leaves a stale turn out (counted in ``turns_stale``; the episode's
             reward still counts in its group's advantages, and its other turns share its
             1/G weight); 'error' raises.
+        advantage: 'episode' gives every turn its trajectory's group advantage; 'gigpo' adds
+            ``step_weight`` times the step-level advantage of ``algos/gigpo.py`` (turns keyed
+            by ``Turn.state_key``; a stale turn still counts in its step group's returns).
+        step_weight: 'gigpo': ω, the weight of the step-level advantage.
+        step_gamma: 'gigpo': γ, the discount of the step-level returns.
 
     Raises:
         StaleTurnsError: a stale turn with ``stale_turns='error'``.
     """
     if stale_turns not in ("drop", "error"):
         raise ValueError(f"stale_turns must be 'drop' or 'error', got {stale_turns!r}")
+    if advantage not in ADVANTAGES:
+        raise ValueError(f"advantage must be one of {ADVANTAGES}, got {advantage!r}")
     batch = RLBatch()
     for g in groups:
         usable = [t for t in g.usable if t.info.get("trainable", True) and t.turns]
@@ -176,16 +191,30 @@ def build_rl_batch(
         if drop_equal_groups and bool((rewards == rewards[0]).all()):
             batch.groups_equal += 1
             continue
-        adv = group_advantages(rewards, advantage_scale)  # (G,)
+        if advantage == "gigpo":
+            credit = gigpo_advantages(
+                [t.reward for t in usable],
+                [[u.state_key for u in t.turns] for t in usable],
+                advantage_scale,
+                step_weight,
+                step_gamma,
+            )
+            per_turn, grouped = credit.advantages, credit.grouped
+        else:
+            adv = group_advantages(rewards, advantage_scale)  # (G,)
+            per_turn = [[float(adv[i])] * len(t.turns) for i, t in enumerate(usable)]
+            grouped = [[False] * len(t.turns) for t in usable]
         batch.groups_used += 1
         for i, traj in enumerate(usable):
-            for turn, s in zip(traj.turns, turn_samples(traj, float(adv[i])), strict=True):
+            for t, (turn, s) in enumerate(zip(traj.turns, turn_samples(traj), strict=True)):
                 v = turn.weight_version
                 if version is not None and v is not None and is_stale(v, version, max_staleness):
                     batch.stale_versions.append(v)
                     continue
+                s.advantage = per_turn[i][t]
                 batch.samples.append(s)
                 batch.traj.append(batch.n_traj + i)
+                batch.step_group_turns += grouped[i][t]
         batch.n_traj += len(usable)
     if batch.stale_versions and stale_turns == "error":
         raise StaleTurnsError(_stale_message(batch, batch.turns_stale, version, max_staleness))
@@ -677,6 +706,9 @@ async def train_rl(
                 rl.drop_equal_groups,
                 version=sync.version,
                 max_staleness=rl.max_staleness,
+                advantage=rl.advantage,
+                step_weight=rl.step_weight,
+                step_gamma=rl.step_gamma,
             )  # stale turns dropped here; refused below on every process alike
             refuse_stale_turns(batch, rl, sync.version, dist)
             release_free_memory()  # the rollout's KV caches, before the update's activations
@@ -702,9 +734,11 @@ async def train_rl(
                     batch.groups_small,
                     stats.env_errors,
                     batch.turns_stale,
+                    batch.step_group_turns,
+                    len(batch.samples),
                 ]
             )
-            valid, succ, turns, used, equal, small, errs, stale = counts
+            valid, succ, turns, used, equal, small, errs, stale, grouped, trained = counts
             metrics.update(
                 {
                     "rollout/success": succ / valid if valid else 0.0,
@@ -730,6 +764,9 @@ async def train_rl(
                     **flops.metrics("train", flops.update(batch, rl), update_s),
                 }
             )
+            if rl.advantage == "gigpo":  # turns whose state recurs in their group
+                metrics["train/step_group_turns"] = grouped
+                metrics["train/step_group_frac"] = grouped / trained if trained else 0.0
             logger.log(done, metrics)
             if progress and dist.main:
                 print(
