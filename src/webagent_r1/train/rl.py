@@ -53,6 +53,7 @@ from webagent_r1.config import Config, RLConfig, to_dict
 from webagent_r1.policy.base import SamplingParams
 from webagent_r1.policy.precision import FlopsMeter, autocast_enabled
 from webagent_r1.rollout import Group, RolloutStats, collect
+from webagent_r1.stats import pass_at_k
 from webagent_r1.train.batching import (
     collate_rows,
     completion_logprobs,
@@ -640,7 +641,7 @@ async def train_rl(
         if dist.world > 1:  # combine the shares: success counts per site
             m = _merge_eval(report, dist)
         if rl.eval_samples > 1:
-            m[f"eval/pass_at_{rl.eval_samples}"] = _merge_pass_at_k(report, dist)
+            m.update(_merge_pass_at_k(report, dist, rl.eval_samples))
         logger.log(step, m)
         history.append({"step": step, **m})
         if dist.main:
@@ -816,14 +817,19 @@ async def train_rl(
     return RLResult(final, steps_done, history, time.time() - t0)
 
 
-def _merge_pass_at_k(report: Any, dist: Dist) -> float:
-    """pass@k over every rank's tasks (each rank holds whole tasks, all k episodes)."""
-    per_task: dict[str, bool] = {}
+def _merge_pass_at_k(report: Any, dist: Dist, k: int) -> dict[str, float]:
+    """Unbiased pass@k (``stats.pass_at_k``) over every rank's tasks (each rank holds whole
+    tasks, all k episodes), and how many tasks had no scored episode (all env errors: left
+    out of the mean, counted here)."""
+    per_task: dict[str, list[int]] = {}
     for task, tr in zip(report.tasks, report.trajectories, strict=True):
+        outs = per_task.setdefault(str(task.task_id), [])
         if tr.status != "env_error":
-            per_task[task.task_id] = per_task.get(task.task_id, False) or tr.reward == 1.0
-    solved, tasks = dist.all_reduce_sum([sum(per_task.values()), len(per_task)])
-    return solved / tasks if tasks else 0.0
+            outs.append(int(tr.reward == 1.0))
+    mean, _, unscored = pass_at_k(per_task, k)
+    scored = len(per_task) - len(unscored)
+    total, n, n_unscored = dist.all_reduce_sum([mean * scored, scored, len(unscored)])
+    return {f"eval/pass_at_{k}": total / n if n else 0.0, "eval/unscored_tasks": n_unscored}
 
 
 def _merge_eval(report: Any, dist: Dist) -> dict[str, float]:
