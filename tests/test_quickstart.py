@@ -51,11 +51,12 @@ def test_quickstart_runs_every_stage(tmp_path: Path, capsys) -> None:
     summary = json.loads((run / "summary.json").read_text())
     assert set(summary["stages"]) == {"demos", "base", "bc", "rl"}
     assert summary["stages"]["rl"]["steps"] == 1
+    assert summary["stages"]["rl"]["groups_collected"] == 1  # one step of one task
     paired = summary["stages"]["rl"]["paired"]  # the 2 eval tasks before and after M-GRPO
     assert (paired["from_step"], paired["to_step"], paired["tasks"]) == (0, 1, 2)
     assert (run / "report.md").is_file() and (run / "viewer.html").is_file()
     assert (run / "plots" / "sites.png").is_file()
     printed = capsys.readouterr().out
     labels = ("Base model", "+ BC", "+ M-GRPO", "task by task", "report.md", "viewer.html")
-    for label in (*labels, "configs/r1.yaml"):
+    for label in (*labels, "groups were trained on", "configs/r1.yaml"):
         assert label in printed, label

@@ -179,7 +179,10 @@ def tasks_check(
     split: SplitOpt = None,
     site: SiteOpt = None,
     template: TemplateOpt = None,
-    sample: Annotated[int | None, typer.Option(help="Check a random sample of N tasks.")] = None,
+    subset: Annotated[
+        int | None,
+        typer.Option("--subset", "--sample", help="Check a random subset of N tasks."),
+    ] = None,
     concurrency: Annotated[int, typer.Option(help="Parallel episodes.")] = 4,
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
     observation_format: Annotated[str, typer.Option(help="compact or html.")] = "compact",
@@ -193,8 +196,8 @@ def tasks_check(
     from webagent_r1.tasks.check import check_tasks
 
     tasks = _suite(split, site, template)
-    if sample is not None and sample < len(tasks):
-        tasks = random.Random(seed).sample(tasks, sample)
+    if subset is not None and subset < len(tasks):
+        tasks = random.Random(seed).sample(tasks, subset)
     if not tasks:
         raise typer.BadParameter("no tasks match the filters")
     ok = 0
@@ -299,7 +302,9 @@ def demos(
             "element, next step), not a model's chain of thought.",
         ),
     ] = False,
-    sample: Annotated[int | None, typer.Option(help="A random sample of N tasks.")] = None,
+    subset: Annotated[
+        int | None, typer.Option("--subset", "--sample", help="A random subset of N tasks.")
+    ] = None,
     concurrency: Annotated[int, typer.Option(help="Parallel episodes.")] = 4,
     template: TemplateOpt = None,
 ) -> None:
@@ -314,7 +319,7 @@ def demos(
     from webagent_r1.trajectories import write_trajectories
 
     cfg = load_config(config, overrides or [])
-    tasks = pick_demo_tasks(split, sample, cfg.seed, template, cfg=cfg)
+    tasks = pick_demo_tasks(split, subset, cfg.seed, template, cfg=cfg)
     if not tasks:
         raise typer.BadParameter("no tasks match the filters")
     if concurrency < 1:
@@ -417,7 +422,14 @@ def eval_cmd(
         ),
     ] = "test",
     site: Annotated[str | None, typer.Option(help="Only tasks of this site.")] = None,
-    sample: Annotated[int | None, typer.Option(help="A fixed subset of N tasks.")] = None,
+    subset: Annotated[
+        int | None,
+        typer.Option(
+            "--subset",
+            "--sample",
+            help="A fixed subset of N tasks, stratified over templates (--sample: old name).",
+        ),
+    ] = None,
     samples: Annotated[int, typer.Option(help="Episodes per task (pass@k; k > 1 samples).")] = 1,
     max_turns: Annotated[
         str | None,
@@ -491,7 +503,7 @@ def eval_cmd(
         raise typer.BadParameter(str(e)) from None
     if not tasks:
         raise typer.BadParameter("no tasks match the filters")
-    tasks = eval_subset(tasks, sample or 0, cfg.seed)
+    tasks = eval_subset(tasks, subset or 0, cfg.seed)
     if out and not out_dir:
         out_dir = str(Path(out).with_suffix("")) + "-eval"
     if screenshots:

@@ -60,7 +60,7 @@ def run_quickstart(config: str | None = None, overrides: list[str] | None = None
     from webagent_r1.policy.models import prepare_model
     from webagent_r1.report import build_report_files
     from webagent_r1.report.viewer import build_viewer
-    from webagent_r1.train.recipe import paired_line, run_recipe
+    from webagent_r1.train.recipe import groups_line, paired_line, run_recipe
 
     cfg = quickstart_config(config, overrides)
     t0 = time.time()
@@ -84,8 +84,9 @@ def run_quickstart(config: str | None = None, overrides: list[str] | None = None
     viewer = build_viewer(run_dir)
     console.rule("[bold]results")
     console.print(_table(run_dir))
-    if line := paired_line(summary):
-        console.print(line, markup=False)
+    for line in (groups_line(summary), paired_line(summary)):
+        if line:
+            console.print(line, markup=False)
     stages = summary.get("stages", {})
     timing = ", ".join(
         f"{name} {stages[name]['wall_s']:.0f} s"

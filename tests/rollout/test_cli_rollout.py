@@ -31,7 +31,7 @@ def test_demos_writes_reward_1_trajectories(tmp_path) -> None:
             "demos",
             "--template",
             "shopping.product_price",
-            "--sample",
+            "--subset",
             "2",
             "--concurrency",
             "2",

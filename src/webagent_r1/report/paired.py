@@ -248,7 +248,7 @@ def compare_paired(a: EvalOutcomes, b: EvalOutcomes, seed: int = 0) -> PairedCom
     if not tasks:
         raise ReportError(
             f"{a.label} and {b.label} share no task: compare evaluations of the same tasks "
-            "(same config, split and --sample)"
+            "(same config, split and --subset)"
         )
     diffs = [_rate(b.outcomes[t]) - _rate(a.outcomes[t]) for t in tasks]
     better, worse = sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)

@@ -146,6 +146,7 @@ def run_recipe(cfg: Config, resume: bool = False, progress: bool = True) -> dict
             "final": hist[-1] if hist else None,
             "history": hist,
             "paired": _paired_rl(cfg, hist),
+            **_rl_groups(cfg),
         }
     summary["wall_s"] = summary.get("wall_s", 0.0) + time.time() - t_all
     summary["success"] = _successes(summary)
@@ -181,6 +182,35 @@ def _paired_rl(cfg: Config, hist: list[dict[str, float]]) -> dict[str, Any] | No
         "sign_p": c.sign_p,
         "flip_p": c.flip_p,
     }
+
+
+def _rl_groups(cfg: Config) -> dict[str, int]:
+    """Groups the M-GRPO steps trained on (mixed rewards) and collected, from its metrics."""
+    from webagent_r1.train.logging import read_metrics
+
+    rows = [
+        r
+        for r in read_metrics(Path(cfg.run_dir) / "rl" / "metrics.jsonl")
+        if "train/groups_used" in r
+    ]
+    used = sum(int(r["train/groups_used"]) for r in rows)
+    skipped = sum(
+        int(r.get("train/groups_skipped_equal", 0)) + int(r.get("train/groups_skipped_small", 0))
+        for r in rows
+    )
+    return {"groups_trained": used, "groups_collected": used + skipped}
+
+
+def groups_line(summary: dict[str, Any]) -> str | None:
+    """One line on how many M-GRPO groups were trained on (mixed rewards) of those collected."""
+    rl = summary.get("stages", {}).get("rl") or {}
+    if "groups_trained" not in rl:
+        return None
+    return (
+        f"M-GRPO: {rl.get('steps', 0)} step(s); {rl['groups_trained']} of "
+        f"{rl['groups_collected']} groups were trained on (a group whose episodes all succeed "
+        "or all fail carries no advantage and is skipped)"
+    )
 
 
 def paired_line(summary: dict[str, Any]) -> str | None:
