@@ -18,6 +18,9 @@ URL map (all GET unless noted; ``P`` = ``/{namespace}/{project}``):
     P/-/merge_requests (?state=), P/-/merge_requests/{iid}, POST .../notes
     P/-/project_members (GET; POST adds a member), P/-/starrers, P/-/labels
     /users/sign_in -> /login, /login (GET/POST), /logout
+
+A form with a name, title, path, username or label over ``base.FIELD_MAX`` characters, or a
+description or comment over ``base.TEXT_MAX``, is refused with an error and nothing is stored.
 """
 
 from __future__ import annotations
@@ -31,7 +34,15 @@ from markupsafe import Markup
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
-from webagent_r1.sites.base import Ctx, like_escape, now_str, page, paginate, parse_int
+from webagent_r1.sites.base import (
+    Ctx,
+    like_escape,
+    now_str,
+    page,
+    paginate,
+    parse_int,
+    too_long,
+)
 from webagent_r1.sites.gitlab.content import ROLES
 from webagent_r1.sites.gitlab.queries import (
     PROJECT_COLUMNS,
@@ -372,8 +383,19 @@ async def new_project(ctx: Ctx) -> Response:
         if not path:
             path = re.sub(r"[^a-z0-9_.]+", "-", name.lower()).strip("-.")
         space = next((s for s in spaces if s["path"] == form.get("namespace")), None)
+        long_error = too_long(
+            {
+                "project_name": name,
+                "project_slug": form.get("path", ""),
+                "namespace": form.get("namespace", ""),
+                "project_description": form.get("description", ""),
+            },
+            long=["project_description"],
+        )
         if not name:
             error = "Project name can't be blank."
+        elif long_error:
+            error = long_error
         elif not _PATH_RE.match(path):
             error = "Project slug can contain only letters, digits, '_', '-' and '.'."
         elif form.get("visibility") not in ("private", "public"):
@@ -403,8 +425,8 @@ async def new_project(ctx: Ctx) -> Response:
                     (
                         space["id"],
                         path,
-                        name[:255],
-                        form.get("description", "")[:2000],
+                        name,
+                        form.get("description", ""),
                         form["visibility"],
                         ctx.user["id"],
                         now,
@@ -754,8 +776,19 @@ async def issue_new(ctx: Ctx) -> Response:
     error = None
     if ctx.request.method == "POST":
         form.update(await ctx.form())
+        long_error = too_long(
+            {
+                "title": form["title"],
+                "description": form["description"],
+                "assignee": form["assignee_username"],
+                "label": form["label"],
+            },
+            long=["description"],
+        )
         if not form["title"]:
             error = "Title can't be blank."
+        elif long_error:
+            error = long_error
         else:
             iid = ctx.db.execute(
                 "SELECT COALESCE(MAX(iid), 0) + 1 FROM issues WHERE project_id = ?",
@@ -773,8 +806,8 @@ async def issue_new(ctx: Ctx) -> Response:
                 (
                     project["id"],
                     iid,
-                    form["title"][:255],
-                    form["description"][:5000],
+                    form["title"],
+                    form["description"],
                     ctx.user["id"],
                     assignee["id"] if assignee else None,
                     now,
@@ -815,12 +848,14 @@ async def _add_note(ctx: Ctx, project: sqlite3.Row, kind: str, target: int, url:
     if ctx.user is None:
         return ctx.redirect(f"/login?next={url}", "Please sign in to comment.", "notice")
     body = (await ctx.form()).get("body", "")
+    if error := too_long({"comment": body}, long=["comment"]):
+        return ctx.redirect(url + "#notes", error, "error")
     if not body:
         return ctx.redirect(url + "#notes", "The comment can't be blank.", "error")
     ctx.db.execute(
         "INSERT INTO notes (project_id, noteable_type, noteable_id, author_id, body, system, "
         "created_at) VALUES (?, ?, ?, ?, ?, 0, ?)",
-        (project["id"], kind, target, ctx.user["id"], body[:5000], now_str()),
+        (project["id"], kind, target, ctx.user["id"], body, now_str()),
     )
     table = "issues" if kind == "issue" else "merge_requests"
     ctx.db.execute(f"UPDATE {table} SET updated_at = ? WHERE id = ?", (now_str(), target))
@@ -857,6 +892,8 @@ async def issue_assign(ctx: Ctx) -> Response:
         return got
     project, issue, url = got
     username = (await ctx.form()).get("assignee_username", "")
+    if error := too_long({"assignee": username}):
+        return ctx.redirect(url, error, "error")
     person = user_by_name(ctx.db, username) if username else None
     if username and person is None:
         return ctx.redirect(url, f"There is no user {username}.", "error")
@@ -878,6 +915,8 @@ async def issue_label_add(ctx: Ctx) -> Response:
         return got
     project, issue, url = got
     name = (await ctx.form()).get("label", "")
+    if error := too_long({"label": name}):
+        return ctx.redirect(url, error, "error")
     label = ctx.db.execute(
         "SELECT * FROM labels WHERE project_id = ? AND name = ?", (project["id"], name)
     ).fetchone()
@@ -1014,6 +1053,8 @@ async def project_members(ctx: Ctx) -> Response:
         if level < MAINTAINER:
             return ctx.redirect(url, "Only maintainers and owners can invite members.", "error")
         form = await ctx.form()
+        if error := too_long({"username": form.get("username", "")}):
+            return ctx.redirect(url, error, "error")
         person = user_by_name(ctx.db, form.get("username", ""))
         role = parse_int(form.get("access_level"), 0)
         if person is None:

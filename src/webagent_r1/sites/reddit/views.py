@@ -15,6 +15,9 @@ URL map (all GET unless noted):
     /user/{name}, /user/{name}/comments a user's profile: posts, comments
     /search?q=                          posts whose title or body holds every word
     /login (GET/POST), /logout
+
+A form whose title or forum is over ``base.FIELD_MAX`` characters, or whose text is over
+``base.TEXT_MAX``, is refused with an error and nothing is stored.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
-from webagent_r1.sites.base import Ctx, now_str, page, paginate, parse_int
+from webagent_r1.sites.base import Ctx, now_str, page, paginate, parse_int, too_long
 from webagent_r1.sites.reddit.db import hot_rank
 from webagent_r1.sites.seed_utils import slugify
 
@@ -39,7 +42,9 @@ SORT_SQL = {
     "new": "s.created_at DESC, s.id DESC",
     "top": "s.score DESC, s.created_at DESC, s.id DESC",
 }
-MAX_TITLE, MAX_BODY = 300, 10000
+MAX_RETURN_TO = 2_000
+"""The longest ``return_to`` path a vote or subscription goes back to; a longer one is
+ignored and the default page is used."""
 
 POST_COLUMNS = (
     "s.*, f.name AS forum, u.username AS author, "
@@ -103,7 +108,10 @@ def _is_subscribed(ctx: Ctx, forum_id: int) -> bool:
 
 
 def _return_to(value: str, default: str) -> str:
-    return value if value.startswith("/") and not value.startswith("//") else default
+    """``value`` when it is a local path of at most :data:`MAX_RETURN_TO` characters, else
+    ``default``."""
+    local = value.startswith("/") and not value.startswith("//")
+    return value if local and len(value) <= MAX_RETURN_TO else default
 
 
 def _stem(word: str) -> str:
@@ -377,13 +385,15 @@ async def add_comment(ctx: Ctx) -> Response:
         ).fetchone()
     ):
         return ctx.redirect(url, "The comment you replied to does not exist.", "error")
+    back = f"/f/{post['forum']}/{post['id']}/-/comment/{parent_id}" if parent_id else url
+    if error := too_long({"comment": body}, long=["comment"]):
+        return ctx.redirect(back, error, "error")
     if not body:
-        back = f"/f/{post['forum']}/{post['id']}/-/comment/{parent_id}" if parent_id else url
         return ctx.redirect(back, "The comment must not be empty.", "error")
     cur = ctx.db.execute(
         "INSERT INTO comments (submission_id, parent_id, user_id, body, created_at, score) "
         "VALUES (?, ?, ?, ?, ?, 0)",
-        (post["id"], parent_id, ctx.user["id"], body[:MAX_BODY], now_str()),
+        (post["id"], parent_id, ctx.user["id"], body, now_str()),
     )
     ctx.db.commit()
     return ctx.redirect(f"{url}#comment-{cur.lastrowid}", "Your comment was posted.")
@@ -404,11 +414,14 @@ async def edit_post(ctx: Ctx) -> Response:
     if ctx.request.method == "POST":
         form = await ctx.form()
         values = {k: form.get(k, "") for k in values}
-        if not values["title"]:
-            return ctx.render("edit.html", post=post, values=values, error="The title is required.")
+        error = too_long(values, long=["body"])
+        if error is None and not values["title"]:
+            error = "The title is required."
+        if error:
+            return ctx.render("edit.html", post=post, values=values, error=error)
         ctx.db.execute(
             "UPDATE submissions SET title = ?, body = ?, edited_at = ? WHERE id = ?",
-            (values["title"][:MAX_TITLE], values["body"][:MAX_BODY], now_str(), post["id"]),
+            (values["title"], values["body"], now_str(), post["id"]),
         )
         ctx.db.commit()
         new = get_post(ctx.db, post["id"])
@@ -475,10 +488,10 @@ async def submit(ctx: Ctx) -> Response:
         form = await ctx.form()
         values = {k: form.get(k, "") for k in values}
         forum = next((f for f in all_forums if f["name"].lower() == values["forum"].lower()), None)
-        error = None
-        if forum is None:
+        error = too_long(values, long=["body"])
+        if error is None and forum is None:
             error = "Please choose a forum."
-        elif not values["title"]:
+        elif error is None and not values["title"]:
             error = "The title is required."
         if error:
             return ctx.render("submit.html", forums=all_forums, values=values, error=error)
@@ -490,8 +503,8 @@ async def submit(ctx: Ctx) -> Response:
             (
                 forum["id"],
                 ctx.user["id"],
-                values["title"][:MAX_TITLE],
-                values["body"][:MAX_BODY],
+                values["title"],
+                values["body"],
                 now,
                 hot_rank(0, now),
             ),
