@@ -138,29 +138,21 @@ def test_sequences_flops_by_hand() -> None:
 
 
 def test_model_size_counts_what_a_backward_runs_through(tmp_path: Path) -> None:
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from tests.train.tiny import make_tiny_model
+    from transformers import AutoModelForCausalLM
 
     from webagent_r1.train.setup import freeze_lower_layers
 
-    cfg = LlamaConfig(
-        vocab_size=50,
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=3,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        tie_word_embeddings=False,
-    )
-    model = LlamaForCausalLM(cfg)
+    model = AutoModelForCausalLM.from_pretrained(make_tiny_model(tmp_path / "m"))  # 2 layers
     n = sum(p.numel() for p in model.parameters())
     full = model_size(model)
-    assert (full.params, full.through, full.trainable, full.layers, full.hidden) == (n, n, n, 3, 16)
+    assert (full.params, full.through, full.trainable, full.layers, full.hidden) == (n, n, n, 2, 32)
     freeze_lower_layers(model, 1)
     layer = sum(p.numel() for p in model.model.layers[0].parameters())
     emb = model.get_input_embeddings().weight.numel()
     top = model_size(model)
-    assert top.through == n - 2 * layer
-    assert top.trainable == n - 2 * layer - emb  # the top layer, the final norm, the head
+    assert top.through == n - layer
+    assert top.trainable == n - layer - emb  # the top layer, the final norm, the (untied) head
     assert top.layers_through == 1
 
 
