@@ -128,13 +128,27 @@ def test_resolve_autocast_prints_once_and_reuses(
 
 def test_sequences_flops_by_hand() -> None:
     size = ModelSize(params=100, layers=2, hidden=4, through=100, trainable=100, layers_through=2)
-    # two sequences of 3 and 1 tokens: 4 tokens, keys 6 + 1 = 7
+    # two sequences of 3 and 1 tokens: 4 tokens, keys 6 + 1 = 7, every position scored
     fwd = 2 * 100 * 4 + 4 * 2 * 4 * 7  # 800 + 224
     assert sequences_flops([3, 1], size, train=False) == fwd
     # full fine-tuning: 6 · P · T and attention three times its forward
     assert sequences_flops([3, 1], size, train=True) == 6 * 100 * 4 + 3 * 224
     frozen = ModelSize(params=100, layers=2, hidden=4, through=60, trainable=50, layers_through=1)
     assert sequences_flops([3, 1], frozen, train=True) == fwd + 2 * (60 + 50) * 4 + 8 * 1 * 4 * 7
+
+
+def test_the_head_runs_at_scored_positions_only() -> None:
+    # 100 parameters of which a 40-parameter head, frozen; 2 of the 4 tokens are scored
+    size = ModelSize(100, 2, 4, through=100, trainable=60, layers_through=2, head=40)
+    attn = 4 * 2 * 4 * 7
+    fwd = 2 * 60 * 4 + 2 * 40 * 2 + attn
+    assert sequences_flops([3, 1], size, train=False, scored=[2, 0]) == fwd
+    # backward: the body's activations and weights (60 + 60 per token), the head's
+    # activation gradient at the scored positions only (no weight gradient), attention x2
+    bwd = 2 * (60 + 60) * 4 + 2 * 40 * 2 + 2 * attn
+    assert sequences_flops([3, 1], size, train=True, scored=[2, 0]) == fwd + bwd
+    trained_head = ModelSize(100, 2, 4, 100, 100, 2, head=40, head_trainable=True)
+    assert sequences_flops([3, 1], trained_head, train=True, scored=[2, 0]) == fwd + bwd + 160
 
 
 def test_model_size_counts_what_a_backward_runs_through(tmp_path: Path) -> None:
@@ -154,6 +168,7 @@ def test_model_size_counts_what_a_backward_runs_through(tmp_path: Path) -> None:
     assert top.through == n - layer
     assert top.trainable == n - layer - emb  # the top layer, the final norm, the (untied) head
     assert top.layers_through == 1
+    assert (top.head, top.head_trainable) == (model.get_output_embeddings().weight.numel(), True)
 
 
 def test_peak_flops_is_measured_once_and_cached(tmp_path: Path, monkeypatch) -> None:

@@ -281,14 +281,6 @@ def peak_flops(
         return peak
 
 
-def forward_flops(n_params: int, tokens: int, n_layers: int, hidden: int, attn_keys: int) -> float:
-    """FLOPs of a forward over ``tokens`` tokens: 2 · parameters · tokens for the weights
-    (embeddings counted once, as the tied or untied LM head's matmul), plus attention: two
-    matmuls of 2 · hidden FLOPs per key per layer, ``attn_keys`` keys summed over the tokens.
-    """
-    return 2.0 * n_params * tokens + 4.0 * n_layers * hidden * attn_keys
-
-
 @dataclass(frozen=True)
 class ModelSize:
     """What the FLOP count of a model needs."""
@@ -306,6 +298,11 @@ class ModelSize:
     """Parameters with a gradient."""
     layers_through: int
     """Decoder layers a backward pass runs through."""
+    head: int = 0
+    """Parameters of the LM head (the input embeddings when tied): its matmul runs only at the
+    positions whose next token is scored, not at every token."""
+    head_trainable: bool = False
+    """Whether the LM head's weight has a gradient."""
 
 
 def model_size(model: Any) -> ModelSize:
@@ -325,25 +322,41 @@ def model_size(model: Any) -> ModelSize:
         through = n - sum(p.numel() for la in layers[:k] for p in la.parameters())
         layers_through = len(layers) - k
     hidden = int(getattr(cfg, "hidden_size", 0) or 0)
-    return ModelSize(n, n_layers, hidden, through, trainable, layers_through)
+    get_head = getattr(model, "get_output_embeddings", None)
+    head = get_head() if callable(get_head) else None
+    weight = getattr(head, "weight", None)
+    head_n = int(weight.numel()) if weight is not None else 0
+    head_grad = bool(weight is not None and weight.requires_grad)
+    return ModelSize(n, n_layers, hidden, through, trainable, layers_through, head_n, head_grad)
 
 
-def sequences_flops(lengths: list[int], size: ModelSize, train: bool = True) -> float:
+def sequences_flops(
+    lengths: list[int], size: ModelSize, train: bool = True, scored: list[int] | None = None
+) -> float:
     """Model FLOPs of running sequences of ``lengths`` tokens through a model of ``size``
     with causal attention (a sequence's token i attends to i + 1 keys).
 
-    A forward costs ``forward_flops``. A training pass adds the backward: gradients of the
-    activations through every parameter a gradient flows through (2 · ``through`` per token)
-    and of the trainable weights (2 · ``trainable`` per token), attention twice its forward
-    in the layers it runs through. For full fine-tuning that is the usual 6 · parameters ·
-    tokens. These are the FLOPs of the nominal rows: prompts shared within a micro-batch are
-    computed once, so the hardware runs fewer and an MFU from these reads higher.
+    A forward costs 2 FLOPs per parameter per token for the body, 2 per LM-head parameter per
+    scored position (``scored``: how many positions of each sequence are scored, default
+    all), and two attention matmuls of 2 · hidden FLOPs per key per layer. A training pass
+    adds the backward: gradients of the activations through every parameter a gradient flows
+    through and of the trainable weights (2 FLOPs per parameter per token each, the head's at
+    scored positions), attention twice its forward in the layers it runs through; for full
+    fine-tuning with every position scored that is the usual 6 · parameters · tokens. These
+    are the FLOPs of the nominal rows: prompts shared within a micro-batch are computed once,
+    so the hardware runs fewer and an MFU from these reads higher.
     """
     tokens = sum(lengths)
+    head_tokens = tokens if scored is None else sum(scored)
     keys = sum(n * (n + 1) // 2 for n in lengths)
-    f = forward_flops(size.params, tokens, size.layers, size.hidden, keys)
+    body = size.params - size.head
+    f = 2.0 * body * tokens + 2.0 * size.head * head_tokens
+    f += 4.0 * size.layers * size.hidden * keys
     if train:
-        f += 2.0 * (size.through + size.trainable) * tokens
+        body_through = size.through - size.head
+        body_trainable = size.trainable - (size.head if size.head_trainable else 0)
+        f += 2.0 * (body_through + body_trainable) * tokens
+        f += 2.0 * size.head * (1 + size.head_trainable) * head_tokens
         f += 8.0 * size.layers_through * size.hidden * keys
     return f
 
@@ -361,8 +374,11 @@ class FlopsMeter:
         self.peak = peak_flops(autocast, next(model.parameters()).device)
 
     def samples(self, samples: list[Any], train: bool = True) -> float:
-        """FLOPs of one pass over ``samples`` (anything with ``input_ids``)."""
-        return sequences_flops([len(s.input_ids) for s in samples], self.size, train)
+        """FLOPs of one pass over ``samples`` (``input_ids`` and ``prompt_len``: the LM head
+        runs at the completion's positions only)."""
+        lengths = [len(s.input_ids) for s in samples]
+        scored = [len(s.input_ids) - s.prompt_len for s in samples]
+        return sequences_flops(lengths, self.size, train, scored)
 
     def update(self, batch: Any, rl: Any) -> float:
         """FLOPs of an M-GRPO update of ``batch``: ``rl.mu`` training passes, plus a forward
@@ -372,11 +388,12 @@ class FlopsMeter:
 
     def rollout(self, trajectories: list[Any]) -> float:
         """FLOPs of sampling ``trajectories``: each turn's prompt and completion once (the KV
-        cache makes decoding one forward over the sequence)."""
-        lengths = [
-            len(t.prompt_ids) + len(t.completion_ids) for tr in trajectories for t in tr.turns
-        ]
-        return sequences_flops(lengths, self.size, train=False)
+        cache makes decoding one forward over the sequence), the LM head at each sampled
+        token."""
+        turns = [t for tr in trajectories for t in tr.turns]
+        lengths = [len(t.prompt_ids) + len(t.completion_ids) for t in turns]
+        scored = [len(t.completion_ids) for t in turns]
+        return sequences_flops(lengths, self.size, train=False, scored=scored)
 
     def metrics(self, prefix: str, flops: float, seconds: float) -> dict[str, float]:
         """``<prefix>/flops_per_s`` and, where a peak was measured, ``<prefix>/mfu``."""
