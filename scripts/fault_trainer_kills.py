@@ -115,10 +115,16 @@ def main() -> int:
 
     t0 = time.time()
     proc = _start(straight, _overrides(model, data, straight, a.steps), False, a.pace_s)
+    startup_s = None  # until the first step's loss is logged: imports, loading
+    while proc.poll() is None and time.time() < deadline:
+        if startup_s is None and _losses(straight):
+            startup_s = time.time() - t0
+        time.sleep(0.05)
     proc.wait(timeout=max(1.0, deadline - time.time()))
     if proc.returncode != 0:
         raise SystemExit(f"the uninterrupted run failed (rc {proc.returncode}); see {straight}.log")
     run_s = time.time() - t0
+    startup_s = startup_s if startup_s is not None else 0.5 * run_s
 
     rng = random.Random(a.seed)
     kills: list[dict[str, float]] = []
@@ -129,8 +135,9 @@ def main() -> int:
         if len(kills) >= a.kills:  # the last resume runs to the end
             proc.wait(timeout=max(1.0, deadline - time.time()))
             break
-        # a random moment within the first 60 % of a whole run: start-up, a step or a save
-        at = rng.uniform(0.5, 0.6 * run_s)
+        # a random moment after start-up, within 1/(kills + 1) of the training time: a step
+        # or a checkpoint save; the kills together never cover the whole run, so each lands
+        at = startup_s + rng.uniform(0.0, (run_s - startup_s) / (a.kills + 1))
         try:
             proc.wait(timeout=at)
         except subprocess.TimeoutExpired:
@@ -161,6 +168,7 @@ def main() -> int:
         "loss_max_abs_diff": diff,
         "steps_redone": sum(len(vs) - 1 for vs in got.values()),
         "uninterrupted_run_s": round(run_s, 1),
+        "startup_s": round(startup_s, 1),
         "wall_s": round(time.time() - t0, 1),
     }
     ok = len(kills) == a.kills and proc.returncode == 0 and same and not missing and diff == 0.0
