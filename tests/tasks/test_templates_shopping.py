@@ -72,16 +72,12 @@ async def test_pristine_state_fails_every_change_check(pristine: sqlite3.Connect
 @pytest.mark.browser
 async def test_expert_succeeds_and_a_wrong_exit_fails(embedded_sites: EmbeddedSites) -> None:
     """One test instance per template: the expert gets reward 1, exiting at once gets 0."""
-    from webagent_r1.browser import Browser, BrowserNotFoundError, find_chromium
+    from webagent_r1.browser import Browser
     from webagent_r1.config import BrowserConfig, EnvConfig, ObservationConfig
     from webagent_r1.env import WebEnv
     from webagent_r1.tasks.check import check_tasks
     from webagent_r1.tasks.evaluators import evaluate
 
-    try:
-        find_chromium()
-    except BrowserNotFoundError as e:
-        pytest.skip(str(e))
     tasks = _first_test_task_per_template()
     assert len(tasks) == len(TEMPLATES)
     browser = await Browser.launch(BrowserConfig())
