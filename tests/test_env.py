@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import os
 import signal
+import time
 
 import pytest
 
@@ -108,4 +111,41 @@ async def test_browser_crash_is_env_error_then_recovers(site: str) -> None:
         assert obs.title == "Test Shop" and browser.launches == 2
         r = await env.step('<answer>exit(message="$12.00")</answer>')
         assert r.reward == 1.0
+        await env.close()
+
+
+async def _never(*_args, **_kwargs) -> None:
+    """A browser call that never returns (as after Chromium was killed mid-call)."""
+    await asyncio.Event().wait()
+
+
+async def test_a_hung_context_open_is_an_env_error_and_relaunches(site: str) -> None:
+    cfg = dataclasses.replace(browser_config(), hang_timeout_s=1.0)
+    async with await Browser.launch(cfg) as browser:
+        env = WebEnv(browser, EnvConfig(max_turns=5), backend=StaticSites({"fixture": site}))
+        browser._browser.new_context = _never  # this Chromium stops answering
+        t0 = time.monotonic()
+        with pytest.raises(EnvError, match="hang_timeout_s"):
+            await env.reset(_task())
+        assert time.monotonic() - t0 < 10 and not browser.is_alive
+        # the next reset relaunches Chromium (the hung one is closed or killed) and works
+        obs = await env.reset(_task(_answer_is_12))
+        assert obs.title == "Test Shop" and browser.launches == 2
+        r = await env.step('<answer>exit(message="$12.00")</answer>')
+        assert r.reward == 1.0
+        await env.close()
+
+
+async def test_a_hung_action_ends_the_episode_as_env_error(site: str) -> None:
+    cfg = dataclasses.replace(browser_config(), hang_timeout_s=1.0)
+    async with await Browser.launch(cfg) as browser:
+        env = WebEnv(browser, EnvConfig(max_turns=5), backend=StaticSites({"fixture": site}))
+        await env.reset(_task())
+        env.session.execute = _never
+        t0 = time.monotonic()
+        r = await env.step('<answer>do(action="Click", element="1")</answer>')
+        assert time.monotonic() - t0 < 20
+        assert r.done and r.info["status"] == "env_error" and "hang_timeout_s" in r.info["error"]
+        obs = await env.reset(_task())
+        assert obs.title == "Test Shop" and browser.launches == 2
         await env.close()

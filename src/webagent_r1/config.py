@@ -56,6 +56,12 @@ class BrowserConfig:
     """Timeout of one browser action (click, type, navigation) in milliseconds."""
     navigation_timeout_ms: int = 15000
     """Timeout of a page load in milliseconds."""
+    hang_timeout_s: float = 60.0
+    """Seconds one browser exchange may take (opening an episode's context and first page, or
+    an action with the observation after it) before Chromium is treated as hung: the
+    episode ends as an env error (retried, never trained on) and Chromium is relaunched.
+    Chromium killed mid-call can leave a call that never returns; this bounds it. Keep it
+    above the action and navigation timeouts."""
     extra_args: list[str] = field(default_factory=list)
     """Extra Chromium command-line flags, added to the safe defaults."""
 
@@ -66,6 +72,7 @@ class BrowserConfig:
         )
         _check(self.action_timeout_ms > 0, "browser.action_timeout_ms must be positive")
         _check(self.navigation_timeout_ms > 0, "browser.navigation_timeout_ms must be positive")
+        _check(self.hang_timeout_s > 0, "browser.hang_timeout_s must be positive")
 
 
 @dataclass

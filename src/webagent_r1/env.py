@@ -14,12 +14,13 @@ site), ends the episode with status ``env_error`` (never a failure to train on),
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import re
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -196,14 +197,15 @@ class WebEnv:
         self.episode_tag = uuid.uuid4().hex[:8]
         origins = sorted(set(self.backend.origins(task)) | set(self.cfg.allow_origins))
         try:
-            self.session = await self.browser.new_session(allowed_origins=origins)
-            self.instance_id = await self.backend.begin(task, self.session)
-            err = await self.session.goto(self.backend.resolve_url(task.start_url))
-            if err:
-                raise EnvError(f"task {task.task_id}: start page failed: {err}")
-            if self._page_episodes is not None:
-                await self._page_episodes.start_episode(task, self.session)
-            self._last_obs = await self._observe()
+            async with self._hang_bound("opening the episode"):
+                self.session = await self.browser.new_session(allowed_origins=origins)
+                self.instance_id = await self.backend.begin(task, self.session)
+                err = await self.session.goto(self.backend.resolve_url(task.start_url))
+                if err:
+                    raise EnvError(f"task {task.task_id}: start page failed: {err}")
+                if self._page_episodes is not None:
+                    await self._page_episodes.start_episode(task, self.session)
+                self._last_obs = await self._observe()
         except BrowserCrashedError as e:
             self.done = True
             raise EnvError(f"browser crashed during reset: {e}") from e
@@ -243,12 +245,13 @@ class WebEnv:
             else:
                 self.history.append(action)
                 info["action"] = action.to_dict()
-                err = await self.session.execute(action)
-                obs = await self._observe()
-                if err:
-                    obs.error = err
-                if self.cfg.screenshot_dir:
-                    await self._screenshot(info)
+                async with self._hang_bound(f"the action {action.kind}"):
+                    err = await self.session.execute(action)
+                    obs = await self._observe()
+                    if err:
+                        obs.error = err
+                    if self.cfg.screenshot_dir:
+                        await self._screenshot(info)
                 if self._page_episodes is not None and await self._page_episodes.episode_done(
                     self.session
                 ):
@@ -281,6 +284,22 @@ class WebEnv:
         await self.close_episode()
 
     # ---------------------------------------------------------------- helpers
+
+    @contextlib.asynccontextmanager
+    async def _hang_bound(self, what: str) -> AsyncIterator[None]:
+        """Bound a browser exchange by ``browser.hang_timeout_s``: past it, Chromium is
+        marked hung (relaunched at the next reset) and ``BrowserCrashedError`` is raised, so
+        the episode ends as an env error instead of waiting forever."""
+        limit = self.browser.cfg.hang_timeout_s
+        try:
+            async with asyncio.timeout(limit):
+                yield
+        except TimeoutError:
+            self.browser.mark_hung()
+            raise BrowserCrashedError(
+                f"{what} did not finish within {limit:g} s (browser.hang_timeout_s); "
+                "the browser is relaunched"
+            ) from None
 
     async def _screenshot(self, info: dict[str, Any]) -> None:
         """Save the page after this turn's action; a failure is noted, never fatal."""

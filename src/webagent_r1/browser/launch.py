@@ -24,6 +24,7 @@ import contextlib
 import glob
 import os
 import shutil
+import signal
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -215,6 +216,27 @@ class AllowList:
 # --------------------------------------------------------------------------------------
 
 
+_CLOSE_WAIT_S = 10.0
+"""Seconds to wait for a context or a browser to close before giving up on it."""
+
+
+def _kill_marked(marker: str) -> None:
+    """SIGKILL every process whose command line holds ``marker`` (this Browser's Chromium
+    processes that outlived a close that was given up); no-op where /proc is absent."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return
+    needle = marker.encode()
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if needle in (entry / "cmdline").read_bytes():
+                os.kill(int(entry.name), signal.SIGKILL)
+        except (OSError, ValueError):  # gone meanwhile, or not ours to kill
+            continue
+
+
 class Browser:
     """One Chromium process shared by many sessions (one per episode).
 
@@ -229,6 +251,7 @@ class Browser:
         self._browser: PwBrowser | None = None
         self._lock = asyncio.Lock()
         self.launches = 0
+        self._hung = False
 
     @classmethod
     async def launch(cls, cfg: BrowserConfig | None = None) -> Browser:
@@ -259,8 +282,13 @@ class Browser:
 
     @property
     def is_alive(self) -> bool:
-        """False once the process died or was closed."""
-        return self._browser is not None and self._browser.is_connected()
+        """False once the process died, was closed, or was marked hung (``mark_hung``)."""
+        return self._browser is not None and not self._hung and self._browser.is_connected()
+
+    def mark_hung(self) -> None:
+        """Treat this Chromium as dead: a call to it did not return within
+        ``browser.hang_timeout_s``. The next ``ensure_alive`` relaunches it."""
+        self._hung = True
 
     async def ensure_alive(self) -> bool:
         """Relaunch Chromium if it died; returns True when it had to.
@@ -272,14 +300,17 @@ class Browser:
             if self.is_alive:
                 return False
             if self._browser is not None:
-                with contextlib.suppress(PlaywrightError):
-                    await self._browser.close()
+                # closing a dead or hung Chromium can itself hang: bounded, then killed
+                with contextlib.suppress(PlaywrightError, TimeoutError):
+                    await asyncio.wait_for(self._browser.close(), _CLOSE_WAIT_S)
+                _kill_marked(self.instance_marker)
             try:
                 await self._start()
             except BrowserError:
                 # The Playwright driver may have died with the browser: start a fresh one.
                 await self._stop_driver()
                 await self._start()
+            self._hung = False
             return True
 
     async def new_session(self, allowed_origins: Iterable[str] = ()) -> BrowserSession:
@@ -295,17 +326,36 @@ class Browser:
         if not self.is_alive or self._browser is None:
             raise BrowserCrashedError("the browser is not running; call ensure_alive() first")
         allow = AllowList(allowed_origins)
+        limit = self.cfg.hang_timeout_s
         try:
-            context = await self._browser.new_context(
-                viewport={"width": self.cfg.viewport_width, "height": self.cfg.viewport_height},
-                accept_downloads=False,
-                # Service workers could serve or fetch around the route below.
-                service_workers="block",
+            # Chromium killed while a context opens can leave this call unanswered forever
+            context = await asyncio.wait_for(
+                self._browser.new_context(
+                    viewport={"width": self.cfg.viewport_width, "height": self.cfg.viewport_height},
+                    accept_downloads=False,
+                    # Service workers could serve or fetch around the route below.
+                    service_workers="block",
+                ),
+                limit,
             )
         except PlaywrightError as e:
             raise BrowserCrashedError(f"could not open a browser context: {error_text(e)}") from e
+        except TimeoutError:
+            self.mark_hung()
+            raise BrowserCrashedError(
+                f"the browser did not open a context within {limit:g} s "
+                "(browser.hang_timeout_s); it is relaunched"
+            ) from None
         session = BrowserSession(self, context, allow)
-        await session._setup()
+        try:
+            await asyncio.wait_for(session._setup(), limit)
+        except TimeoutError:
+            self.mark_hung()
+            await session.close()
+            raise BrowserCrashedError(
+                f"the browser did not set up a context within {limit:g} s "
+                "(browser.hang_timeout_s); it is relaunched"
+            ) from None
         return session
 
     async def close(self) -> None:
@@ -703,10 +753,11 @@ class BrowserSession:
             raise BrowserError(f"screenshot failed: {error_text(e)}") from e
 
     async def close(self) -> None:
-        """Close the context and its tabs (safe after a crash or a second call)."""
+        """Close the context and its tabs (safe after a crash or a second call; a close that
+        does not return within a few seconds, as on a hung Chromium, is given up)."""
         self._closing = True
-        with contextlib.suppress(PlaywrightError):
-            await self._context.close()
+        with contextlib.suppress(PlaywrightError, TimeoutError):
+            await asyncio.wait_for(self._context.close(), _CLOSE_WAIT_S)
 
     async def __aenter__(self) -> BrowserSession:
         return self
