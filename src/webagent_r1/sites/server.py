@@ -352,14 +352,16 @@ def serve_forever(
         idle_timeout_s=idle_timeout_s,
         latency_ms=latency_ms,
     )
-    print("Embedded sites are running (Ctrl-C to stop):")
-    for name, url in running.urls.items():
-        site = running.sites[name]
-        users = ", ".join(f"{u.username} / {u.password}" for u in site.users)
-        print(f"  {name:16s} {url}   accounts: {users}")
-    print(f"Control header: {CONTROL_HEADER}: {running.control_token}", flush=True)
+    # the handler is in place and the loop entered before the banner: a signal sent as soon
+    # as the banner is read must find them (it would otherwise kill the process uncleaned)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
+        print("Embedded sites are running (Ctrl-C to stop):")
+        for name, url in running.urls.items():
+            site = running.sites[name]
+            users = ", ".join(f"{u.username} / {u.password}" for u in site.users)
+            print(f"  {name:16s} {url}   accounts: {users}")
+        print(f"Control header: {CONTROL_HEADER}: {running.control_token}", flush=True)
         while running.running:
             time.sleep(0.5)
     except KeyboardInterrupt:
