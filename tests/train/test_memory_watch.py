@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import mmap
 import platform
 import time
 
@@ -16,13 +17,15 @@ def test_metrics_follow_an_allocation() -> None:
     # 300 MB above the process's high-water mark (earlier tests may have raised it), touched
     # so it is resident: the peak must rise too
     above_peak = max(0.0, before["sys/peak_rss_gb"] - before["sys/rss_gb"]) * 1e9
-    block = bytearray(int(above_peak) + 300 * 1024 * 1024)
+    # an anonymous mapping of its own, so freeing it is an munmap whatever malloc does with
+    # a freed block (an allocator may keep it for reuse)
+    block = mmap.mmap(-1, int(above_peak) + 300 * 1024 * 1024)
     for i in range(0, len(block), 4096):
         block[i] = 1
     after = watch.metrics()
     assert after["sys/rss_gb"] >= before["sys/rss_gb"] + 0.25
     assert after["sys/peak_rss_gb"] >= before["sys/peak_rss_gb"] + 0.25
-    del block  # a large block is handed back to the system; the high-water mark stays
+    block.close()  # the pages go back to the system; the high-water mark stays
     for _ in range(20):  # the kernel's RSS counter can lag a loaded machine's unmapping
         freed = watch.metrics()
         if freed["sys/rss_gb"] <= after["sys/rss_gb"] - 0.25:
