@@ -1,17 +1,20 @@
-"""Reset latency of an episode: embedded sites (instance + login + first page + observation)
-or MiniWoB++ (first page + seeded episode start + observation).
+"""Reset latency of an episode, with and without the browser context pool, in one process:
+embedded sites (instance + login + first page + observation) or MiniWoB++ (first page +
+seeded episode start + observation).
 
     python benchmarks/reset_latency.py [--n 100] [--site shopping]
     python benchmarks/reset_latency.py --source miniwob [--n 100] [--task click-button]
 
-Embedded: p50 / p95 / max in milliseconds for (a) creating an isolated instance alone (a copy
-of the pristine SQLite database) and (b) a full ``WebEnv.reset``: new browser context,
-instance, login cookie, first page load and observation extraction, in one process.
-MiniWoB++: a full ``WebEnv.reset`` (new browser context, task page, ``Math.seedrandom`` +
-``core.startEpisodeReal()``, instruction, observation; the browser is never relaunched),
-cycling over every supported task (or ``--task``) with test seeds. For comparison,
-BrowserGym's reset measured 1.9-2.9 s on this kind of machine (docs/miniwob.md), and a
-WebArena site reset is a container restart (minutes).
+Each reset is a full ``WebEnv.reset`` as rollouts do it, back to back: the previous episode's
+context given back (with the pool: cleaned in the background while the next reset runs),
+a context (new, or a cleaned one from the pool), the site instance and login cookie, the first
+page load and its observation. Two Chromium processes, one with ``browser.context_pool`` off
+and one with it on, take turns in blocks of 10 resets, so a slow moment of the machine hits
+both alike. Prints p50 / p95 / max in milliseconds of each and the ratio of the p50s.
+Embedded also times creating an isolated instance alone (a copy of the pristine SQLite
+database). MiniWoB++ cycles over every supported task (or ``--task``) with test seeds. For
+comparison, BrowserGym's reset measured 1.9-2.9 s on this kind of machine (docs/miniwob.md),
+and a WebArena site reset is a container restart (minutes).
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import asyncio
 import json
 import statistics
 import time
+from collections.abc import Callable
+from typing import Any
 
 from webagent_r1.browser import Browser
 from webagent_r1.config import BrowserConfig, EnvConfig, ObservationConfig
@@ -47,12 +52,40 @@ def summary(xs: list[float]) -> dict[str, float]:
     }
 
 
+async def _compare(
+    make_env: Callable[[Browser], WebEnv], order: list[Task], block: int = 10
+) -> dict[str, Any]:
+    """Time ``len(order)`` resets with the pool off and on, alternating in blocks."""
+    modes = {"pool_off": 0, "pool_on": BrowserConfig().context_pool}
+    browsers = {m: await Browser.launch(BrowserConfig(context_pool=k)) for m, k in modes.items()}
+    try:
+        envs = {m: make_env(b) for m, b in browsers.items()}
+        times: dict[str, list[float]] = {m: [] for m in modes}
+        for env in envs.values():
+            await env.reset(order[0])  # warm-up
+        for start in range(0, len(order), block):
+            for m, env in envs.items():
+                for task in order[start : start + block]:
+                    t0 = time.perf_counter()
+                    await env.reset(task)
+                    times[m].append(time.perf_counter() - t0)
+        for env in envs.values():
+            await env.close()
+        reused = browsers["pool_on"].contexts_reused
+    finally:
+        for b in browsers.values():
+            await b.close()
+    out: dict[str, Any] = {m: summary(t) for m, t in times.items()}
+    out["pool_on"]["contexts_reused"] = reused
+    out["p50_off_over_on"] = round(out["pool_off"]["p50_ms"] / out["pool_on"]["p50_ms"], 2)
+    return out
+
+
 async def main_miniwob(n: int, task: str | None) -> dict:
     from webagent_r1.tasks.miniwob import MiniWoBSource
 
     source = MiniWoBSource([task] if task else [])
     backend = source.start()
-    browser = await Browser.launch(BrowserConfig())
     try:
         by_name: dict[str, list[Task]] = {}
         for t in source.tasks("test"):
@@ -60,24 +93,18 @@ async def main_miniwob(n: int, task: str | None) -> dict:
         names = list(by_name)
         # Reset i: task i mod |tasks|, its (i div |tasks|)-th test seed.
         order = [by_name[names[i % len(names)]][(i // len(names)) % 50] for i in range(n)]
-        env = WebEnv(browser, EnvConfig(), ObservationConfig(), backend, source.evaluator)
-        await env.reset(order[0])  # warm-up
-        resets = []
-        for t in order:
-            t0 = time.perf_counter()
-            await env.reset(t)
-            resets.append(time.perf_counter() - t0)
-        await env.close()
+        resets = await _compare(
+            lambda b: WebEnv(b, EnvConfig(), ObservationConfig(), backend, source.evaluator),
+            order,
+        )
     finally:
-        await browser.close()
         source.stop()
     what = task or f"all {len(names)} supported tasks, round-robin"
-    return {"n": n, "source": "miniwob", "tasks": what, "env_reset": summary(resets)}
+    return {"n": n, "source": "miniwob", "tasks": what, "env_reset": resets}
 
 
 async def main(n: int, site: str) -> dict:
     sites = EmbeddedSites.start()
-    browser = await Browser.launch(BrowserConfig())
     try:
         # (a) instance creation alone
         inst = []
@@ -86,21 +113,15 @@ async def main(n: int, site: str) -> dict:
             iid = sites.running.create_instance()
             inst.append(time.perf_counter() - t0)
             sites.running.delete_instance(iid)
-        # (b) full env reset
+        # (b) full env resets
         url, user = START[site]
         task = Task(task_id="bench", intent="benchmark", start_url=url, sites=[site], user=user)
-        env = WebEnv(browser, EnvConfig(), ObservationConfig(), sites)
-        await env.reset(task)  # warm-up
-        resets = []
-        for _ in range(n):
-            t0 = time.perf_counter()
-            await env.reset(task)
-            resets.append(time.perf_counter() - t0)
-        await env.close()
+        resets = await _compare(
+            lambda b: WebEnv(b, EnvConfig(), ObservationConfig(), sites), [task] * n
+        )
     finally:
-        await browser.close()
         sites.stop()
-    return {"n": n, "site": site, "instance_create": summary(inst), "env_reset": summary(resets)}
+    return {"n": n, "site": site, "instance_create": summary(inst), "env_reset": resets}
 
 
 if __name__ == "__main__":

@@ -64,6 +64,17 @@ class BrowserConfig:
     above the action and navigation timeouts."""
     extra_args: list[str] = field(default_factory=list)
     """Extra Chromium command-line flags, added to the safe defaults."""
+    context_pool: int = 16
+    """Browser contexts kept open for reuse. A finished episode's context is cleaned in the
+    background (a fresh tab replaces its tabs, so history and session storage go; cookies,
+    local storage, IndexedDB, cache storage and the HTTP cache of the sites it could visit
+    are cleared) and handed to a later episode, which then skips opening a context and
+    installing its routes. A context whose page crashed, that was closed, or whose cleaning
+    failed or left a second tab is closed, never reused. 0 opens and closes a context per
+    episode."""
+    context_max_uses: int = 200
+    """Episodes one pooled context serves before it is closed and replaced (bounds whatever
+    a long-lived context accumulates)."""
 
     def __post_init__(self) -> None:
         _check(
@@ -73,6 +84,8 @@ class BrowserConfig:
         _check(self.action_timeout_ms > 0, "browser.action_timeout_ms must be positive")
         _check(self.navigation_timeout_ms > 0, "browser.navigation_timeout_ms must be positive")
         _check(self.hang_timeout_s > 0, "browser.hang_timeout_s must be positive")
+        _check(self.context_pool >= 0, "browser.context_pool must be 0 (off) or more")
+        _check(self.context_max_uses >= 1, "browser.context_max_uses must be at least 1")
 
 
 @dataclass

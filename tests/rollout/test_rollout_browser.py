@@ -45,7 +45,10 @@ def _pool(browser: Browser, site: str, n: int) -> LocalEnvPool:
 
 
 def _contexts(browser: Browser) -> int:
-    return len(browser._browser.contexts) if browser._browser is not None else 0
+    """Contexts open for episodes (the context pool's clean ones not counted)."""
+    if browser._browser is None:
+        return 0
+    return len(browser._browser.contexts) - browser.pooled_contexts
 
 
 @pytest.mark.parametrize("mode", ["async", "lockstep"])

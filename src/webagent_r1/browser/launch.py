@@ -237,6 +237,63 @@ def _kill_marked(marker: str) -> None:
             continue
 
 
+class _PooledContext:
+    """A browser context with its route, listeners and init script installed once, lent to
+    one ``BrowserSession`` at a time: the unit the context pool keeps and reuses."""
+
+    def __init__(self, context: BrowserContext, generation: int) -> None:
+        self.context = context
+        self.generation = generation
+        """``Browser.launches`` when it was opened: a relaunch makes it unusable."""
+        self.session: BrowserSession | None = None
+        self.uses = 0
+        self.closed = False
+        self.crashed = False
+
+    async def install(self, cfg: BrowserConfig) -> None:
+        ctx = self.context
+        ctx.set_default_timeout(cfg.action_timeout_ms)
+        ctx.set_default_navigation_timeout(cfg.navigation_timeout_ms)
+        ctx.on("page", self._on_page)
+        ctx.on("close", self._on_close)
+        await ctx.route("**/*", self._route)
+        # ctx.route sees HTTP only: a page script could reach any port by WebSocket.
+        await ctx.route_web_socket(lambda _url: True, self._route_socket)
+        await ctx.add_init_script(script=_POPUP_WATCH_JS)
+
+    def usable(self, launches: int) -> bool:
+        return not (self.closed or self.crashed) and self.generation == launches
+
+    # Events and routes go to the session it is lent to; between sessions nothing loads.
+
+    def _on_page(self, page: Page) -> None:
+        page.on("crash", self._on_crash)
+        if self.session is not None:
+            self.session._on_page(page)
+
+    def _on_crash(self, _: Page) -> None:
+        self.crashed = True
+
+    def _on_close(self, ctx: BrowserContext) -> None:
+        self.closed = True
+        if self.session is not None:
+            self.session._on_context_close(ctx)
+
+    async def _route(self, route: Route) -> None:
+        if self.session is not None:
+            await self.session._route(route)
+            return
+        with contextlib.suppress(PlaywrightError):
+            await route.abort("blockedbyclient")
+
+    async def _route_socket(self, ws: WebSocketRoute) -> None:
+        if self.session is not None:
+            await self.session._route_socket(ws)
+            return
+        with contextlib.suppress(PlaywrightError):
+            await ws.close(code=1008, reason="blocked: no episode")
+
+
 class Browser:
     """One Chromium process shared by many sessions (one per episode).
 
@@ -252,6 +309,15 @@ class Browser:
         self._lock = asyncio.Lock()
         self.launches = 0
         self._hung = False
+        # The context pool (browser.context_pool): clean contexts waiting for an episode,
+        # and those the pool holds (idle or being cleaned).
+        self._idle: list[_PooledContext] = []
+        self._held: set[_PooledContext] = set()
+        self._recycling: set[asyncio.Task[None]] = set()
+        self.contexts_opened = 0
+        """Contexts opened so far (each costs a context, its routes and a first tab)."""
+        self.contexts_reused = 0
+        """Sessions served by a pooled context instead of a new one."""
 
     @classmethod
     async def launch(cls, cfg: BrowserConfig | None = None) -> Browser:
@@ -311,10 +377,13 @@ class Browser:
                 await self._stop_driver()
                 await self._start()
             self._hung = False
+            self._idle.clear()  # contexts of the dead process
+            self._held.clear()
             return True
 
     async def new_session(self, allowed_origins: Iterable[str] = ()) -> BrowserSession:
-        """Open an isolated context (own cookies, storage and tabs) with one blank tab.
+        """Open an isolated context (own cookies, storage and tabs) with one blank tab: a
+        cleaned one from the context pool when there is one (``browser.context_pool``).
 
         Args:
             allowed_origins: origins the session may load, e.g. ``["http://127.0.0.1:7770"]``;
@@ -326,6 +395,13 @@ class Browser:
         if not self.is_alive or self._browser is None:
             raise BrowserCrashedError("the browser is not running; call ensure_alive() first")
         allow = AllowList(allowed_origins)
+        while self._idle:
+            pooled = self._idle.pop()
+            self._held.discard(pooled)
+            if pooled.usable(self.launches) and len(pooled.context.pages) == 1:
+                self.contexts_reused += 1
+                return BrowserSession(self, pooled, allow)
+            await _close_context(pooled.context)
         limit = self.cfg.hang_timeout_s
         try:
             # Chromium killed while a context opens can leave this call unanswered forever
@@ -346,7 +422,8 @@ class Browser:
                 f"the browser did not open a context within {limit:g} s "
                 "(browser.hang_timeout_s); it is relaunched"
             ) from None
-        session = BrowserSession(self, context, allow)
+        self.contexts_opened += 1
+        session = BrowserSession(self, _PooledContext(context, self.launches), allow)
         try:
             await asyncio.wait_for(session._setup(), limit)
         except TimeoutError:
@@ -358,8 +435,51 @@ class Browser:
             ) from None
         return session
 
+    async def pool_ready(self) -> None:
+        """Wait until every context given back has been cleaned (or closed)."""
+        while self._recycling:
+            await asyncio.gather(*self._recycling, return_exceptions=True)
+
+    @property
+    def pooled_contexts(self) -> int:
+        """Contexts the pool holds: clean and waiting, or being cleaned."""
+        return len(self._held)
+
+    async def _give_back(self, pooled: _PooledContext, origins: Iterable[str]) -> None:
+        """A session ended: clean its context for reuse in the background, or close it."""
+        if (
+            self.cfg.context_pool > 0
+            and self.is_alive
+            and pooled.usable(self.launches)
+            and pooled.uses < self.cfg.context_max_uses
+            and len(self._held) < self.cfg.context_pool
+        ):
+            self._held.add(pooled)
+            task = asyncio.create_task(self._recycle(pooled, sorted(origins)))
+            self._recycling.add(task)
+            task.add_done_callback(self._recycling.discard)
+            return
+        await _close_context(pooled.context)
+
+    async def _recycle(self, pooled: _PooledContext, origins: list[str]) -> None:
+        try:
+            clean = await asyncio.wait_for(_clean(pooled, origins), self.cfg.hang_timeout_s)
+        except (PlaywrightError, TimeoutError):
+            clean = False
+        if clean and pooled in self._held and pooled.usable(self.launches):
+            self._idle.append(pooled)
+            return
+        self._held.discard(pooled)
+        await _close_context(pooled.context)
+
     async def close(self) -> None:
         """Close Chromium and the Playwright driver (safe to call twice or after a crash)."""
+        for task in list(self._recycling):
+            task.cancel()
+        with contextlib.suppress(BaseException):
+            await asyncio.gather(*self._recycling, return_exceptions=True)
+        self._idle.clear()
+        self._held.clear()
         if self._browser is not None:
             with contextlib.suppress(PlaywrightError):
                 await self._browser.close()
@@ -380,6 +500,36 @@ class Browser:
         await self.close()
 
 
+async def _close_context(context: BrowserContext) -> None:
+    """Close a context; a close that does not return (a hung Chromium) is given up."""
+    with contextlib.suppress(PlaywrightError, TimeoutError):
+        await asyncio.wait_for(context.close(), _CLOSE_WAIT_S)
+
+
+async def _clean(pooled: _PooledContext, origins: list[str]) -> bool:
+    """Make a finished episode's context like a new one: a fresh tab replaces its tabs
+    (their history and session storage go with them), and cookies, permissions, the
+    storage of every origin it loaded (local storage, IndexedDB, cache storage, service
+    workers, file systems) and the HTTP cache are cleared. Returns False when it is not
+    fit for reuse (a page crashed, the context closed, a tab appeared meanwhile)."""
+    ctx = pooled.context
+    old = list(ctx.pages)
+    fresh = await ctx.new_page()
+    for page in old:
+        await page.close()
+    cdp = await ctx.new_cdp_session(fresh)
+    try:
+        for origin in origins:
+            await cdp.send("Storage.clearDataForOrigin", {"origin": origin, "storageTypes": "all"})
+        await cdp.send("Network.clearBrowserCache")
+    finally:
+        with contextlib.suppress(PlaywrightError):
+            await cdp.detach()
+    await ctx.clear_cookies()
+    await ctx.clear_permissions()
+    return ctx.pages == [fresh] and fresh.url == "about:blank" and not pooled.crashed
+
+
 # --------------------------------------------------------------------------------------
 # BrowserSession: one context, one episode
 # --------------------------------------------------------------------------------------
@@ -388,9 +538,12 @@ class Browser:
 class BrowserSession:
     """One episode's browser context and its tabs; the newest tab is the active one."""
 
-    def __init__(self, browser: Browser, context: BrowserContext, allow: AllowList) -> None:
+    def __init__(self, browser: Browser, pooled: _PooledContext, allow: AllowList) -> None:
         self._owner = browser
-        self._context = context
+        self._pooled = pooled
+        self._context = pooled.context
+        pooled.session = self
+        pooled.uses += 1
         self.allow = allow
         """The origins this session may load (``session.allow.add(origin)`` extends it)."""
         self._cfg = browser.cfg
@@ -406,19 +559,15 @@ class BrowserSession:
         self._new_page = asyncio.Event()
         self.last_page_text: PageText | None = None
         """The last observation's details (truncation, scroll, element count)."""
+        self._loaded_origins: set[str] = set()
+        """Origins of the requests let through: the storage the pool clears afterwards."""
+        for page in pooled.context.pages:  # a pooled context's fresh tab
+            self._on_page(page)
 
     async def _setup(self) -> None:
-        ctx = self._context
-        ctx.set_default_timeout(self._cfg.action_timeout_ms)
-        ctx.set_default_navigation_timeout(self._cfg.navigation_timeout_ms)
-        ctx.on("page", self._on_page)
-        ctx.on("close", self._on_context_close)
         try:
-            await ctx.route("**/*", self._route)
-            # ctx.route sees HTTP only: a page script could reach any port by WebSocket.
-            await ctx.route_web_socket(lambda _url: True, self._route_socket)
-            await ctx.add_init_script(script=_POPUP_WATCH_JS)
-            await ctx.new_page()
+            await self._pooled.install(self._cfg)
+            await self._context.new_page()
         except PlaywrightError as e:
             raise BrowserCrashedError(f"could not set up the session: {error_text(e)}") from e
 
@@ -447,6 +596,8 @@ class BrowserSession:
         request = route.request
         try:
             if self.allow.allows(request.url):
+                parts = urlsplit(request.url)
+                self._loaded_origins.add(f"{parts.scheme}://{parts.netloc}")
                 await route.continue_()
                 return
             navigation = request.is_navigation_request()
@@ -475,7 +626,13 @@ class BrowserSession:
 
     @property
     def context(self) -> BrowserContext:
-        """The Playwright context (add cookies, storage state, extra headers)."""
+        """The Playwright context (add cookies, storage state, extra headers).
+
+        Raises:
+            BrowserCrashedError: the session was closed (its context may serve another).
+        """
+        if self._closing:
+            raise BrowserCrashedError("the browser session was closed")
         return self._context
 
     @property
@@ -492,15 +649,17 @@ class BrowserSession:
 
     @property
     def pages(self) -> list[Page]:
-        """All open tabs, oldest first."""
-        return list(self._pages)
+        """All open tabs, oldest first (none once the session is closed)."""
+        return [] if self._closing else list(self._pages)
 
     # -- crash handling -----------------------------------------------------------------
 
     def _crash_reason(self) -> str | None:
+        if self._closing:
+            return "the browser session was closed"
         if not self._owner.is_alive:
             return "the browser process is gone"
-        if self._context_closed and not self._closing:
+        if self._context_closed:
             return "the browser context was closed"
         if any(p is self._active for p in self._crashed_pages):
             return "the page crashed"
@@ -753,11 +912,16 @@ class BrowserSession:
             raise BrowserError(f"screenshot failed: {error_text(e)}") from e
 
     async def close(self) -> None:
-        """Close the context and its tabs (safe after a crash or a second call; a close that
-        does not return within a few seconds, as on a hung Chromium, is given up)."""
+        """End the session: its context goes back to the pool to be cleaned, or is closed
+        (safe after a crash or a second call; a close that does not return within a few
+        seconds, as on a hung Chromium, is given up). The session is unusable afterwards."""
+        if self._closing:
+            return
         self._closing = True
-        with contextlib.suppress(PlaywrightError, TimeoutError):
-            await asyncio.wait_for(self._context.close(), _CLOSE_WAIT_S)
+        self._pooled.session = None
+        if self._crashed_pages or self._context_closed:
+            self._pooled.crashed = True
+        await self._owner._give_back(self._pooled, self._loaded_origins)
 
     async def __aenter__(self) -> BrowserSession:
         return self
