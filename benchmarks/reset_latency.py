@@ -48,7 +48,7 @@ def summary(xs: list[float]) -> dict[str, float]:
 
 
 async def main_miniwob(n: int, task: str | None) -> dict:
-    from webagent_r1.tasks.miniwob import MiniWoBSource
+    from webagent_r1.sources.miniwob import MiniWoBSource
 
     source = MiniWoBSource([task] if task else [])
     backend = source.start()

@@ -316,7 +316,7 @@ def demos(
     from webagent_r1.config import load_config
     from webagent_r1.demos import collect_demos, pick_demo_tasks
     from webagent_r1.policy.hf import load_tokenizer
-    from webagent_r1.trajectories import write_trajectories
+    from webagent_r1.rollout.trajectories import write_trajectories
 
     cfg = load_config(config, overrides or [])
     tasks = pick_demo_tasks(split, subset, cfg.seed, template, cfg=cfg)
@@ -472,7 +472,7 @@ def eval_cmd(
 
     from webagent_r1.config import load_config, to_dict
     from webagent_r1.evaluate import eval_subset, run_evaluation
-    from webagent_r1.tasks.sources import task_source
+    from webagent_r1.sources import task_source
     from webagent_r1.tasks.suite import select
 
     extra = [] if thinking is None else [f"agent.thinking={str(thinking).lower()}"]

@@ -592,7 +592,7 @@ class RLConfig:
 DIFFICULTIES = ("1-2", "3-5", "6-9", "10+")
 
 TASK_SOURCES = ("embedded", "miniwob", "webarena-lite")
-"""Task sources by name (``tasks/sources.py``); ``webarena-lite`` needs ``webagent_r1.webarena``."""
+"""Task sources by name (``sources/__init__.py``: ``SOURCES``)."""
 
 
 def _check_numbers(obj: Any, prefix: str) -> None:

@@ -19,10 +19,10 @@ from typing import Any
 
 from webagent_r1.browser import Browser
 from webagent_r1.config import Config
-from webagent_r1.envpool import LocalEnvPool
 from webagent_r1.policy.base import SamplingParams
 from webagent_r1.policy.expert import ExpertPolicy
-from webagent_r1.rollout import RolloutStats, collect
+from webagent_r1.rollout.collect import RolloutStats, collect
+from webagent_r1.rollout.pool import LocalEnvPool
 from webagent_r1.sites.episodes import EmbeddedSites
 from webagent_r1.tasks.evaluators import evaluate
 from webagent_r1.types import Task, Trajectory

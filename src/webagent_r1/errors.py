@@ -32,9 +32,9 @@ def user_error_types() -> tuple[type[BaseException], ...]:
     from webagent_r1.env import EnvError
     from webagent_r1.policy.models import ModelNotFoundError
     from webagent_r1.policy.vllm import VLLMUnavailableError
-    from webagent_r1.raypool import RayNotInstalledError
+    from webagent_r1.rollout.ray_pool import RayNotInstalledError
+    from webagent_r1.rollout.trajectories import TrajectoryFileError
     from webagent_r1.train.recipe import RunExistsError
-    from webagent_r1.trajectories import TrajectoryFileError
 
     types: list[type[BaseException]] = [
         LoadError,  # every malformed input: configs, task files, trajectory files

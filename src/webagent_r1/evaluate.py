@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from webagent_r1.config import AgentConfig
-from webagent_r1.envpool import EnvPool
 from webagent_r1.policy.base import Engine, SamplingParams
-from webagent_r1.rollout import Policy, RolloutStats, collect
+from webagent_r1.rollout.collect import Policy, RolloutStats, collect
+from webagent_r1.rollout.pool import EnvPool
+from webagent_r1.sources import TaskSource
 from webagent_r1.stats import pass_at_k, success_interval
-from webagent_r1.tasks.sources import TaskSource
 from webagent_r1.types import Task, Trajectory, site_of
 
 __all__ = [
@@ -282,7 +282,7 @@ async def _setup(
     closed on exit. ``source`` defaults to ``cfg.tasks.source`` (the embedded sites)."""
     from webagent_r1.browser import Browser
     from webagent_r1.policy.hf import HFEngine, load_tokenizer
-    from webagent_r1.tasks.sources import task_source
+    from webagent_r1.sources import task_source
 
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
@@ -290,7 +290,7 @@ async def _setup(
     if engine == "hf":
         from webagent_r1.policy.precision import autocast_enabled
         from webagent_r1.train.batching import unwrap_model
-        from webagent_r1.train.setup import load_policy
+        from webagent_r1.train.dist import load_policy
 
         model, tokenizer = load_policy(cfg, model_path)
         model.eval()
@@ -368,7 +368,7 @@ async def _evaluate_at(
     concurrency: int,
     progress: bool,
 ) -> EvalReport:
-    from webagent_r1.envpool import make_env_pool
+    from webagent_r1.rollout.pool import make_env_pool
 
     pool = make_env_pool(
         cfg,
@@ -471,7 +471,7 @@ async def run_evaluation(
     Raises:
         ValueError: bad samples / budgets / temperature, unknown engine, no tasks.
     """
-    from webagent_r1.trajectories import write_trajectories
+    from webagent_r1.rollout.trajectories import write_trajectories
 
     if not tasks:
         raise ValueError("no tasks to evaluate")

@@ -426,7 +426,7 @@ def test_gpu_check_comparison_math() -> None:
 
 def test_gpu_check_version_stamps(tmp_path: Path) -> None:
     from webagent_r1.policy.vllm_check import check_versions
-    from webagent_r1.trajectories import write_trajectories
+    from webagent_r1.rollout.trajectories import write_trajectories
     from webagent_r1.types import Trajectory, Turn
 
     def traj(version: int) -> Trajectory:

@@ -123,7 +123,7 @@ def perturb_(model: Any, scale: float = 0.05, seed: int = 0) -> None:
 def check_versions(rollout_dir: str | Path, start: int = 0) -> dict[str, Any]:
     """Whether every turn of step k's rollouts (``step-00000k-rank*.jsonl``) was sampled from
     weight version k (the trainer pushes version k after its k-th update)."""
-    from webagent_r1.trajectories import read_trajectories
+    from webagent_r1.rollout.trajectories import read_trajectories
 
     bad: list[str] = []
     files = sorted(Path(rollout_dir).glob("step-*-rank*.jsonl"))
@@ -171,7 +171,7 @@ async def check_engine(
     from webagent_r1.policy.base import SamplingParams
     from webagent_r1.policy.hf import load_model, load_tokenizer
     from webagent_r1.policy.vllm import VLLMEngine
-    from webagent_r1.rollout import chat_ids
+    from webagent_r1.rollout.collect import chat_ids
     from webagent_r1.train.weight_sync import WeightSync
 
     require_gpu()
@@ -225,7 +225,7 @@ async def check_training(
     """``steps`` M-GRPO steps with vLLM generation on a few short embedded tasks (GPU,
     Chromium); per-step rollout tokens/s and sync seconds, and the version stamps."""
     from webagent_r1.config import load_config
-    from webagent_r1.train.logging import read_metrics
+    from webagent_r1.train.metrics import read_metrics
     from webagent_r1.train.rl import train_rl
 
     require_gpu()

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from webagent_r1.trajectories import (
+from webagent_r1.rollout.trajectories import (
     TrajectoryFileError,
     parse_trajectory_line,
     read_trajectories,
@@ -95,7 +95,7 @@ def extract_thinking(text: str) -> str:
 def _read_file(path: Path) -> tuple[list[tuple[int, Trajectory]], list[str]]:
     """Trajectories of one JSONL file with their line numbers, and one error per bad line.
 
-    The whole-file reader of ``webagent_r1.trajectories`` is tried first (the common case);
+    The whole-file reader of ``webagent_r1.rollout.trajectories`` is tried first (the common case);
     when it stops at a bad line the file is read again line by line with the same checks, so
     one bad line costs that line only.
     """

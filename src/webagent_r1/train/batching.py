@@ -41,7 +41,7 @@ from typing import Any
 import torch
 
 from webagent_r1.policy.hf import autocast_ctx
-from webagent_r1.trajectories import Sample
+from webagent_r1.rollout.trajectories import Sample
 
 __all__ = [
     "CompletionLM",

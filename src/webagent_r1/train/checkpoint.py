@@ -39,7 +39,7 @@ import torch
 from webagent_r1.config import ConfigError
 
 if TYPE_CHECKING:
-    from webagent_r1.train.setup import Dist
+    from webagent_r1.train.dist import Dist
 
 __all__ = [
     "checkpoint_problem",

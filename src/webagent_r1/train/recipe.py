@@ -63,7 +63,7 @@ def ensure_demos(cfg: Config, progress: bool = True) -> Path:
     """The BC data file, made with the experts when it does not exist yet."""
     from webagent_r1.demos import collect_demos, pick_demo_tasks
     from webagent_r1.policy.hf import load_tokenizer
-    from webagent_r1.trajectories import write_trajectories
+    from webagent_r1.rollout.trajectories import write_trajectories
 
     path = Path(cfg.bc.data)
     if path.is_file():
@@ -96,10 +96,10 @@ def ensure_demos(cfg: Config, progress: bool = True) -> Path:
 def run_recipe(cfg: Config, resume: bool = False, progress: bool = True) -> dict[str, Any]:
     """Run the recipe of ``cfg``; returns (and writes) the summary."""
     from webagent_r1.evaluate import eval_model, eval_subset
+    from webagent_r1.rollout.trajectories import write_trajectories
     from webagent_r1.tasks.suite import tasks_for
     from webagent_r1.train.bc import train_bc
     from webagent_r1.train.rl import train_rl
-    from webagent_r1.trajectories import write_trajectories
 
     check_fresh(cfg, resume)
     summary = _load_summary(cfg) if resume else {"stages": {}}
@@ -186,7 +186,7 @@ def _paired_rl(cfg: Config, hist: list[dict[str, float]]) -> dict[str, Any] | No
 
 def _rl_groups(cfg: Config) -> dict[str, int]:
     """Groups the M-GRPO steps trained on (mixed rewards) and collected, from its metrics."""
-    from webagent_r1.train.logging import read_metrics
+    from webagent_r1.train.metrics import read_metrics
 
     rows = [
         r

@@ -52,7 +52,8 @@ from webagent_r1.algos.mgrpo import NORMALIZERS, group_advantages, mgrpo_loss
 from webagent_r1.config import Config, RLConfig, to_dict
 from webagent_r1.policy.base import SamplingParams
 from webagent_r1.policy.precision import FlopsMeter, autocast_enabled
-from webagent_r1.rollout import Group, RolloutStats, collect
+from webagent_r1.rollout.collect import Group, RolloutStats, collect
+from webagent_r1.rollout.trajectories import Sample, turn_samples, write_trajectories
 from webagent_r1.stats import pass_at_k
 from webagent_r1.train.batching import (
     collate_rows,
@@ -74,8 +75,7 @@ from webagent_r1.train.checkpoint import (
     set_rng,
 )
 from webagent_r1.train.curriculum import Curriculum, collect_step, step_tasks
-from webagent_r1.train.logging import MemoryWatch, MetricLogger, release_free_memory
-from webagent_r1.train.setup import (
+from webagent_r1.train.dist import (
     Dist,
     build_optimizer,
     frozen_copy_dtype,
@@ -86,9 +86,9 @@ from webagent_r1.train.setup import (
     reference_context,
     trainable_parameters,
 )
+from webagent_r1.train.metrics import MemoryWatch, MetricLogger, release_free_memory
 from webagent_r1.train.sharding import is_sharded, shard_model
 from webagent_r1.train.weight_sync import WeightSync, update_then_push
-from webagent_r1.trajectories import Sample, turn_samples, write_trajectories
 from webagent_r1.types import Task
 
 __all__ = [
@@ -528,9 +528,9 @@ async def train_rl(
         Final checkpoint, evaluation history and wall time.
     """
     from webagent_r1.browser import Browser
-    from webagent_r1.envpool import make_env_pool
     from webagent_r1.evaluate import eval_subset, evaluate_policy
-    from webagent_r1.tasks.sources import task_source
+    from webagent_r1.rollout.pool import make_env_pool
+    from webagent_r1.sources import task_source
 
     t0 = time.time()
     dist = Dist.init()

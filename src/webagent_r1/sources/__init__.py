@@ -16,7 +16,7 @@ factories ``(cfg) -> TaskSource``:
 - ``embedded``: the embedded suite (``tasks/suite.py``) on ``EmbeddedSites`` with the
   WebArena-style evaluators of ``tasks/evaluators.py``;
 - ``miniwob``: MiniWoB++ pages of the ``miniwob`` package (``tasks/miniwob.py``);
-- ``webarena-lite``: imported lazily from ``webagent_r1.webarena``, which must define
+- ``webarena-lite``: imported lazily from ``webagent_r1.sources.webarena``, which must define
   ``task_source(cfg) -> TaskSource``; until that package exists, selecting it is a clear
   error.
 """
@@ -157,25 +157,25 @@ class EmbeddedSource(TaskSource):
 
 
 def _miniwob(cfg: Any) -> TaskSource:
-    from webagent_r1.tasks.miniwob import MiniWoBSource
+    from webagent_r1.sources.miniwob import MiniWoBSource
 
     return MiniWoBSource.from_config(cfg)
 
 
 def _webarena_lite(cfg: Any) -> TaskSource:
     try:
-        module = importlib.import_module("webagent_r1.webarena")
+        module = importlib.import_module("webagent_r1.sources.webarena")
     except ModuleNotFoundError as e:
-        if e.name != "webagent_r1.webarena":
+        if e.name != "webagent_r1.sources.webarena":
             raise
         raise TaskSourceError(
             "the webarena-lite task source is not installed yet (no package "
-            "webagent_r1.webarena); use tasks.source embedded or miniwob"
+            "webagent_r1.sources.webarena); use tasks.source embedded or miniwob"
         ) from None
     factory = getattr(module, "task_source", None)
     if factory is None:
         raise TaskSourceError(
-            "webagent_r1.webarena defines no task_source(cfg) -> TaskSource, "
+            "webagent_r1.sources.webarena defines no task_source(cfg) -> TaskSource, "
             "which the webarena-lite task source needs"
         )
     return factory(cfg)

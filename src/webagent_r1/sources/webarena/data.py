@@ -337,7 +337,7 @@ def load_tasks(split: str = "test", path: str | Path | None = None) -> list[Task
         WebArenaDataError: unknown split, no file, the wrong file for the split, or an
             invalid config; the message says how to fix it.
     """
-    from webagent_r1.webarena.evaluators import evaluate
+    from webagent_r1.sources.webarena.evaluators import evaluate
 
     if split == "test":
         file = Path(path) if path is not None else find_lite_file()

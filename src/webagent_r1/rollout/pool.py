@@ -167,7 +167,7 @@ def _ray_pool(
 ) -> EnvPool:
     # The workers build their own browser, sites and token counter from cfg; the local
     # browser, backend and counter are not used. The evaluator stays the source's default.
-    from webagent_r1.raypool import RayEnvPool
+    from webagent_r1.rollout.ray_pool import RayEnvPool
 
     workers = cfg.rollout.ray_workers
     return RayEnvPool(

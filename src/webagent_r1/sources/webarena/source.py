@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from webagent_r1.env import EvaluatorFn, SiteBackend
-from webagent_r1.tasks.sources import TaskSource
+from webagent_r1.sources import TaskSource
+from webagent_r1.sources.webarena.data import SCORINGS, load_tasks
+from webagent_r1.sources.webarena.evaluators import evaluate
+from webagent_r1.sources.webarena.results import headline, warn_shared_state
+from webagent_r1.sources.webarena.sites import LoginPolicy, WebArenaSites, check_configured
 from webagent_r1.types import Task, Trajectory
-from webagent_r1.webarena.data import SCORINGS, load_tasks
-from webagent_r1.webarena.evaluators import evaluate
-from webagent_r1.webarena.results import headline, warn_shared_state
-from webagent_r1.webarena.sites import LoginPolicy, WebArenaSites, check_configured
 
 
 class WebArenaSource(TaskSource):

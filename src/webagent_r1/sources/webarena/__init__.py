@@ -2,7 +2,7 @@
 
 Typical use (what the ``webarena-lite`` task source does)::
 
-    from webagent_r1 import webarena
+    from webagent_r1.sources import webarena
 
     tasks = webarena.load_tasks("test")               # 165 Tasks, evaluator attached
     sites = webarena.WebArenaSites.from_env()         # WA_* URLs, WA_JUDGE_*, reset hook
@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from webagent_r1.webarena.data import (
+from webagent_r1.sources.webarena.data import (
     LITE_OLD_TASK_IDS,
     SCORINGS,
     SITES,
@@ -54,17 +54,17 @@ from webagent_r1.webarena.data import (
     sites_used,
     summarize,
 )
-from webagent_r1.webarena.evaluators import evaluate
-from webagent_r1.webarena.helpers import HelperError
-from webagent_r1.webarena.judge import JudgeError, JudgeNotConfiguredError, OpenAIJudge
-from webagent_r1.webarena.login import DEFAULT_ACCOUNTS, Account, LoginError
-from webagent_r1.webarena.results import (
+from webagent_r1.sources.webarena.evaluators import evaluate
+from webagent_r1.sources.webarena.helpers import HelperError
+from webagent_r1.sources.webarena.judge import JudgeError, JudgeNotConfiguredError, OpenAIJudge
+from webagent_r1.sources.webarena.login import DEFAULT_ACCOUNTS, Account, LoginError
+from webagent_r1.sources.webarena.results import (
     SharedStateWarning,
     headline,
     shared_state_warning,
     state_graded,
 )
-from webagent_r1.webarena.sites import (
+from webagent_r1.sources.webarena.sites import (
     ENV_VARS,
     ResetError,
     SitesNotConfiguredError,
@@ -73,12 +73,12 @@ from webagent_r1.webarena.sites import (
 )
 
 if TYPE_CHECKING:
-    from webagent_r1.tasks.sources import TaskSource
+    from webagent_r1.sources import TaskSource
 
 
 def task_source(cfg: Any) -> TaskSource:
     """The ``webarena-lite`` task source of a run's config (see ``source.WebArenaSource``)."""
-    from webagent_r1.webarena.source import task_source as make
+    from webagent_r1.sources.webarena.source import task_source as make
 
     return make(cfg)
 

@@ -115,7 +115,7 @@ class BrowserWorker:
             return await self.ping()
         from webagent_r1.browser import Browser
         from webagent_r1.policy.hf import load_tokenizer
-        from webagent_r1.tasks.sources import task_source
+        from webagent_r1.sources import task_source
 
         tokenizer = load_tokenizer(self.tokenizer_name)
 
