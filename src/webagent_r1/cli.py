@@ -16,6 +16,14 @@ from rich.console import Console
 from rich.markup import escape
 
 from webagent_r1 import __version__
+from webagent_r1.browser import BrowserNotFoundError
+from webagent_r1.config import ConfigError
+from webagent_r1.env import EnvError
+from webagent_r1.errors import LoadError
+from webagent_r1.policy.models import ModelNotFoundError
+from webagent_r1.rollout.ray_pool import RayNotInstalledError
+from webagent_r1.rollout.trajectories import TrajectoryFileError
+from webagent_r1.tasks import TaskError
 
 app = typer.Typer(
     name="webagent-r1",
@@ -880,10 +888,30 @@ def bench_trainer(
     print(json.dumps(out, indent=1))
 
 
+def user_error_types() -> tuple[type[BaseException], ...]:
+    """Exceptions the CLI prints as a one-line error instead of a traceback."""
+    # heavy: policy.vllm and train.recipe import torch, kept off the CLI's import path
+    from webagent_r1.policy.vllm import VLLMUnavailableError
+    from webagent_r1.train.recipe import RunExistsError  # heavy: torch
+
+    types: list[type[BaseException]] = [
+        LoadError,  # every malformed input: configs, task files, trajectory files
+        ConfigError,
+        ModelNotFoundError,
+        BrowserNotFoundError,
+        EnvError,
+        FileNotFoundError,
+        TrajectoryFileError,
+        RunExistsError,
+        RayNotInstalledError,  # rollout.env_pool: ray without the [ray] extra
+        VLLMUnavailableError,  # --engine vllm / train.generation_engine: vllm without vLLM
+        TaskError,
+    ]
+    return tuple(types)
+
+
 def main() -> None:
     """Console entry point: run the app, turning user errors into one-line messages."""
-    from webagent_r1.errors import user_error_types
-
     try:
         app()
     except user_error_types() as e:

@@ -28,6 +28,7 @@ from webagent_r1.config import AgentConfig
 from webagent_r1.policy.base import Engine, SamplingParams
 from webagent_r1.rollout.collect import Policy, RolloutStats, collect
 from webagent_r1.rollout.pool import EnvPool
+from webagent_r1.rollout.trajectories import failure_reason
 from webagent_r1.sources import TaskSource
 from webagent_r1.stats import pass_at_k, success_interval
 from webagent_r1.types import Task, Trajectory, site_of
@@ -36,7 +37,6 @@ __all__ = [
     "EvalReport",
     "eval_subset",
     "evaluate_policy",
-    "failure_reason",
     "run_evaluation",
     "site_of",
 ]
@@ -51,23 +51,6 @@ def _template_attr(task: Task, attr: str) -> str:
         if t.name == name:
             return str(getattr(t, attr))
     return "?"
-
-
-def failure_reason(traj: Trajectory) -> str | None:
-    """Why an episode failed, in a few words (None when it succeeded).
-
-    Ran out of turns, no valid action, env error, or the evaluator's explanation.
-    """
-    if traj.reward == 1.0:
-        return None
-    if traj.status == "env_error":
-        return f"env error: {str(traj.info.get('error', ''))[:80]}"
-    invalid = sum(t.action is None for t in traj.turns)
-    if traj.status == "max_turns":
-        if invalid == len(traj.turns):
-            return "ran out of turns: no valid action in any turn"
-        return f"ran out of turns ({invalid} of {len(traj.turns)} turns without a valid action)"
-    return f"wrong result: {str(traj.info.get('explanation') or 'reward 0')[:120]}"
 
 
 @dataclass

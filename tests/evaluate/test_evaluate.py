@@ -13,11 +13,10 @@ from webagent_r1.evaluate import (
     EvalReport,
     eval_subset,
     evaluate_policy,
-    failure_reason,
     run_evaluation,
 )
 from webagent_r1.policy.base import Completion, SamplingParams
-from webagent_r1.rollout.trajectories import read_trajectories
+from webagent_r1.rollout.trajectories import failure_reason, read_trajectories
 from webagent_r1.tasks.suite import run_tasks
 from webagent_r1.types import Action, Task, Trajectory, Turn
 

@@ -162,11 +162,11 @@ def test_explicit_path_and_missing_file(lite_tasks: list[Task], tmp_path: Path) 
 
 
 def test_missing_package_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    import webagent_r1.sources.webarena.data as data
+    from webagent_r1.sources.webarena import data, source
 
     monkeypatch.setattr(data, "find_lite_file", lambda: None)
     with pytest.raises(WebArenaDataError, match="pip install --no-deps browsergym-webarenalite"):
-        data.load_tasks("test")
+        source.load_tasks("test")
     assert issubclass(WebArenaDataError, TaskError)  # a one-line error at the CLI
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.webarena.fakesites import FakeSite
+from webagent_r1.cli import user_error_types
 from webagent_r1.env import EnvError
-from webagent_r1.errors import user_error_types
 from webagent_r1.sources.webarena import (
     ENV_VARS,
     JudgeNotConfiguredError,

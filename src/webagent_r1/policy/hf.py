@@ -30,6 +30,7 @@ import torch
 from webagent_r1.config import ModelConfig
 from webagent_r1.policy.base import Completion, SamplingParams
 from webagent_r1.policy.models import resolve_model
+from webagent_r1.policy.precision import autocast_enabled, pick_device
 
 try:  # transformers >= 4.54: per-layer cache objects
     from transformers.cache_utils import DynamicLayer
@@ -128,13 +129,6 @@ def rows_can_be_dropped(past: Any) -> bool:
     if DynamicLayer is None or not isinstance(layers, list):
         return False
     return all(type(layer) in (DynamicLayer, _ReservedLayer) for layer in layers)
-
-
-def pick_device(device: str) -> torch.device:
-    """'auto' → cuda when available, else cpu."""
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
 
 
 def load_tokenizer(name: str) -> Any:
@@ -267,8 +261,6 @@ class HFEngine:
     def from_config(cls, cfg: ModelConfig, **kw: Any) -> HFEngine:
         """Load the model and tokenizer of ``cfg``; ``kw`` goes to the constructor.
         ``model.autocast_bf16`` is resolved on the model's device (``autocast_enabled``)."""
-        from webagent_r1.policy.precision import autocast_enabled
-
         model = load_model(cfg)
         bf16 = autocast_enabled(cfg, next(model.parameters()).device)
         return cls(model, load_tokenizer(cfg.name), bf16, **kw)

@@ -40,6 +40,13 @@ TIMING_TOKENS = 512
 """Tokens of the timed forward and backward (enough to reach the kernels' steady state)."""
 
 
+def pick_device(device: str) -> torch.device:
+    """'auto' → cuda when available, else cpu."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
 @dataclass
 class PrecisionChoice:
     """What ``model.autocast_bf16`` resolved to and why."""
@@ -198,8 +205,6 @@ _lock = threading.Lock()
 def resolve_autocast(mcfg: ModelConfig, device: torch.device | None = None) -> PrecisionChoice:
     """``model.autocast_bf16`` of ``mcfg`` resolved on ``device`` (default: ``model.device``),
     once per process; the first resolution prints its line to stderr."""
-    from webagent_r1.policy.hf import pick_device
-
     device = device or pick_device(mcfg.device)
     name = setting_name(mcfg.autocast_bf16)
     shapes = model_shapes(mcfg.name) if name == "auto" and device.type == "cpu" else ()

@@ -42,7 +42,7 @@ from playwright.async_api import Error as PlaywrightError
 from webagent_r1.browser import BrowserCrashedError, BrowserSession
 from webagent_r1.browser.execute import error_text, is_fatal
 from webagent_r1.env import EvalContext, EvalResult, EvaluatorFn, SiteBackend
-from webagent_r1.sources import TaskSource
+from webagent_r1.sources.base import TaskSource
 from webagent_r1.tasks.io import TaskError
 from webagent_r1.types import Task
 
@@ -517,7 +517,7 @@ async def evaluate_miniwob(ctx: EvalContext) -> EvalResult:
 
 
 class MiniWoBSource(TaskSource):
-    """MiniWoB++ as a task source (``tasks.source: miniwob``; see ``tasks/sources.py``).
+    """MiniWoB++ as a task source (``tasks.source: miniwob``; see ``webagent_r1.sources``).
 
     Args:
         names: task names (empty: every supported task).

@@ -20,8 +20,8 @@ from typing import Any
 import torch
 
 from webagent_r1.config import Config, ModelConfig, TrainConfig
-from webagent_r1.policy.hf import load_tokenizer, pick_device
-from webagent_r1.policy.precision import autocast_enabled
+from webagent_r1.policy.hf import load_tokenizer
+from webagent_r1.policy.precision import autocast_enabled, pick_device
 
 __all__ = [
     "BACKEND_DEVICE",

@@ -33,14 +33,12 @@ Public API:
   (``WA_JUDGE_BASE_URL``, ``WA_JUDGE_MODEL``, ``WA_JUDGE_API_KEY``).
 - ``summarize(tasks)``: counts by site and by eval types.
 - ``task_source(cfg)``: the ``webarena-lite`` ``TaskSource`` (``webarena/source.py``), which
-  ``tasks/sources.py`` imports lazily.
+  ``webagent_r1.sources.SOURCES`` dispatches to.
 
 See docs/webarena-lite.md.
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
 
 from webagent_r1.sources.webarena.data import (
     LITE_OLD_TASK_IDS,
@@ -49,7 +47,6 @@ from webagent_r1.sources.webarena.data import (
     WebArenaDataError,
     find_lite_file,
     load_configs,
-    load_tasks,
     needs_judge,
     sites_used,
     summarize,
@@ -71,17 +68,7 @@ from webagent_r1.sources.webarena.sites import (
     WebArenaSites,
     check_configured,
 )
-
-if TYPE_CHECKING:
-    from webagent_r1.sources import TaskSource
-
-
-def task_source(cfg: Any) -> TaskSource:
-    """The ``webarena-lite`` task source of a run's config (see ``source.WebArenaSource``)."""
-    from webagent_r1.sources.webarena.source import task_source as make
-
-    return make(cfg)
-
+from webagent_r1.sources.webarena.source import WebArenaSource, load_tasks, task_source
 
 __all__ = [
     "DEFAULT_ACCOUNTS",
@@ -100,6 +87,7 @@ __all__ = [
     "SitesNotConfiguredError",
     "WebArenaDataError",
     "WebArenaSites",
+    "WebArenaSource",
     "check_configured",
     "evaluate",
     "find_lite_file",
