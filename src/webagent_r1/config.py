@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from webagent_r1.errors import LoadError
+from webagent_r1.validation import json_depth_ok, read_text
 
 
 class ConfigError(LoadError):
@@ -976,8 +977,6 @@ def _key_lines(node: yaml.Node, prefix: str = "") -> dict[str, int]:
 def _read_yaml(p: Path) -> tuple[dict[str, Any], dict[str, int]]:
     """A recipe file as a dict, with the line of each key: UTF-8 (or UTF-16/32) text, valid
     YAML, no key given twice."""
-    from webagent_r1.validation import json_depth_ok, read_text
-
     text = read_text(p, ConfigError, "config file")
     lines: dict[str, int] = {}
     try:

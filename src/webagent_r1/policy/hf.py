@@ -133,6 +133,7 @@ def rows_can_be_dropped(past: Any) -> bool:
 
 def load_tokenizer(name: str) -> Any:
     """Tokenizer of a registry name / local folder / hub id (offline for bundled models)."""
+    # heavy: transformers loads only when this runs
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(resolve_model(name))
@@ -143,6 +144,7 @@ def load_tokenizer(name: str) -> Any:
 
 def load_model(cfg: ModelConfig) -> Any:
     """The causal LM of ``cfg`` in its master dtype on its device, in eval mode."""
+    # heavy: transformers loads only when this runs
     from transformers import AutoModelForCausalLM
 
     dtype = getattr(torch, cfg.dtype)

@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from webagent_r1.config import ModelConfig, home_dir
+from webagent_r1.policy.models import resolve_model
 
 Shapes = tuple[tuple[int, int], ...]
 """(in_features, out_features) of the linear layers timed."""
@@ -127,8 +128,6 @@ def _write_cache(path: Path, key: str, value: dict[str, Any]) -> None:
 
 def model_shapes(name: str) -> Shapes:
     """Linear layer shapes of model ``name`` (registry name or folder), from its config."""
-    from webagent_r1.policy.models import resolve_model
-
     try:
         with open(Path(resolve_model(name)) / "config.json") as f:
             c = json.load(f)

@@ -31,6 +31,7 @@ from webagent_r1.rollout.trajectories import (
     parse_trajectory_line,
     read_trajectories,
 )
+from webagent_r1.tasks.suite import build_suite, spec_for
 from webagent_r1.types import Task, Trajectory, describe_task
 
 __all__ = [
@@ -226,8 +227,6 @@ def load_run(
             "(e.g. written by `webagent-r1 eval --out FILE` or a training run)"
         )
     if tasks is None:
-        from webagent_r1.tasks.suite import build_suite, spec_for
-
         tasks = build_suite(spec_for("wide"))  # every split's tasks
     by_id = {str(t.task_id): t for t in tasks}
     run.episodes = [

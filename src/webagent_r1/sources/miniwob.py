@@ -28,8 +28,10 @@ the package with the reason.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib.util
+import re
 import sys
 import threading
 from dataclasses import dataclass
@@ -239,8 +241,6 @@ def check_task_names(names: list[str]) -> list[str]:
     Raises:
         MiniWoBError: a name is excluded (with the reason) or unknown (with a suggestion).
     """
-    import difflib
-
     if not names:
         return list(SUPPORTED)
     for name in names:
@@ -573,7 +573,5 @@ class MiniWoBSource(TaskSource):
 def package_task_names() -> list[str]:
     """The 125 task names the ``miniwob`` package registers (read from its source text,
     without importing it), for checking ``SUPPORTED`` + ``EXCLUDED`` against the package."""
-    import re
-
     envs = html_dir().parent / "envs" / "miniwob_envs.py"
     return sorted(re.findall(r'subdomain = "([^"]+)"', envs.read_text()))

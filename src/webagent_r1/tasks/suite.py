@@ -15,6 +15,7 @@ spec), and has a scripted expert. The suite is generated deterministically from 
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import random
@@ -22,7 +23,9 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
+from webagent_r1.sites import SITES
 from webagent_r1.tasks.template import Template
+from webagent_r1.tasks.templates import TEMPLATE_MODULES
 from webagent_r1.types import Task
 
 
@@ -122,8 +125,6 @@ def make_task(t: Template, k: int, split: str, params: dict[str, Any]) -> Task:
 
 def all_templates() -> list[Template]:
     """Every template of the embedded suite, in a fixed order (ids unique)."""
-    from webagent_r1.tasks.templates import TEMPLATE_MODULES
-
     out: list[Template] = []
     for mod in TEMPLATE_MODULES:
         out.extend(mod.TEMPLATES)
@@ -157,8 +158,6 @@ def build_suite(spec: SuiteSpec | None = None, sites: list[str] | None = None) -
         spec: instance counts and seed.
         sites: keep only templates whose sites are all in this list.
     """
-    from webagent_r1.sites import SITES
-
     spec = spec or SuiteSpec()
     key = (spec.seed, spec.n_train, spec.n_test, spec.n_heldout, spec.n_extra, tuple(sites or ()))
     if key in _SUITE_CACHE:
@@ -226,9 +225,6 @@ def run_tasks(
     Raises:
         ValueError: an unknown site or template name, or a filter that keeps no task.
     """
-    import difflib
-
-    from webagent_r1.sites import SITES
 
     known = {t.name: t for t in all_templates()}
     for name in templates:

@@ -386,6 +386,7 @@ def _prefix_cache(backbone: Any, config: Any, prefix_ids: torch.Tensor, rows: in
     """Run ``prefix_ids`` (1, P0) through ``backbone`` once and return the keyword argument
     that hands its KV cache, repeated for ``rows`` rows, to the next call. The cache keeps
     the autograd graph: the rows' gradients reach the prefix's activations, summed."""
+    # heavy: transformers loads only when this runs
     from transformers import DynamicCache
 
     try:

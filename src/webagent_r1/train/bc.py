@@ -29,6 +29,7 @@ import torch
 from webagent_r1.algos.sft import bc_loss
 from webagent_r1.config import Config, to_dict
 from webagent_r1.policy.precision import FlopsMeter, autocast_enabled
+from webagent_r1.progress import Bar
 from webagent_r1.rollout.trajectories import Sample, read_trajectories, turn_samples
 from webagent_r1.train.batching import (
     collate,
@@ -349,6 +350,5 @@ def _save(root: Path, step: int, model: Any, tok: Any, opt: Any, cfg: Config, di
 def _bar(enabled: bool, total: int, start: int, label: str) -> Any:
     if not enabled or total <= start:
         return None
-    from webagent_r1.progress import Bar
 
     return Bar(label, total, start, time_remaining=True)
