@@ -82,7 +82,7 @@ async def _compare(
 
 
 async def main_miniwob(n: int, task: str | None) -> dict:
-    from webagent_r1.tasks.miniwob import MiniWoBSource
+    from webagent_r1.sources.miniwob import MiniWoBSource
 
     source = MiniWoBSource([task] if task else [])
     backend = source.start()

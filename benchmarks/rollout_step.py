@@ -34,10 +34,10 @@ import statistics
 from typing import Any
 
 from webagent_r1.config import load_config
-from webagent_r1.envpool import make_env_pool
 from webagent_r1.evaluate import _setup
 from webagent_r1.policy.base import SamplingParams
-from webagent_r1.rollout import RolloutStats, collect
+from webagent_r1.rollout.collect import RolloutStats, collect
+from webagent_r1.rollout.pool import make_env_pool
 from webagent_r1.tasks.suite import tasks_for
 
 VARIANTS = {

@@ -115,11 +115,11 @@ import torch
 
 from webagent_r1.config import Config, load_config
 from webagent_r1.policy.precision import FlopsMeter, autocast_enabled
-from webagent_r1.rollout import Group
+from webagent_r1.rollout.collect import Group
+from webagent_r1.rollout.trajectories import read_trajectories
 from webagent_r1.train.batching import collate, completion_logprobs, micro_batches
+from webagent_r1.train.dist import build_optimizer, load_policy, trainable_parameters
 from webagent_r1.train.rl import RLBatch, build_rl_batch, mgrpo_update
-from webagent_r1.train.setup import build_optimizer, load_policy, trainable_parameters
-from webagent_r1.trajectories import read_trajectories
 from webagent_r1.types import Task, Trajectory, Turn
 
 # ---------------------------------------------------------------------------------------------
@@ -149,7 +149,7 @@ def _reset_hwm() -> bool:
 
 def _hwm_bytes() -> int | None:
     """VmHWM (peak RSS since the last reset) from /proc/self/status, or None."""
-    from webagent_r1.train.logging import proc_status_bytes
+    from webagent_r1.train.metrics import proc_status_bytes
 
     return proc_status_bytes("VmHWM")
 

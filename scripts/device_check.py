@@ -200,8 +200,8 @@ def _engine_vs_trainer(c: Check, model: Any, tok: Any, prompts: list[list[int]],
 
     from webagent_r1.policy.base import SamplingParams
     from webagent_r1.policy.hf import HFEngine, autocast_ctx
+    from webagent_r1.rollout.trajectories import turn_samples
     from webagent_r1.train.batching import collate, completion_logprobs
-    from webagent_r1.trajectories import turn_samples
     from webagent_r1.types import Trajectory, Turn
 
     model.eval()
@@ -251,7 +251,7 @@ def check_hf_logprobs(c: Check) -> dict[str, Any]:
     import torch
 
     from webagent_r1.policy.hf import load_tokenizer
-    from webagent_r1.train.setup import load_policy
+    from webagent_r1.train.dist import load_policy
 
     rng = random.Random(0)
     model, tok = load_policy(_cfg(c, str(c.tiny_dir)))
@@ -276,8 +276,8 @@ def check_mgrpo_shared(c: Check) -> dict[str, Any]:
     import torch
     from tests.train.tiny import shared_prompt_group
 
+    from webagent_r1.train.dist import build_optimizer, load_policy
     from webagent_r1.train.rl import build_rl_batch, mgrpo_update
-    from webagent_r1.train.setup import build_optimizer, load_policy
 
     group = shared_prompt_group([1.0, 0.0, 0.0, 1.0, 0.0, 1.0], seed=7, system_len=8)
     runs = {}
@@ -310,7 +310,7 @@ def check_dist(c: Check) -> dict[str, Any]:
     import torch
     import torch.distributed as dist
 
-    from webagent_r1.train.setup import Dist, backend_device
+    from webagent_r1.train.dist import Dist, backend_device
 
     backend = "nccl" if c.cuda else "gloo"
     if not dist.is_initialized():
@@ -339,7 +339,7 @@ def _rows(n_rows: int, prompt: int, completion: int, vocab: int, seed: int) -> A
     """An RLBatch of ``n_rows`` one-turn trajectories (one group of mixed rewards)."""
     import random
 
-    from webagent_r1.rollout import Group
+    from webagent_r1.rollout.collect import Group
     from webagent_r1.train.rl import build_rl_batch
     from webagent_r1.types import Task, Trajectory, Turn
 
@@ -363,8 +363,8 @@ def _rows(n_rows: int, prompt: int, completion: int, vocab: int, seed: int) -> A
 def check_fsdp(c: Check) -> dict[str, Any]:
     import torch
 
+    from webagent_r1.train.dist import build_optimizer, load_policy
     from webagent_r1.train.rl import mgrpo_update
-    from webagent_r1.train.setup import build_optimizer, load_policy
     from webagent_r1.train.sharding import (
         full_state_dict,
         load_sharded_optimizer,
@@ -441,9 +441,9 @@ def check_peak_memory(c: Check) -> dict[str, Any]:
     import torch
 
     from webagent_r1.config import load_config
+    from webagent_r1.train.dist import build_optimizer
     from webagent_r1.train.memory_plan import GIB, plan_memory, rollout_context
     from webagent_r1.train.rl import mgrpo_update
-    from webagent_r1.train.setup import build_optimizer
 
     cfg = load_config(str(ROOT / RECIPE), ["rl.beta=0", "model.device=cuda"])
     total_gib = torch.cuda.get_device_properties(0).total_memory / GIB

@@ -80,7 +80,7 @@ def _stage(run_dir: Path) -> str:
 
 
 def _check_trajectories(run_dir: Path) -> dict[str, Any]:
-    from webagent_r1.trajectories import read_trajectories
+    from webagent_r1.rollout.trajectories import read_trajectories
 
     files, n, bad = 0, 0, []
     for path in sorted(run_dir.rglob("*.jsonl")):
@@ -178,7 +178,7 @@ def main() -> int:
     proc.wait()
     log.close()
 
-    from webagent_r1.train.logging import read_metrics
+    from webagent_r1.train.metrics import read_metrics
 
     metrics_path = a.run_dir / "rl" / "metrics.jsonl"
     rows = read_metrics(metrics_path) if metrics_path.is_file() else []

@@ -77,7 +77,7 @@ def _start(run: Path, args: list[str], resume: bool, pace: float) -> subprocess.
 
 
 def _losses(run: Path) -> dict[int, list[float]]:
-    from webagent_r1.train.logging import read_metrics
+    from webagent_r1.train.metrics import read_metrics
 
     out: dict[int, list[float]] = {}
     for row in read_metrics(run / "bc" / "metrics.jsonl"):
@@ -101,7 +101,7 @@ def main() -> int:
     from safetensors.torch import load_file
     from tests.train.tiny import make_tiny_model, make_trajectories
 
-    from webagent_r1.trajectories import write_trajectories
+    from webagent_r1.rollout.trajectories import write_trajectories
 
     deadline = time.time() + 60 * a.max_minutes
     a.out.mkdir(parents=True, exist_ok=True)

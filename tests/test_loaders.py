@@ -16,8 +16,12 @@ from hypothesis import strategies as st
 from tests.test_types import WEBARENA_ENTRY
 from webagent_r1.config import ConfigError, load_config
 from webagent_r1.errors import LoadError
+from webagent_r1.rollout.trajectories import (
+    TrajectoryFileError,
+    read_trajectories,
+    write_trajectories,
+)
 from webagent_r1.tasks import TaskError, load_tasks
-from webagent_r1.trajectories import TrajectoryFileError, read_trajectories, write_trajectories
 from webagent_r1.types import Trajectory, Turn
 
 DEEP = "[" * 100_000 + "]" * 100_000

@@ -7,15 +7,49 @@ printed as one line without a traceback; ``WEBAGENT_R1_DEBUG=1`` shows the trace
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import json
 import os
+import random
+import shutil
 import sys
+from collections import Counter
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.table import Table
 
 from webagent_r1 import __version__
+from webagent_r1.browser import BrowserNotFoundError
+from webagent_r1.config import ConfigError, ObservationConfig, load_config, to_dict
+from webagent_r1.demos import collect_demos, pick_demo_tasks
+from webagent_r1.env import EnvError
+from webagent_r1.errors import LoadError
+from webagent_r1.evaluate import eval_subset, run_evaluation
+from webagent_r1.policy.models import (
+    REGISTRY,
+    GGUFSource,
+    ModelNotFoundError,
+    is_prepared,
+    prepare_model,
+)
+from webagent_r1.quickstart import run_quickstart
+from webagent_r1.report import ReportError, build_report_files
+from webagent_r1.report.compare import compare_runs, render_markdown, save_comparison
+from webagent_r1.report.paired import compare_files, render_paired_markdown, to_json
+from webagent_r1.report.viewer import build_viewer
+from webagent_r1.rollout.ray_pool import RayNotInstalledError
+from webagent_r1.rollout.trajectories import TrajectoryFileError, write_trajectories
+from webagent_r1.sites.server import serve_forever
+from webagent_r1.sources import task_source
+from webagent_r1.tasks import TaskError, write_tasks
+from webagent_r1.tasks.check import check_tasks
+from webagent_r1.tasks.suite import all_templates, build_suite, select, spec_for
+from webagent_r1.train.memory_plan import format_plan, plan_memory
 
 app = typer.Typer(
     name="webagent-r1",
@@ -59,8 +93,6 @@ def model_prepare(
     force: Annotated[bool, typer.Option(help="Convert again even if cached.")] = False,
 ) -> None:
     """Convert the bundled offline model to a cached Hugging Face folder (once)."""
-    from webagent_r1.policy.models import prepare_model
-
     path = prepare_model(name, force=force, progress=lambda m: console.print(f"[bold]{escape(m)}"))
     print(path)
 
@@ -68,8 +100,6 @@ def model_prepare(
 @model_app.command("list")
 def model_list() -> None:
     """List registry models and whether they are prepared."""
-    from webagent_r1.policy.models import REGISTRY, GGUFSource, is_prepared
-
     for name, src in REGISTRY.items():
         where = "bundled (offline)" if isinstance(src, GGUFSource) else f"hub: {src}"
         ready = "prepared" if is_prepared(name) else ""
@@ -88,8 +118,6 @@ def sites_serve(
     ] = 0.0,
 ) -> None:
     """Serve the embedded sites until Ctrl-C and print their URLs."""
-    from webagent_r1.sites.server import serve_forever
-
     serve_forever(
         site_names=only or None, host=host, port_offset=port_offset, latency_ms=latency_ms
     )
@@ -108,8 +136,6 @@ TemplateOpt = Annotated[str | None, typer.Option("--template", help="Only this t
 
 
 def _suite(split: str | None, site: str | None, template: str | None) -> list:
-    from webagent_r1.tasks.suite import build_suite, select, spec_for
-
     return select(build_suite(spec_for(split)), split=split, site=site, template=template)
 
 
@@ -121,12 +147,6 @@ def tasks_list(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Count tasks per site, template and split."""
-    import json
-    from collections import Counter
-
-    from rich.table import Table
-
-    from webagent_r1.tasks.suite import all_templates
 
     tasks = _suite(split, site, template)
     counts = Counter((t.extra["template"], t.split) for t in tasks)
@@ -188,12 +208,6 @@ def tasks_check(
     observation_format: Annotated[str, typer.Option(help="compact or html.")] = "compact",
 ) -> None:
     """Run the scripted experts in real Chromium; report success and every failure."""
-    import random
-
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-    from webagent_r1.config import ObservationConfig
-    from webagent_r1.tasks.check import check_tasks
 
     tasks = _suite(split, site, template)
     if subset is not None and subset < len(tasks):
@@ -242,8 +256,6 @@ def tasks_export(
     template: TemplateOpt = None,
 ) -> None:
     """Write tasks as JSONL in the WebArena config format."""
-    from webagent_r1.tasks import write_tasks
-
     n = write_tasks(_suite(split, site, template), out)
     print(f"wrote {n} tasks to {out}")
 
@@ -255,8 +267,6 @@ def quickstart(
 ) -> None:
     """The whole pipeline at toy scale on this machine (~10 min on 2 cores): demonstrations,
     base model, BC, M-GRPO, report, viewer. Replaces runs/quickstart."""
-    from webagent_r1.quickstart import run_quickstart
-
     run_quickstart(config, overrides or [])
 
 
@@ -272,10 +282,6 @@ def plan_memory_cmd(
 ) -> None:
     """Per-GPU memory of a recipe (weights, gradients, optimizer, reference, sampler, vLLM,
     activations at the token budget) and whether it fits; exits 1 when it does not."""
-    import json
-
-    from webagent_r1.config import load_config
-    from webagent_r1.train.memory_plan import format_plan, plan_memory
 
     cfg = load_config(config, overrides or [])
     try:
@@ -309,14 +315,9 @@ def demos(
     template: TemplateOpt = None,
 ) -> None:
     """Roll the scripted experts out like the policy and write SFT-ready trajectories."""
-    from collections import Counter
 
-    from rich.table import Table
-
-    from webagent_r1.config import load_config
-    from webagent_r1.demos import collect_demos, pick_demo_tasks
+    # heavy: keeps torch, transformers off the import path
     from webagent_r1.policy.hf import load_tokenizer
-    from webagent_r1.trajectories import write_trajectories
 
     cfg = load_config(config, overrides or [])
     tasks = pick_demo_tasks(split, subset, cfg.seed, template, cfg=cfg)
@@ -355,9 +356,13 @@ def sft(
     config: ConfigOpt = None, overrides: OverridesArg = None, resume: ResumeOpt = False
 ) -> None:
     """Behaviour cloning on expert demonstrations (bc.data), into <run_dir>/bc."""
-    from webagent_r1.config import load_config
+    # heavy: keeps torch, transformers off the import path
     from webagent_r1.train.bc import train_bc
+
+    # heavy: keeps torch off the import path
     from webagent_r1.train.checkpoint import latest_checkpoint
+
+    # heavy: keeps torch off the import path
     from webagent_r1.train.recipe import RunExistsError
 
     cfg = load_config(config, overrides or [])
@@ -380,9 +385,7 @@ def train(
     config: ConfigOpt = None, overrides: OverridesArg = None, resume: ResumeOpt = False
 ) -> None:
     """Run a recipe: demonstrations, base eval, BC warm-up, M-GRPO (see configs/r1*.yaml)."""
-    import json
-
-    from webagent_r1.config import load_config
+    # heavy: keeps torch off the import path
     from webagent_r1.train.recipe import paired_line, run_recipe
 
     cfg = load_config(config, overrides or [])
@@ -465,15 +468,6 @@ def eval_cmd(
     trajectories in --out-dir (then `webagent-r1 report DIR` plots them). --tasks miniwob
     evaluates on MiniWoB++ seeds (docs/miniwob.md), with a row per MiniWoB++ task.
     """
-    import shutil
-    from pathlib import Path
-
-    from rich.table import Table
-
-    from webagent_r1.config import load_config, to_dict
-    from webagent_r1.evaluate import eval_subset, run_evaluation
-    from webagent_r1.tasks.sources import task_source
-    from webagent_r1.tasks.suite import select
 
     extra = [] if thinking is None else [f"agent.thinking={str(thinking).lower()}"]
     if tasks_source is not None:
@@ -574,8 +568,6 @@ def view(
     ] = None,
 ) -> None:
     """Write a self-contained HTML page to browse a run's episodes (opens from disk)."""
-    from webagent_r1.report.viewer import build_viewer
-
     path = build_viewer(run_dir, out, on_note=lambda m: console.print(f"note: {m}", markup=False))
     print(path)
     print(path.resolve().as_uri())
@@ -591,15 +583,11 @@ def report(
     ],
 ) -> None:
     """Rebuild RUN_DIR/report.md and RUN_DIR/plots/*.png from the folder's logs."""
-    from webagent_r1.report import ReportError, build_report_files
-
     if not os.path.isdir(run_dir):
         raise typer.BadParameter(f"no such folder: {run_dir!r}", param_hint="RUN_DIR")
     try:
         res = build_report_files(run_dir)
     except ReportError as e:
-        from rich.markup import escape
-
         console.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(2) from None
     print(f"report: {res.report}")
@@ -628,17 +616,12 @@ def compare(
     ] = "runs/compare",
 ) -> None:
     """Compare RL runs: eval success gained per hour, groups with mixed rewards (compare.md)."""
-    from webagent_r1.report import ReportError
-    from webagent_r1.report.compare import compare_runs, render_markdown, save_comparison
-
     for d in run_dirs:
         if not os.path.isdir(d):
             raise typer.BadParameter(f"no such folder: {d!r}", param_hint="RUN_DIR")
     try:
         c = compare_runs(run_dirs, label)
     except ReportError as e:
-        from rich.markup import escape
-
         console.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(2) from None
     print(render_markdown(c))
@@ -671,11 +654,6 @@ def compare_evals(
     ] = None,
 ) -> None:
     """Paired comparison, task by task: B − A with a bootstrap interval, sign tests, per site."""
-    import json
-    from pathlib import Path
-
-    from webagent_r1.report import ReportError
-    from webagent_r1.report.paired import compare_files, render_paired_markdown, to_json
 
     if out and (Path(out).suffix == ".json" or Path(out).is_dir()):
         raise typer.BadParameter(
@@ -686,8 +664,6 @@ def compare_evals(
     try:
         comparisons, problems = compare_files(evals, label, max_turns)
     except ReportError as e:
-        from rich.markup import escape
-
         console.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(2) from None
     for p in problems:
@@ -701,8 +677,6 @@ def compare_evals(
             path.write_text(md)
             path.with_suffix(".json").write_text(json.dumps(to_json(comparisons), indent=1))
         except OSError as e:
-            from rich.markup import escape
-
             console.print(f"[red]error:[/red] cannot write {escape(out)}: {escape(str(e))}")
             raise typer.Exit(2) from None
         print(f"comparison: {path} (and {path.with_suffix('.json').name})")
@@ -714,9 +688,6 @@ app.add_typer(bench_app, name="bench")
 
 def _benchmark(name: str) -> Any:
     """The module ``benchmarks/<name>.py`` of the source checkout."""
-    import importlib.util
-    from pathlib import Path
-
     path = Path(__file__).resolve().parents[2] / "benchmarks" / f"{name}.py"
     if not path.is_file():
         raise FileNotFoundError(
@@ -748,8 +719,6 @@ def bench_rollout(
     ] = 0.0,
 ) -> None:
     """Async vs lockstep rollout throughput (runs benchmarks/rollout.py)."""
-    import json
-
     module = _benchmark("rollout")
     out = asyncio.run(
         module.run(
@@ -788,8 +757,6 @@ def bench_rollout_step(
 ) -> None:
     """One M-GRPO step's rollout under HF engine decoding variants (runs
     benchmarks/rollout_step.py)."""
-    import json
-
     module = _benchmark("rollout_step")
     names = tuple(v.strip() for v in variants.split(","))
     if any(v not in module.VARIANTS for v in names):
@@ -820,8 +787,6 @@ def bench_decode(
 ) -> None:
     """HF engine decoding: reserved KV cache vs concatenation, or dropping finished rows vs
     keeping them (runs benchmarks/decode.py)."""
-    import json
-
     if compare not in ("reserve", "drop"):
         raise typer.BadParameter(f"--compare is reserve or drop, not {compare!r}")
 
@@ -856,9 +821,6 @@ def bench_trainer(
     overrides: OverridesArg = None,
 ) -> None:
     """One M-GRPO update vs TRL's GRPOTrainer: tokens/s, peak memory (benchmarks/trainer.py)."""
-    import importlib.util
-    import json
-
     if trl and importlib.util.find_spec("trl") is None:
         console.print(
             "[red]error:[/red] TRL is not installed: pip install -e '.\\[bench]' (or pass --no-trl)"
@@ -880,10 +842,30 @@ def bench_trainer(
     print(json.dumps(out, indent=1))
 
 
+def user_error_types() -> tuple[type[BaseException], ...]:
+    """Exceptions the CLI prints as a one-line error instead of a traceback."""
+    # heavy: policy.vllm and train.recipe import torch, kept off the CLI's import path
+    from webagent_r1.policy.vllm import VLLMUnavailableError
+    from webagent_r1.train.recipe import RunExistsError  # heavy: torch
+
+    types: list[type[BaseException]] = [
+        LoadError,  # every malformed input: configs, task files, trajectory files
+        ConfigError,
+        ModelNotFoundError,
+        BrowserNotFoundError,
+        EnvError,
+        FileNotFoundError,
+        TrajectoryFileError,
+        RunExistsError,
+        RayNotInstalledError,  # rollout.env_pool: ray without the [ray] extra
+        VLLMUnavailableError,  # --engine vllm / train.generation_engine: vllm without vLLM
+        TaskError,
+    ]
+    return tuple(types)
+
+
 def main() -> None:
     """Console entry point: run the app, turning user errors into one-line messages."""
-    from webagent_r1.errors import user_error_types
-
     try:
         app()
     except user_error_types() as e:

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from webagent_r1.errors import LoadError
+from webagent_r1.validation import json_depth_ok, read_text
 
 
 class ConfigError(LoadError):
@@ -605,7 +606,7 @@ class RLConfig:
 DIFFICULTIES = ("1-2", "3-5", "6-9", "10+")
 
 TASK_SOURCES = ("embedded", "miniwob", "webarena-lite")
-"""Task sources by name (``tasks/sources.py``); ``webarena-lite`` needs ``webagent_r1.webarena``."""
+"""Task sources by name (``sources/__init__.py``: ``SOURCES``)."""
 
 
 def _check_numbers(obj: Any, prefix: str) -> None:
@@ -989,8 +990,6 @@ def _key_lines(node: yaml.Node, prefix: str = "") -> dict[str, int]:
 def _read_yaml(p: Path) -> tuple[dict[str, Any], dict[str, int]]:
     """A recipe file as a dict, with the line of each key: UTF-8 (or UTF-16/32) text, valid
     YAML, no key given twice."""
-    from webagent_r1.validation import json_depth_ok, read_text
-
     text = read_text(p, ConfigError, "config file")
     lines: dict[str, int] = {}
     try:

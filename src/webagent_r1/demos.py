@@ -19,12 +19,14 @@ from typing import Any
 
 from webagent_r1.browser import Browser
 from webagent_r1.config import Config
-from webagent_r1.envpool import LocalEnvPool
+from webagent_r1.evaluate import eval_subset
 from webagent_r1.policy.base import SamplingParams
 from webagent_r1.policy.expert import ExpertPolicy
-from webagent_r1.rollout import RolloutStats, collect
+from webagent_r1.rollout.collect import RolloutStats, collect
+from webagent_r1.rollout.pool import LocalEnvPool
 from webagent_r1.sites.episodes import EmbeddedSites
 from webagent_r1.tasks.evaluators import evaluate
+from webagent_r1.tasks.suite import build_suite, select, spec_for, tasks_for
 from webagent_r1.types import Task, Trajectory
 
 __all__ = ["DemoReport", "collect_demos", "demo_failure", "pick_demo_tasks"]
@@ -72,9 +74,6 @@ def pick_demo_tasks(
         template: only this template.
         cfg: a config whose ``tasks`` filters apply (sites, templates, difficulty).
     """
-    from webagent_r1.evaluate import eval_subset
-    from webagent_r1.tasks.suite import build_suite, select, spec_for, tasks_for
-
     if cfg is not None:
         tasks = tasks_for(cfg, split)
     else:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import random
 import time
 from collections import Counter, defaultdict
@@ -24,19 +25,23 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from webagent_r1.browser import Browser
 from webagent_r1.config import AgentConfig
-from webagent_r1.envpool import EnvPool
 from webagent_r1.policy.base import Engine, SamplingParams
-from webagent_r1.rollout import Policy, RolloutStats, collect
+from webagent_r1.policy.expert import ExpertPolicy
+from webagent_r1.policy.openai import OpenAIEngine
+from webagent_r1.rollout.collect import Policy, RolloutStats, collect
+from webagent_r1.rollout.pool import EnvPool, make_env_pool
+from webagent_r1.rollout.trajectories import failure_reason, write_trajectories
+from webagent_r1.sources import TaskSource, task_source
 from webagent_r1.stats import pass_at_k, success_interval
-from webagent_r1.tasks.sources import TaskSource
+from webagent_r1.tasks.suite import all_templates
 from webagent_r1.types import Task, Trajectory, site_of
 
 __all__ = [
     "EvalReport",
     "eval_subset",
     "evaluate_policy",
-    "failure_reason",
     "run_evaluation",
     "site_of",
 ]
@@ -44,30 +49,11 @@ __all__ = [
 
 def _template_attr(task: Task, attr: str) -> str:
     """``kind`` or ``difficulty`` of an embedded task's template ('?' for other tasks)."""
-    from webagent_r1.tasks.suite import all_templates
-
     name = task.extra.get("template")
     for t in all_templates():
         if t.name == name:
             return str(getattr(t, attr))
     return "?"
-
-
-def failure_reason(traj: Trajectory) -> str | None:
-    """Why an episode failed, in a few words (None when it succeeded).
-
-    Ran out of turns, no valid action, env error, or the evaluator's explanation.
-    """
-    if traj.reward == 1.0:
-        return None
-    if traj.status == "env_error":
-        return f"env error: {str(traj.info.get('error', ''))[:80]}"
-    invalid = sum(t.action is None for t in traj.turns)
-    if traj.status == "max_turns":
-        if invalid == len(traj.turns):
-            return "ran out of turns: no valid action in any turn"
-        return f"ran out of turns ({invalid} of {len(traj.turns)} turns without a valid action)"
-    return f"wrong result: {str(traj.info.get('explanation') or 'reward 0')[:120]}"
 
 
 @dataclass
@@ -280,17 +266,21 @@ async def _setup(
 ) -> AsyncIterator[tuple[Any, Any, Any, TaskSource, Callable[[str], int]]]:
     """The engine, its tokenizer, the task source's sites (started) and a browser; all
     closed on exit. ``source`` defaults to ``cfg.tasks.source`` (the embedded sites)."""
-    from webagent_r1.browser import Browser
+    # heavy: keeps torch, transformers off the import path
     from webagent_r1.policy.hf import HFEngine, load_tokenizer
-    from webagent_r1.tasks.sources import task_source
 
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
     closer: Callable[[], Any] | None = None
     if engine == "hf":
+        # heavy: keeps torch off the import path
         from webagent_r1.policy.precision import autocast_enabled
+
+        # heavy: keeps torch, transformers off the import path
         from webagent_r1.train.batching import unwrap_model
-        from webagent_r1.train.setup import load_policy
+
+        # heavy: keeps torch, transformers off the import path
+        from webagent_r1.train.dist import load_policy
 
         model, tokenizer = load_policy(cfg, model_path)
         model.eval()
@@ -304,6 +294,7 @@ async def _setup(
         )
         closer = eng.close
     elif engine == "vllm":
+        # heavy: keeps torch off the import path
         from webagent_r1.policy.vllm import VLLMEngine
 
         name = model_path or cfg.init_from or cfg.model.name
@@ -312,13 +303,9 @@ async def _setup(
         tokenizer = load_tokenizer(name)
         closer = eng.close
     elif engine == "expert":
-        from webagent_r1.policy.expert import ExpertPolicy
-
         tokenizer = load_tokenizer(model_path or cfg.init_from or cfg.model.name)
         eng = ExpertPolicy(tokenizer, thinking=cfg.agent.thinking)
     else:
-        from webagent_r1.policy.openai import OpenAIEngine
-
         if not openai_url or not openai_model:
             raise ValueError("the openai engine needs a server URL and a model name")
         tokenizer = load_tokenizer(model_path or cfg.init_from or cfg.model.name)
@@ -368,8 +355,6 @@ async def _evaluate_at(
     concurrency: int,
     progress: bool,
 ) -> EvalReport:
-    from webagent_r1.envpool import make_env_pool
-
     pool = make_env_pool(
         cfg,
         concurrency,
@@ -408,8 +393,6 @@ def _source_hook(source: TaskSource, name: str, *args: Any) -> Any:
 
 def _relative_screenshots(trajs: list[Trajectory], folder: Path) -> None:
     """Screenshot paths relative to ``folder`` (the viewer resolves them from the JSONL's)."""
-    import os
-
     for tr in trajs:
         for turn in tr.turns:
             shot = turn.observation.get("screenshot")
@@ -471,8 +454,6 @@ async def run_evaluation(
     Raises:
         ValueError: bad samples / budgets / temperature, unknown engine, no tasks.
     """
-    from webagent_r1.trajectories import write_trajectories
-
     if not tasks:
         raise ValueError("no tasks to evaluate")
     if samples < 1:

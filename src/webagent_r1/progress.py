@@ -11,6 +11,9 @@ import sys
 import time
 from typing import Any
 
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
 __all__ = ["Bar"]
 
 
@@ -33,8 +36,6 @@ class Bar:
         time_remaining: bool = False,
         every_s: float = 60.0,
     ) -> None:
-        from rich.console import Console
-
         self.label, self.total, self.completed, self.info = label, total, completed, ""
         self.every_s = every_s
         self.t0 = self.last = time.time()
@@ -42,14 +43,6 @@ class Bar:
         console = Console(stderr=True)
         self.rich: Any = None
         if console.is_terminal:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeRemainingColumn,
-            )
-
             cols: list[Any] = [TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn()]
             if time_remaining:
                 cols.append(TimeRemainingColumn())

@@ -22,6 +22,11 @@ from rich.console import Console
 from rich.table import Table
 
 from webagent_r1.config import Config, load_config
+from webagent_r1.policy.models import prepare_model
+from webagent_r1.report import build_report_files, load_run
+from webagent_r1.report.build import success_rows
+from webagent_r1.report.load import SITE_LABELS, SITE_ORDER
+from webagent_r1.report.viewer import build_viewer
 
 __all__ = ["QUICKSTART_CONFIG", "quickstart_config", "run_quickstart"]
 
@@ -37,10 +42,6 @@ def quickstart_config(config: str | None = None, overrides: list[str] | None = N
 
 
 def _table(run_dir: Path) -> Table:
-    from webagent_r1.report import load_run
-    from webagent_r1.report.build import success_rows
-    from webagent_r1.report.load import SITE_LABELS, SITE_ORDER
-
     rows = success_rows(load_run(run_dir))
     sites = [s for s in SITE_ORDER if any(s in r.by_site for r in rows)]
     table = Table(title="success on the quickstart's test subset (greedy)")
@@ -57,9 +58,7 @@ def _table(run_dir: Path) -> Table:
 
 def run_quickstart(config: str | None = None, overrides: list[str] | None = None) -> Path:
     """Run the quickstart from scratch (its run folder is replaced); returns the run folder."""
-    from webagent_r1.policy.models import prepare_model
-    from webagent_r1.report import build_report_files
-    from webagent_r1.report.viewer import build_viewer
+    # heavy: keeps torch off the import path
     from webagent_r1.train.recipe import groups_line, paired_line, run_recipe
 
     cfg = quickstart_config(config, overrides)

@@ -18,14 +18,14 @@ from webagent_r1.algos.gigpo import (
 )
 from webagent_r1.algos.mgrpo import group_advantages
 from webagent_r1.config import ConfigError, RLConfig, load_config
-from webagent_r1.rollout import Group, collect, state_key
-from webagent_r1.train.rl import build_rl_batch
-from webagent_r1.trajectories import (
+from webagent_r1.rollout.collect import Group, collect, state_key
+from webagent_r1.rollout.trajectories import (
     TrajectoryFileError,
     parse_trajectory_line,
     read_trajectories,
     write_trajectories,
 )
+from webagent_r1.train.rl import build_rl_batch
 from webagent_r1.types import Observation, Task, Trajectory, Turn
 
 from ..rollout.fakes import CLICK, EXIT, FakeEnvPool, FakeTokenizer, ScriptedEngine, make_tasks

@@ -27,11 +27,11 @@ import pytest
 import torch
 
 from tests.train.tiny import make_tiny_model, shared_prompt_group, tiny_config
-from webagent_r1.rollout import Group
+from webagent_r1.rollout.collect import Group
+from webagent_r1.rollout.trajectories import turn_samples
 from webagent_r1.train.batching import pack_plan
+from webagent_r1.train.dist import load_policy
 from webagent_r1.train.rl import build_rl_batch, mgrpo_update
-from webagent_r1.train.setup import load_policy
-from webagent_r1.trajectories import turn_samples
 
 REWARDS = [1.0, 0.0, 0.0, 1.0, 0.0]
 MU, BETA, CLIP, TEMP, LR, ADV_EPS = 2, 0.05, 0.1, 0.7, 0.03, 1e-4

@@ -13,12 +13,11 @@ from webagent_r1.evaluate import (
     EvalReport,
     eval_subset,
     evaluate_policy,
-    failure_reason,
     run_evaluation,
 )
 from webagent_r1.policy.base import Completion, SamplingParams
+from webagent_r1.rollout.trajectories import failure_reason, read_trajectories
 from webagent_r1.tasks.suite import run_tasks
-from webagent_r1.trajectories import read_trajectories
 from webagent_r1.types import Action, Task, Trajectory, Turn
 
 
@@ -145,8 +144,8 @@ class _Babbler:
 
 @pytest.mark.browser
 async def test_a_bad_engine_scores_0_with_reasons(browser, embedded_sites, tmp_path) -> None:
-    from webagent_r1.envpool import LocalEnvPool
     from webagent_r1.policy.hf import load_tokenizer
+    from webagent_r1.rollout.pool import LocalEnvPool
     from webagent_r1.tasks.evaluators import evaluate
 
     cfg = _cfg(tmp_path, "env.max_turns=2")

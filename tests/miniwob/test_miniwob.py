@@ -21,11 +21,11 @@ from webagent_r1.agent.actions import format_action
 from webagent_r1.browser import Browser
 from webagent_r1.config import TASK_SOURCES, ConfigError, EnvConfig, ObservationConfig, load_config
 from webagent_r1.env import WebEnv
-from webagent_r1.envpool import LocalEnvPool
 from webagent_r1.evaluate import evaluate_policy
 from webagent_r1.policy.base import Completion, SamplingParams
-from webagent_r1.tasks import miniwob as mw
-from webagent_r1.tasks.sources import SOURCES, EmbeddedSource, TaskSourceError, task_source
+from webagent_r1.rollout.pool import LocalEnvPool
+from webagent_r1.sources import SOURCES, EmbeddedSource, TaskSourceError, task_source
+from webagent_r1.sources import miniwob as mw
 from webagent_r1.tasks.suite import tasks_for
 from webagent_r1.types import Action, Task
 
@@ -104,7 +104,7 @@ def test_source_registry_and_config() -> None:
 
 def test_webarena_lite_slot_says_when_it_is_not_installed(monkeypatch) -> None:
     # None in sys.modules makes the import fail as if the package did not exist.
-    monkeypatch.setitem(sys.modules, "webagent_r1.webarena", None)
+    monkeypatch.setitem(sys.modules, "webagent_r1.sources.webarena", None)
     with pytest.raises(TaskSourceError, match="webarena-lite task source is not installed yet"):
         task_source(load_config(), "webarena-lite")
 

@@ -36,7 +36,7 @@ def test_default_model_generates_offline(monkeypatch) -> None:
     from webagent_r1.config import AgentConfig, ModelConfig
     from webagent_r1.policy.base import SamplingParams
     from webagent_r1.policy.hf import HFEngine
-    from webagent_r1.rollout import chat_ids
+    from webagent_r1.rollout.collect import chat_ids
 
     engine = HFEngine.from_config(ModelConfig())
     tok = engine.tokenizer

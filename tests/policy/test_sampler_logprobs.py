@@ -17,9 +17,9 @@ import torch
 from tests.train.tiny import VOCAB, make_tiny_model, tiny_config
 
 from webagent_r1.policy.base import Completion, SamplingParams
-from webagent_r1.rollout import Group
+from webagent_r1.rollout.collect import Group
+from webagent_r1.rollout.trajectories import Sample, turn_samples
 from webagent_r1.train.batching import collate, completion_logprobs
-from webagent_r1.trajectories import Sample, turn_samples
 from webagent_r1.types import Task, Trajectory, Turn
 
 TEMP = 0.7
@@ -54,7 +54,7 @@ def _gap(model: Any, samples: list[Sample], pad_id: int, temperature: float) -> 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any, Path]:
-    from webagent_r1.train.setup import load_policy
+    from webagent_r1.train.dist import load_policy
 
     folder = make_tiny_model(tmp_path_factory.mktemp("tiny") / "model", seed=1)
     model, tok = load_policy(tiny_config(folder))
@@ -87,8 +87,8 @@ def test_mgrpo_with_sampler_logprobs_starts_at_ratio_one(tiny: tuple[Any, Any, P
     """Through the update: π_old from the engine at T = 0.7, π_θ from the trainer at the
     rollout temperature: the first iteration's ratios are 1 and nothing is clipped."""
     from webagent_r1.policy.hf import HFEngine
+    from webagent_r1.train.dist import build_optimizer, load_policy
     from webagent_r1.train.rl import build_rl_batch, mgrpo_update
-    from webagent_r1.train.setup import build_optimizer, load_policy
 
     _, tok, folder = tiny
     cfg = tiny_config(
@@ -121,7 +121,7 @@ def test_smollm2_logprobs_at_t07_are_the_trainers_on_a_real_prompt() -> None:
     from webagent_r1.agent.context import build_messages
     from webagent_r1.config import AgentConfig, ModelConfig
     from webagent_r1.policy.hf import HFEngine
-    from webagent_r1.rollout import chat_ids
+    from webagent_r1.rollout.collect import chat_ids
 
     engine = HFEngine.from_config(ModelConfig(autocast_bf16=False, device="cpu"))
     tok = engine.tokenizer

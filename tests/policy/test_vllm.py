@@ -46,7 +46,7 @@ def test_without_vllm_the_engine_says_how_to_install_it(no_vllm) -> None:
     msg = str(e.value)
     assert "pip install 'webagent-r1[vllm]'" in msg and "CUDA GPU" in msg and "\n" not in msg
     assert isinstance(e.value, ImportError)
-    from webagent_r1.errors import user_error_types
+    from webagent_r1.cli import user_error_types
     from webagent_r1.policy.vllm_check import main
 
     assert VLLMUnavailableError in user_error_types()  # the CLI prints it as one line
@@ -426,7 +426,7 @@ def test_gpu_check_comparison_math() -> None:
 
 def test_gpu_check_version_stamps(tmp_path: Path) -> None:
     from webagent_r1.policy.vllm_check import check_versions
-    from webagent_r1.trajectories import write_trajectories
+    from webagent_r1.rollout.trajectories import write_trajectories
     from webagent_r1.types import Trajectory, Turn
 
     def traj(version: int) -> Trajectory:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from webagent_r1.trajectories import write_trajectories
+from webagent_r1.rollout.trajectories import write_trajectories
 from webagent_r1.types import Action, Trajectory, Turn
 
 

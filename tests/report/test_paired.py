@@ -31,7 +31,7 @@ from webagent_r1.report.paired import (
     load_outcomes,
     render_paired_markdown,
 )
-from webagent_r1.trajectories import write_trajectories
+from webagent_r1.rollout.trajectories import write_trajectories
 
 A = {"x.a/0": [1, 0], "x.a/1": [0, 0], "y.b/0": [1, 1], "y.b/1": [0, 1]}
 B = {"x.a/0": [1, 1], "x.a/1": [1, 0], "y.b/0": [1, 1], "y.b/1": [0, 0], "y.b/2": [1, 1]}

@@ -14,7 +14,7 @@ from webagent_r1.cli import app
 from webagent_r1.report import ReportError, build_report, build_report_files, load_run
 from webagent_r1.report.build import success_rows
 from webagent_r1.report.load import read_episode_stats
-from webagent_r1.trajectories import write_trajectories
+from webagent_r1.rollout.trajectories import write_trajectories
 
 HEADER = "| Model | Reddit | GitLab | CMS | Map | OSS | Cross-site | Avg. |"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from webagent_r1.cli import app
-from webagent_r1.trajectories import read_trajectories
+from webagent_r1.rollout.trajectories import read_trajectories
 
 runner = CliRunner()
 

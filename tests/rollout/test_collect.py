@@ -8,8 +8,8 @@ import pytest
 
 from webagent_r1.config import AgentConfig
 from webagent_r1.policy.base import SamplingParams
-from webagent_r1.rollout import ROLLOUT_MODES, Group, RolloutStats, collect, run_episode
-from webagent_r1.trajectories import turn_samples
+from webagent_r1.rollout.collect import ROLLOUT_MODES, Group, RolloutStats, collect, run_episode
+from webagent_r1.rollout.trajectories import turn_samples
 
 from .fakes import CLICK, EXIT, FakeEnv, FakeEnvPool, FakeTokenizer, ScriptedEngine, make_tasks
 

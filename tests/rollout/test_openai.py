@@ -17,7 +17,7 @@ from starlette.routing import Route
 
 from webagent_r1.policy.base import SamplingParams
 from webagent_r1.policy.openai import OpenAIEngine, OpenAIEngineError
-from webagent_r1.rollout import collect
+from webagent_r1.rollout.collect import collect
 
 from .fakes import CLICK, EXIT, FakeEnvPool, FakeTokenizer, make_tasks, turn_of
 

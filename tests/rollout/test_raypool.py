@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from webagent_r1.config import Config, ConfigError, load_config
-from webagent_r1.envpool import EnvPool, LocalEnvPool, make_env_pool
 from webagent_r1.policy.expert import ExpertPolicy
 from webagent_r1.policy.hf import load_tokenizer
-from webagent_r1.rollout import Group, RolloutStats, collect
+from webagent_r1.rollout.collect import Group, RolloutStats, collect
+from webagent_r1.rollout.pool import EnvPool, LocalEnvPool, make_env_pool
 from webagent_r1.tasks.evaluators import evaluate
 from webagent_r1.tasks.suite import build_suite, select
 from webagent_r1.types import Task
@@ -96,7 +96,7 @@ def test_env_pool_config_and_local_factory() -> None:
 
 
 def test_without_ray_the_pool_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    from webagent_r1.raypool import RayEnvPool, RayNotInstalledError
+    from webagent_r1.rollout.ray_pool import RayEnvPool, RayNotInstalledError
 
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now fails
     with pytest.raises(ImportError, match=r"pip install 'webagent-r1\[ray\]'") as info:
@@ -118,7 +118,7 @@ def tokenizer() -> Any:
 async def ray_pool() -> AsyncIterator[Any]:
     """Two workers of two slots on a local Ray started by the pool (shut down by close)."""
     ray = pytest.importorskip("ray")
-    from webagent_r1.raypool import RayEnvPool
+    from webagent_r1.rollout.ray_pool import RayEnvPool
 
     assert not ray.is_initialized()
     pool = RayEnvPool(Config(), workers=2, slots_per_worker=2)

@@ -1,5 +1,5 @@
 """``rollout.env_pool: ray`` in the evaluation (its own module: it starts its own local Ray,
-so it must not run while test_raypool.py's module-wide Ray holds every CPU)."""
+so it must not run while test_rollout/ray_pool.py's module-wide Ray holds every CPU)."""
 
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ import pytest
 from webagent_r1.config import Config, ModelConfig
 from webagent_r1.policy.base import Completion, SamplingParams
 from webagent_r1.policy.hf import load_tokenizer
-from webagent_r1.rollout import collect
-from webagent_r1.trajectories import read_trajectories, turn_samples, write_trajectories
+from webagent_r1.rollout.collect import collect
+from webagent_r1.rollout.trajectories import read_trajectories, turn_samples, write_trajectories
 
 from .fakes import EXIT, FakeEnvPool, make_tasks
 

@@ -9,8 +9,8 @@ import pytest
 from webagent_r1.browser import Browser
 from webagent_r1.config import EnvConfig
 from webagent_r1.env import EvalContext, StaticSites
-from webagent_r1.envpool import EnvPool, LocalEnvPool
-from webagent_r1.rollout import RolloutStats, collect
+from webagent_r1.rollout.collect import RolloutStats, collect
+from webagent_r1.rollout.pool import EnvPool, LocalEnvPool
 from webagent_r1.types import Task
 
 from .fakes import FakeTokenizer, ScriptedEngine

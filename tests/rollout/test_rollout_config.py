@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from webagent_r1.config import Config, ConfigError, load_config
-from webagent_r1.rollout import ROLLOUT_MODES, sampling_params
+from webagent_r1.rollout.collect import ROLLOUT_MODES, sampling_params
 
 
 def test_defaults_and_overrides() -> None:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from webagent_r1.trajectories import (
+from webagent_r1.rollout.trajectories import (
     TrajectoryFileError,
     read_trajectories,
     turn_samples,

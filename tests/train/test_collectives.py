@@ -10,7 +10,7 @@ import torch
 import torch.distributed as tdist
 import torch.multiprocessing as mp
 
-from webagent_r1.train.setup import Dist, backend_device
+from webagent_r1.train.dist import Dist, backend_device
 
 
 def test_backend_device_maps_each_backend_to_where_it_reduces() -> None:

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from webagent_r1.config import ConfigError, RLConfig, load_config
-from webagent_r1.rollout import Group
+from webagent_r1.rollout.collect import Group
 from webagent_r1.train.curriculum import (
     CURRICULA,
     Curriculum,
@@ -413,8 +413,8 @@ def test_draw_refuses_a_sampler_that_leaks_a_test_task(monkeypatch: pytest.Monke
 def test_trainer_checkpoint_keeps_the_curriculum(tmp_path: Path) -> None:
     from webagent_r1.config import Config
     from webagent_r1.train.checkpoint import latest_checkpoint, load_trainer_state
+    from webagent_r1.train.dist import Dist
     from webagent_r1.train.rl import _save
-    from webagent_r1.train.setup import Dist
 
     tasks = make_tasks({"a": 5, "b": 5})
     cur = Curriculum(tasks, "mixed", seed=1)

@@ -13,8 +13,8 @@ from safetensors.torch import load_file
 
 from tests.train.launch import launch_two
 from tests.train.tiny import make_tiny_model, make_trajectories
-from webagent_r1.train.logging import read_metrics
-from webagent_r1.trajectories import read_trajectories, write_trajectories
+from webagent_r1.rollout.trajectories import read_trajectories, write_trajectories
+from webagent_r1.train.metrics import read_metrics
 
 
 def _overrides(tmp: Path, run: str) -> list[str]:

@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from webagent_r1.train.dist import Dist
 from webagent_r1.train.rl import _merge_pass_at_k
-from webagent_r1.train.setup import Dist
 
 
 def report(rows: list[tuple[str, str, float]]) -> SimpleNamespace:

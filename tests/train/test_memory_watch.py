@@ -7,7 +7,7 @@ import mmap
 import platform
 import time
 
-from webagent_r1.train.logging import MemoryWatch, release_free_memory, total_memory_bytes
+from webagent_r1.train.metrics import MemoryWatch, release_free_memory, total_memory_bytes
 
 
 def test_metrics_follow_an_allocation() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 
 from webagent_r1.config import load_config
-from webagent_r1.train.setup import (
+from webagent_r1.train.dist import (
     frozen_copy_dtype,
     load_policy,
     load_reference,

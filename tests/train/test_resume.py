@@ -15,7 +15,7 @@ import torch
 from safetensors.torch import load_file
 
 from tests.train.tiny import make_tiny_model, make_trajectories
-from webagent_r1.trajectories import write_trajectories
+from webagent_r1.rollout.trajectories import write_trajectories
 
 STEPS = 8
 

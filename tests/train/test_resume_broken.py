@@ -13,9 +13,9 @@ import torch
 from safetensors.torch import load_file
 
 from tests.train.tiny import make_trajectories, tiny_config
+from webagent_r1.rollout.trajectories import write_trajectories
 from webagent_r1.train.bc import train_bc
 from webagent_r1.train.checkpoint import checkpoint_problem, latest_checkpoint, resume_checkpoint
-from webagent_r1.trajectories import write_trajectories
 
 STEPS = 4
 

@@ -14,12 +14,12 @@ import torch
 from tests.train.tiny import make_tiny_model, tiny_config
 from webagent_r1.config import load_config
 from webagent_r1.policy.base import Completion
+from webagent_r1.rollout.trajectories import read_trajectories, turn_samples
 from webagent_r1.train.batching import collate, completion_logprobs
 from webagent_r1.train.checkpoint import latest_checkpoint
-from webagent_r1.train.logging import read_metrics
+from webagent_r1.train.dist import load_policy
+from webagent_r1.train.metrics import read_metrics
 from webagent_r1.train.rl import train_rl
-from webagent_r1.train.setup import load_policy
-from webagent_r1.trajectories import read_trajectories, turn_samples
 from webagent_r1.types import Task, Trajectory
 
 pytestmark = pytest.mark.browser
@@ -187,7 +187,7 @@ class ExpertForSome:
 
     def __init__(self, engine: Any, tokenizer: Any, use_expert: bool = True) -> None:
         from webagent_r1.policy.expert import ExpertPolicy
-        from webagent_r1.rollout import EnginePolicy
+        from webagent_r1.rollout.collect import EnginePolicy
 
         self.engine = engine
         self.model = engine.model  # the trainer's model: WeightSync sees a shared engine

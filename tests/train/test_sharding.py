@@ -27,7 +27,7 @@ from safetensors.torch import load_file
 from tests.train.launch import launch_two
 from tests.train.tiny import make_tiny_model, make_trajectories
 from webagent_r1.config import ConfigError, TrainConfig, load_config
-from webagent_r1.trajectories import turn_samples, write_trajectories
+from webagent_r1.rollout.trajectories import turn_samples, write_trajectories
 
 
 def test_sharding_config_is_checked() -> None:
@@ -52,7 +52,7 @@ def test_resuming_with_the_other_sharding_says_how_to_fix_it(tmp_path: Path) -> 
 
 
 def test_grad_norm_and_clip_equals_clip_grad_norm() -> None:
-    from webagent_r1.train.setup import grad_norm_and_clip
+    from webagent_r1.train.dist import grad_norm_and_clip
 
     torch.manual_seed(0)
     a, b = torch.nn.Linear(4, 3), torch.nn.Linear(4, 3)
@@ -95,8 +95,8 @@ def _worker(rank: int, world: int, port: int, folder: str) -> None:
 
     from webagent_r1.policy.base import SamplingParams
     from webagent_r1.policy.hf import load_tokenizer
+    from webagent_r1.train.dist import Dist, build_optimizer, load_policy
     from webagent_r1.train.rl import generation_engine, mgrpo_update
-    from webagent_r1.train.setup import Dist, build_optimizer, load_policy
     from webagent_r1.train.sharding import is_sharded, shard_model
     from webagent_r1.train.weight_sync import WeightSync
 

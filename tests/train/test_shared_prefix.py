@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from tests.train.tiny import group_samples, mgrpo_step, shared_prompt_group, tiny_config
-from webagent_r1.rollout import Group
+from webagent_r1.rollout.collect import Group
 from webagent_r1.train.batching import (
     MIN_SHARED_PREFIX,
     collate,
@@ -21,7 +21,7 @@ from webagent_r1.train.batching import (
     supports_shared_prefix,
 )
 from webagent_r1.train.bc import bc_backward
-from webagent_r1.train.setup import load_policy
+from webagent_r1.train.dist import load_policy
 
 SYSTEM = 24  # tokens of the "system prompt" every prompt starts with
 

@@ -9,14 +9,14 @@ import pytest
 import torch
 
 from tests.train.tiny import group_samples, mgrpo_step, shared_prompt_group, tiny_config
+from webagent_r1.rollout.trajectories import turn_samples
 from webagent_r1.train.batching import (
     collate_rows,
     completion_logprobs,
     pack_plan,
     prompt_groups,
 )
-from webagent_r1.train.setup import load_policy
-from webagent_r1.trajectories import turn_samples
+from webagent_r1.train.dist import load_policy
 from webagent_r1.types import Trajectory, Turn
 
 

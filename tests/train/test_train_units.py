@@ -11,17 +11,17 @@ import torch
 
 from tests.train.tiny import make_tiny_model, make_trajectories, make_turn
 from webagent_r1.config import load_config
-from webagent_r1.rollout import Group
+from webagent_r1.rollout.collect import Group
+from webagent_r1.rollout.trajectories import turn_samples
 from webagent_r1.train.batching import collate, completion_logprobs, micro_batches
 from webagent_r1.train.bc import batch_indices, split_demos
+from webagent_r1.train.dist import Dist, build_optimizer, load_policy, lr_factor
 from webagent_r1.train.rl import (
     StaleTurnsError,
     build_rl_batch,
     mgrpo_update,
     refuse_stale_turns,
 )
-from webagent_r1.train.setup import Dist, build_optimizer, load_policy, lr_factor
-from webagent_r1.trajectories import turn_samples
 from webagent_r1.types import Task, Trajectory
 
 

@@ -13,14 +13,14 @@ import torch
 
 from tests.rollout.fakes import CLICK, EXIT, FakeEnv, FakeTokenizer, ScriptedEngine, make_tasks
 from webagent_r1.policy.base import Completion, SamplingParams, VersionedEngine
-from webagent_r1.rollout import run_episode
-from webagent_r1.train.weight_sync import WeightSync, full_state_dict, shares_model
-from webagent_r1.trajectories import (
+from webagent_r1.rollout.collect import run_episode
+from webagent_r1.rollout.trajectories import (
     TrajectoryFileError,
     parse_trajectory_line,
     read_trajectories,
     write_trajectories,
 )
+from webagent_r1.train.weight_sync import WeightSync, full_state_dict, shares_model
 
 TOK = FakeTokenizer()
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from webagent_r1.config import Config, load_config
-from webagent_r1.rollout import Group
-from webagent_r1.trajectories import Sample, turn_samples
+from webagent_r1.rollout.collect import Group
+from webagent_r1.rollout.trajectories import Sample, turn_samples
 from webagent_r1.types import Task, Trajectory, Turn
 
 VOCAB = 96
@@ -121,8 +121,8 @@ def mgrpo_step(model_dir: Path, group: Group, *extra: str) -> tuple[dict[str, fl
     freshly loaded, on ``group`` under ``extra`` overrides; its metrics and the model."""
     import torch
 
+    from webagent_r1.train.dist import build_optimizer, load_policy
     from webagent_r1.train.rl import build_rl_batch, mgrpo_update
-    from webagent_r1.train.setup import build_optimizer, load_policy
 
     cfg = tiny_config(model_dir, "rl.lr=0.01", "rl.mu=2", *extra)
     torch.manual_seed(0)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from webagent_r1.trajectories import write_trajectories
+from webagent_r1.rollout.trajectories import write_trajectories
 from webagent_r1.types import Action, Task, Trajectory, Turn
 
 # A 1x1 transparent PNG.

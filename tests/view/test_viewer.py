@@ -109,7 +109,7 @@ def test_folder_without_trajectories_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_placeholder_names_in_data_are_left_alone(tmp_path: Path) -> None:
-    from webagent_r1.trajectories import write_trajectories
+    from webagent_r1.rollout.trajectories import write_trajectories
     from webagent_r1.types import Trajectory
 
     write_trajectories(
@@ -150,7 +150,7 @@ def test_cli_view_empty_folder_is_one_line_error(tmp_path: Path) -> None:
 def test_unknown_tasks_show_what_the_rollout_recorded(tmp_path: Path) -> None:
     """MiniWoB++ (intent known only after reset) and other sources' episodes are readable
     without their task list; a malformed record is ignored, not fatal."""
-    from webagent_r1.trajectories import write_trajectories
+    from webagent_r1.rollout.trajectories import write_trajectories
     from webagent_r1.types import Trajectory
 
     recorded = {"intent": "Click on the button.", "site": "miniwob", "template": "miniwob.b"}
@@ -176,7 +176,7 @@ def _strict_json(text: str) -> dict:
 
 
 def test_non_finite_numbers_become_null_so_the_page_data_parses(tmp_path: Path) -> None:
-    from webagent_r1.trajectories import write_trajectories
+    from webagent_r1.rollout.trajectories import write_trajectories
     from webagent_r1.types import Trajectory
 
     write_trajectories(
@@ -197,7 +197,7 @@ def test_non_finite_numbers_become_null_so_the_page_data_parses(tmp_path: Path) 
 
 def test_screenshots_outside_the_run_folder_are_not_embedded(tmp_path: Path) -> None:
     from tests.view.conftest import PNG
-    from webagent_r1.trajectories import write_trajectories
+    from webagent_r1.rollout.trajectories import write_trajectories
     from webagent_r1.types import Trajectory, Turn
 
     run = tmp_path / "runs" / "r1"

@@ -15,8 +15,8 @@ import pytest
 
 from tests.webarena.fakesites import FakeSite
 from webagent_r1.env import EvalContext
+from webagent_r1.sources.webarena import WebArenaSites, evaluate, find_lite_file, load_tasks
 from webagent_r1.types import Task
-from webagent_r1.webarena import WebArenaSites, evaluate, find_lite_file, load_tasks
 
 FAKE_SITES = ("shopping", "shopping_admin", "reddit", "gitlab", "map")
 
@@ -46,7 +46,7 @@ def fake_sites() -> Iterator[dict[str, FakeSite]]:
 @pytest.fixture
 def wa_sites(fake_sites: dict[str, FakeSite], judge_server: FakeJudge) -> WebArenaSites:
     """``WebArenaSites`` over the fake sites, with the fake judge."""
-    from webagent_r1.webarena import OpenAIJudge
+    from webagent_r1.sources.webarena import OpenAIJudge
 
     return WebArenaSites(
         {name: s.base_url for name, s in fake_sites.items()},

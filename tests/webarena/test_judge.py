@@ -6,8 +6,8 @@ import pytest
 
 from tests.webarena.conftest import FakeJudge
 from webagent_r1.env import EnvError
-from webagent_r1.webarena import JudgeError, JudgeNotConfiguredError, OpenAIJudge
-from webagent_r1.webarena.judge import fuzzy_verdict, ua_verdict
+from webagent_r1.sources.webarena import JudgeError, JudgeNotConfiguredError, OpenAIJudge
+from webagent_r1.sources.webarena.judge import fuzzy_verdict, ua_verdict
 
 
 def test_verdicts_read_as_webarena() -> None:

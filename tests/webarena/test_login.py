@@ -6,8 +6,8 @@ import pytest
 
 from tests.webarena.fakesites import FakeSite
 from webagent_r1.browser import Browser
+from webagent_r1.sources.webarena import DEFAULT_ACCOUNTS, Account, LoginError, WebArenaSites
 from webagent_r1.types import Task
-from webagent_r1.webarena import DEFAULT_ACCOUNTS, Account, LoginError, WebArenaSites
 
 pytestmark = pytest.mark.browser
 

@@ -13,15 +13,15 @@ from tests.webarena.fakesites import LATEST_ORDER, FakeSite
 from webagent_r1.browser import Browser, BrowserSession
 from webagent_r1.config import EnvConfig
 from webagent_r1.env import EvalContext, WebEnv
-from webagent_r1.types import Task
-from webagent_r1.webarena import WebArenaSites, evaluate
-from webagent_r1.webarena.helpers import (
+from webagent_r1.sources.webarena import WebArenaSites, evaluate
+from webagent_r1.sources.webarena.helpers import (
     call_helper,
     reddit_get_post_url,
     shopping_get_latest_order_url,
     shopping_get_sku_latest_review_author,
     shopping_get_sku_latest_review_rating,
 )
+from webagent_r1.types import Task
 
 pytestmark = pytest.mark.browser
 
@@ -82,7 +82,7 @@ async def test_shopping_rest_helpers(
 
 
 async def test_rest_helper_failure_is_an_env_error(fake_sites: dict[str, FakeSite]) -> None:
-    from webagent_r1.webarena import Account, HelperError
+    from webagent_r1.sources.webarena import Account, HelperError
 
     sites = WebArenaSites(
         {"shopping": fake_sites["shopping"].base_url},

@@ -13,8 +13,7 @@ import pytest
 from webagent_r1.evaluate import EvalReport, _source_hook
 from webagent_r1.report import build_report
 from webagent_r1.report.load import SITE_LABELS, SITE_ORDER
-from webagent_r1.types import Task, Trajectory
-from webagent_r1.webarena.results import (
+from webagent_r1.sources.webarena.results import (
     DENOMINATOR,
     SharedStateWarning,
     headline,
@@ -22,7 +21,8 @@ from webagent_r1.webarena.results import (
     state_graded,
     state_graded_ids,
 )
-from webagent_r1.webarena.source import WebArenaSource
+from webagent_r1.sources.webarena.source import WebArenaSource
+from webagent_r1.types import Task, Trajectory
 
 NEWEST_ORDER = [104, 117, 118]  # func:shopping_get_latest_order_url()
 

@@ -12,12 +12,12 @@ import pytest
 
 from tests.webarena.conftest import FakeJudge, by_id, score, with_scoring
 from webagent_r1.config import ConfigError, TasksConfig, WebArenaConfig
+from webagent_r1.sources.webarena import SitesNotConfiguredError, WebArenaSites
+from webagent_r1.sources.webarena.data import SCORINGS
+from webagent_r1.sources.webarena.evaluators import RULES
+from webagent_r1.sources.webarena.judge import VAB_FUZZY_ENDING, WEBARENA_FUZZY_ENDING
+from webagent_r1.sources.webarena.source import WebArenaSource
 from webagent_r1.types import Task
-from webagent_r1.webarena import SitesNotConfiguredError, WebArenaSites
-from webagent_r1.webarena.data import SCORINGS
-from webagent_r1.webarena.evaluators import RULES
-from webagent_r1.webarena.judge import VAB_FUZZY_ENDING, WEBARENA_FUZZY_ENDING
-from webagent_r1.webarena.source import WebArenaSource
 
 URLS = {
     "shopping": "http://shop.test:7770",

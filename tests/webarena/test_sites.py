@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests.webarena.fakesites import FakeSite
+from webagent_r1.cli import user_error_types
 from webagent_r1.env import EnvError
-from webagent_r1.errors import user_error_types
-from webagent_r1.types import Task
-from webagent_r1.webarena import (
+from webagent_r1.sources.webarena import (
     ENV_VARS,
     JudgeNotConfiguredError,
     OpenAIJudge,
@@ -21,6 +20,7 @@ from webagent_r1.webarena import (
     WebArenaSites,
     check_configured,
 )
+from webagent_r1.types import Task
 
 
 def _by_id(tasks: list[Task]) -> dict[int | str, Task]:

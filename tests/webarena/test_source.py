@@ -10,7 +10,7 @@ import pytest
 
 from tests.webarena.conftest import FakeJudge
 from tests.webarena.fakesites import FakeSite
-from webagent_r1.webarena import (
+from webagent_r1.sources.webarena import (
     ENV_VARS,
     OpenAIJudge,
     SitesNotConfiguredError,
@@ -18,7 +18,7 @@ from webagent_r1.webarena import (
     evaluate,
     task_source,
 )
-from webagent_r1.webarena.source import WebArenaSource
+from webagent_r1.sources.webarena.source import WebArenaSource
 
 
 def test_tasks_of_some_sites_need_only_their_urls(
@@ -52,7 +52,7 @@ def test_unconfigured_fails_when_tasks_are_listed(monkeypatch: pytest.MonkeyPatc
 
 
 def test_registered_as_the_webarena_lite_source() -> None:
-    from webagent_r1.tasks.sources import task_source as by_name
+    from webagent_r1.sources import task_source as by_name
 
     source = by_name(SimpleNamespace(tasks=SimpleNamespace(source="webarena-lite")))
     assert isinstance(source, WebArenaSource)
@@ -63,8 +63,8 @@ def test_config_section_reaches_the_source(tmp_path: Path) -> None:
     """``tasks.webarena`` of a real config: a user's JSONL of WebArena configs is the test
     split, filtered by site; bad values fail when the config loads."""
     from webagent_r1.config import ConfigError, load_config
-    from webagent_r1.tasks.sources import task_source as by_name
-    from webagent_r1.webarena import find_lite_file
+    from webagent_r1.sources import task_source as by_name
+    from webagent_r1.sources.webarena import find_lite_file
 
     lite = json.loads(find_lite_file().read_text(encoding="utf-8"))
     picked = [d for d in lite if d["sites"] == ["reddit"]][:3]
@@ -104,7 +104,7 @@ async def test_revised_test_file_through_the_config(
     ``|OR|`` in an answer check (94); graded by the configured scoring."""
     from tests.webarena.conftest import by_id, score
     from webagent_r1.config import load_config
-    from webagent_r1.tasks.sources import task_source as by_name
+    from webagent_r1.sources import task_source as by_name
 
     cfg = load_config(
         None,

@@ -7,9 +7,8 @@ import pytest
 
 from tests.webarena.conftest import FakeJudge, by_id, score, with_scoring
 from webagent_r1.env import EvalContext
-from webagent_r1.types import Task
-from webagent_r1.webarena import JudgeNotConfiguredError, WebArenaSites, evaluate
-from webagent_r1.webarena.evaluators import (
+from webagent_r1.sources.webarena import JudgeNotConfiguredError, WebArenaSites, evaluate
+from webagent_r1.sources.webarena.evaluators import (
     clean_answer,
     exact_match,
     must_include,
@@ -17,6 +16,7 @@ from webagent_r1.webarena.evaluators import (
     url_match,
     word_tokenize,
 )
+from webagent_r1.types import Task
 
 URLS = {
     "shopping": "http://shop.test:7770",

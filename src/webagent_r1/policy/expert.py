@@ -26,6 +26,7 @@ from typing import Any
 from webagent_r1.agent.actions import ActionParseError, parse_action
 from webagent_r1.policy.base import Completion, SamplingParams
 from webagent_r1.tasks.experts import Expert, ExpertError, ExpertFactory, Step, elements
+from webagent_r1.tasks.suite import template_of
 from webagent_r1.types import Action, Observation, Task
 
 __all__ = ["ExpertPolicy", "FixedLatencyEngine", "cot_rationale", "expert_of_template"]
@@ -40,8 +41,6 @@ def expert_of_template(task: Task) -> ExpertFactory:
     Raises:
         KeyError: the task does not come from the embedded suite.
     """
-    from webagent_r1.tasks.suite import template_of
-
     return template_of(task).expert
 
 

@@ -30,6 +30,7 @@ import torch
 from webagent_r1.config import ModelConfig
 from webagent_r1.policy.base import Completion, SamplingParams
 from webagent_r1.policy.models import resolve_model
+from webagent_r1.policy.precision import autocast_enabled, pick_device
 
 try:  # transformers >= 4.54: per-layer cache objects
     from transformers.cache_utils import DynamicLayer
@@ -130,15 +131,9 @@ def rows_can_be_dropped(past: Any) -> bool:
     return all(type(layer) in (DynamicLayer, _ReservedLayer) for layer in layers)
 
 
-def pick_device(device: str) -> torch.device:
-    """'auto' → cuda when available, else cpu."""
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
-
-
 def load_tokenizer(name: str) -> Any:
     """Tokenizer of a registry name / local folder / hub id (offline for bundled models)."""
+    # heavy: transformers loads only when this runs
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(resolve_model(name))
@@ -149,6 +144,7 @@ def load_tokenizer(name: str) -> Any:
 
 def load_model(cfg: ModelConfig) -> Any:
     """The causal LM of ``cfg`` in its master dtype on its device, in eval mode."""
+    # heavy: transformers loads only when this runs
     from transformers import AutoModelForCausalLM
 
     dtype = getattr(torch, cfg.dtype)
@@ -267,8 +263,6 @@ class HFEngine:
     def from_config(cls, cfg: ModelConfig, **kw: Any) -> HFEngine:
         """Load the model and tokenizer of ``cfg``; ``kw`` goes to the constructor.
         ``model.autocast_bf16`` is resolved on the model's device (``autocast_enabled``)."""
-        from webagent_r1.policy.precision import autocast_enabled
-
         model = load_model(cfg)
         bf16 = autocast_enabled(cfg, next(model.parameters()).device)
         return cls(model, load_tokenizer(cfg.name), bf16, **kw)

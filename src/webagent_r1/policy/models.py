@@ -112,7 +112,10 @@ def prepare_model(
     gguf = _gguf_path(src)
     say(f"converting {gguf.name} to safetensors (once, ~20 s) …")
 
+    # heavy: keeps torch off the import path
     import torch
+
+    # heavy: keeps transformers off the import path
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)

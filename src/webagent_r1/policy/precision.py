@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from webagent_r1.config import ModelConfig, home_dir
+from webagent_r1.policy.models import resolve_model
 
 Shapes = tuple[tuple[int, int], ...]
 """(in_features, out_features) of the linear layers timed."""
@@ -38,6 +39,13 @@ DEFAULT_SHAPES: Shapes = ((576, 1536), (1536, 576), (576, 576))
 
 TIMING_TOKENS = 512
 """Tokens of the timed forward and backward (enough to reach the kernels' steady state)."""
+
+
+def pick_device(device: str) -> torch.device:
+    """'auto' → cuda when available, else cpu."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
 
 
 @dataclass
@@ -120,8 +128,6 @@ def _write_cache(path: Path, key: str, value: dict[str, Any]) -> None:
 
 def model_shapes(name: str) -> Shapes:
     """Linear layer shapes of model ``name`` (registry name or folder), from its config."""
-    from webagent_r1.policy.models import resolve_model
-
     try:
         with open(Path(resolve_model(name)) / "config.json") as f:
             c = json.load(f)
@@ -198,8 +204,6 @@ _lock = threading.Lock()
 def resolve_autocast(mcfg: ModelConfig, device: torch.device | None = None) -> PrecisionChoice:
     """``model.autocast_bf16`` of ``mcfg`` resolved on ``device`` (default: ``model.device``),
     once per process; the first resolution prints its line to stderr."""
-    from webagent_r1.policy.hf import pick_device
-
     device = device or pick_device(mcfg.device)
     name = setting_name(mcfg.autocast_bf16)
     shapes = model_shapes(mcfg.name) if name == "auto" and device.type == "cpu" else ()

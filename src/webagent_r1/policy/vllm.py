@@ -53,6 +53,7 @@ import torch
 
 from webagent_r1.config import VLLMConfig
 from webagent_r1.policy.base import Completion, SamplingParams
+from webagent_r1.policy.models import resolve_model
 
 __all__ = [
     "INSTALL_HINT",
@@ -127,6 +128,7 @@ def require_vllm() -> Any:
         VLLMUnavailableError: vLLM is not installed (it has no CPU build) or too old.
     """
     try:
+        # heavy: keeps vllm off the import path
         import vllm
     except ImportError:
         raise VLLMUnavailableError(INSTALL_HINT) from None
@@ -353,6 +355,7 @@ def save_shard(
     Returns:
         Bytes of tensor data written.
     """
+    # heavy: keeps safetensors off the import path
     from safetensors.torch import save_file
 
     out: dict[str, torch.Tensor] = {}
@@ -389,6 +392,7 @@ class WeightLoaderExtension:
 
     def webagent_load_weight_shard(self, path: str) -> int:
         """Load one safetensors shard into the worker's model in place; returns tensors read."""
+        # heavy: keeps safetensors off the import path
         from safetensors.torch import load_file
 
         weights = load_file(path)
@@ -430,8 +434,6 @@ def _engine_gpus(tensor_parallel: int) -> Any:
 
 
 def _model_folder(name: str) -> str:
-    from webagent_r1.policy.models import resolve_model
-
     path = resolve_model(name)
     if os.path.isfile(os.path.join(path, "adapter_config.json")):
         raise ValueError(
@@ -469,7 +471,10 @@ class VLLMEngine:
         vllm = require_vllm()
         cfg = cfg or VLLMConfig()
         try:
+            # heavy: keeps vllm off the import path
             from vllm.engine.arg_utils import AsyncEngineArgs
+
+            # heavy: keeps vllm off the import path
             from vllm.v1.engine.async_llm import AsyncLLM
         except ImportError:
             raise VLLMUnavailableError(
@@ -490,6 +495,7 @@ class VLLMEngine:
             llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**kw))
         extra: dict[str, Any] = {}
         try:  # only the final output of each request (no per-token streaming)
+            # heavy: keeps vllm off the import path
             from vllm.sampling_params import RequestOutputKind
 
             extra["output_kind"] = RequestOutputKind.FINAL_ONLY
@@ -557,6 +563,7 @@ class VLLMEngine:
         Waits while the weights are being updated or the engine sleeps; every completion of
         the call comes from the one weight version stamped on it.
         """
+        # heavy: keeps transformers off the import path
         from webagent_r1.policy.hf import row_seeds
 
         if not prompts:

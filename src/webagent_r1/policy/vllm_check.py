@@ -30,7 +30,11 @@ from typing import Any
 
 import torch
 
-from webagent_r1.policy.base import Completion
+from webagent_r1.config import ModelConfig, VLLMConfig, load_config
+from webagent_r1.policy.base import Completion, SamplingParams
+from webagent_r1.rollout.collect import chat_ids
+from webagent_r1.rollout.trajectories import read_trajectories
+from webagent_r1.train.metrics import read_metrics
 
 __all__ = [
     "LogprobCheck",
@@ -123,8 +127,6 @@ def perturb_(model: Any, scale: float = 0.05, seed: int = 0) -> None:
 def check_versions(rollout_dir: str | Path, start: int = 0) -> dict[str, Any]:
     """Whether every turn of step k's rollouts (``step-00000k-rank*.jsonl``) was sampled from
     weight version k (the trainer pushes version k after its k-th update)."""
-    from webagent_r1.trajectories import read_trajectories
-
     bad: list[str] = []
     files = sorted(Path(rollout_dir).glob("step-*-rank*.jsonl"))
     turns = 0
@@ -152,6 +154,7 @@ def require_gpu() -> None:
         VLLMUnavailableError: vLLM is not installed.
         RuntimeError: torch sees no CUDA device.
     """
+    # heavy: webagent_r1.policy.vllm loads only when this runs
     from webagent_r1.policy.vllm import require_vllm
 
     require_vllm()
@@ -167,11 +170,13 @@ async def check_engine(
     enforce_eager: bool = False,
 ) -> dict[str, Any]:
     """vLLM against a HF forward, before and after a weight push; throughput (GPU only)."""
-    from webagent_r1.config import ModelConfig, VLLMConfig
-    from webagent_r1.policy.base import SamplingParams
+    # heavy: keeps transformers off the import path
     from webagent_r1.policy.hf import load_model, load_tokenizer
+
+    # heavy: webagent_r1.policy.vllm loads only when this runs
     from webagent_r1.policy.vllm import VLLMEngine
-    from webagent_r1.rollout import chat_ids
+
+    # heavy: keeps transformers off the import path
     from webagent_r1.train.weight_sync import WeightSync
 
     require_gpu()
@@ -224,8 +229,7 @@ async def check_training(
 ) -> dict[str, Any]:
     """``steps`` M-GRPO steps with vLLM generation on a few short embedded tasks (GPU,
     Chromium); per-step rollout tokens/s and sync seconds, and the version stamps."""
-    from webagent_r1.config import load_config
-    from webagent_r1.train.logging import read_metrics
+    # heavy: keeps transformers off the import path
     from webagent_r1.train.rl import train_rl
 
     require_gpu()

@@ -29,9 +29,14 @@ from webagent_r1.report.load import (
     EvalFile,
     ReportError,
     RunData,
+    eval_rows,
     load_run,
+    metric_series,
+    num,
     read_episode_stats,
 )
+from webagent_r1.report.markdown import MISSING, ci_str, duration, md_table, pct
+from webagent_r1.report.paired import compare_paired, load_outcomes
 
 __all__ = [
     "PLOT_NAMES",
@@ -51,7 +56,6 @@ PLOT_NAMES = (
     "curriculum.png",
 )
 """The plots a report may have; stale ones of an earlier build are removed."""
-_MISSING = "–"
 
 
 @dataclass
@@ -76,21 +80,17 @@ class ReportFiles:
     """One sentence per plot or section that was skipped, and why."""
 
 
-def _num(x: Any) -> float | None:
-    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
-
-
 def _metrics_row(label: str, m: dict[str, Any], source: str) -> SuccessRow:
     """A table row from ``eval/…`` metrics (``eval/success``, ``eval/success/<site>``)."""
     by_site = {
         k.removeprefix("eval/success/"): x
         for k, v in m.items()
-        if k.startswith("eval/success/") and (x := _num(v)) is not None
+        if k.startswith("eval/success/") and (x := num(v)) is not None
     }
-    eps = _num(m.get("eval/episodes"))
+    eps = num(m.get("eval/episodes"))
     return SuccessRow(
         label,
-        _num(m.get("eval/success")),
+        num(m.get("eval/success")),
         by_site,
         source,
         int(eps) if eps is not None else None,
@@ -98,13 +98,7 @@ def _metrics_row(label: str, m: dict[str, Any], source: str) -> SuccessRow:
 
 
 def _step(m: dict[str, Any]) -> str:
-    return f" (step {int(m['step'])})" if _num(m.get("step")) is not None else ""
-
-
-def _eval_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows with ``eval/success``, one per step (the last one logged wins, as after a resume)."""
-    by_step = {int(r["step"]): r for r in rows if _num(r.get("eval/success")) is not None}
-    return [by_step[s] for s in sorted(by_step)]
+    return f" (step {int(m['step'])})" if num(m.get("step")) is not None else ""
 
 
 def success_rows(data: RunData) -> list[SuccessRow]:
@@ -117,7 +111,7 @@ def success_rows(data: RunData) -> list[SuccessRow]:
     final = final if isinstance(final, dict) else None
     base = stages.get("base")
     at_start = f"summary.json: stages.rl.start{_step(start or {})}"
-    if isinstance(base, dict) and _num(base.get("eval/success")) is not None:
+    if isinstance(base, dict) and num(base.get("eval/success")) is not None:
         out.append(_metrics_row("Base model", base, "summary.json: stages.base"))
     elif "bc" not in stages and start:  # R1-Zero: RL starts from the base model
         out.append(_metrics_row("Base model", start, at_start))
@@ -127,9 +121,9 @@ def success_rows(data: RunData) -> list[SuccessRow]:
         out.append(_metrics_row("+ M-GRPO", final, f"summary.json: stages.rl.final{_step(final)}"))
 
     if not rl:  # no RL stage in summary.json yet: the eval rows RL has logged so far
-        evals = _eval_rows(data.rl_metrics) or _eval_rows(data.rl_eval_history)
+        evals = eval_rows(data.rl_metrics) or eval_rows(data.rl_eval_history)
         if evals:
-            src = "rl/metrics.jsonl" if _eval_rows(data.rl_metrics) else "rl/eval_history.json"
+            src = "rl/metrics.jsonl" if eval_rows(data.rl_metrics) else "rl/eval_history.json"
             first, last = evals[0], evals[-1]
             after_bc = "bc" in stages or bool(data.bc_metrics)
             label = "+ BC" if after_bc else "Base model"
@@ -159,42 +153,6 @@ def _site_columns(rows: list[SuccessRow]) -> list[str]:
     """The paper's six sites, then any other site the rows have, by name."""
     extra = sorted({s for r in rows for s in r.by_site} - set(SITE_ORDER))
     return [*SITE_ORDER, *extra]
-
-
-def _pct(x: float | None) -> str:
-    return _MISSING if x is None else f"{100 * x:.1f}"
-
-
-def _ci_str(ci: tuple[float, float] | None) -> str:
-    return _MISSING if ci is None else f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
-
-
-def _duration(s: float | None) -> str:
-    if s is None:
-        return _MISSING
-    if s < 60:
-        return f"{s:.1f} s"
-    m, sec = divmod(int(round(s)), 60)
-    if m < 60:
-        return f"{m}m {sec:02d}s"
-    h, m = divmod(m, 60)
-    return f"{h}h {m:02d}m"
-
-
-def _md_table(header: list[str], body: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in body]
-    return lines
-
-
-def _series(rows: list[dict[str, Any]], key: str) -> list[tuple[float, float]]:
-    """``(step, value)`` of ``key``, one per step (the last logged wins), by step."""
-    by_step: dict[float, float] = {}
-    for r in rows:
-        v = _num(r.get(key))
-        if v is not None:
-            by_step[float(r["step"])] = v
-    return sorted(by_step.items())
 
 
 def _rollout_success_from_files(data: RunData) -> list[tuple[float, float]]:
@@ -270,12 +228,12 @@ def _eval_section(data: RunData, ef: EvalFile) -> list[str]:
     header.append("Episodes")
     body = []
     for r in ef.results:
-        row = [str(r.max_turns), _pct(r.success), _ci_str(r.ci)]
+        row = [str(r.max_turns), pct(r.success), ci_str(r.ci)]
         if has_pass:
-            row.append(_pct(r.pass_at_k))
-        row.append(str(r.episodes) if r.episodes is not None else _MISSING)
+            row.append(pct(r.pass_at_k))
+        row.append(str(r.episodes) if r.episodes is not None else MISSING)
         body.append(row)
-    lines += _md_table(header, body) + [""]
+    lines += md_table(header, body) + [""]
     lines += _interval_notes(ef)
     for what in ("by_site", "by_kind"):
         names = sorted({n for r in ef.results for n in getattr(r, what)})
@@ -296,13 +254,13 @@ def _eval_section(data: RunData, ef: EvalFile) -> list[str]:
             for n in names:
                 g = groups.get(n)
                 if g is None:
-                    cells.append(_MISSING)
+                    cells.append(MISSING)
                     continue
                 n_str = f" (n={g['n']})" if g["n"] is not None else ""
-                ci = f" {_ci_str(g['ci'])}" if g["ci"] else ""
-                cells.append(f"{_pct(g['success'])}{ci}{n_str}")
+                ci = f" {ci_str(g['ci'])}" if g["ci"] else ""
+                cells.append(f"{pct(g['success'])}{ci}{n_str}")
             body.append(cells)
-        lines += _md_table(head, body) + [""]
+        lines += md_table(head, body) + [""]
     return lines
 
 
@@ -340,23 +298,23 @@ def _stage_lines(summary: dict[str, Any]) -> list[str]:
         details = []
         if name == "demos" and st.get("file"):
             details.append(f"file `{st['file']}`")
-        if _num(st.get("eval/episodes")) is not None:
+        if num(st.get("eval/episodes")) is not None:
             details.append(f"{int(st['eval/episodes'])} eval episodes")
-        if _num(st.get("heldout_loss")) is not None:
+        if num(st.get("heldout_loss")) is not None:
             details.append(f"held-out loss {st['heldout_loss']:.4f}")
         final = st.get("final")
-        if name == "rl" and _num(st.get("steps")) is not None:
+        if name == "rl" and num(st.get("steps")) is not None:
             details.append(f"{int(st['steps'])} steps")
-        elif name == "rl" and isinstance(final, dict) and _num(final.get("step")) is not None:
+        elif name == "rl" and isinstance(final, dict) and num(final.get("step")) is not None:
             details.append(f"{int(final['step'])} steps")
         if st.get("checkpoint"):
             details.append(f"checkpoint `{st['checkpoint']}`")
-        body.append([name, _duration(_num(st.get("wall_s"))), "; ".join(details)])
+        body.append([name, duration(num(st.get("wall_s"))), "; ".join(details)])
     if not body:
         return []
-    if _num(summary.get("wall_s")) is not None:  # written when the recipe returns
-        body.append(["**total**", _duration(_num(summary.get("wall_s"))), ""])
-    return ["## Stage wall times", "", *_md_table(["Stage", "Wall time", "Details"], body), ""]
+    if num(summary.get("wall_s")) is not None:  # written when the recipe returns
+        body.append(["**total**", duration(num(summary.get("wall_s"))), ""])
+    return ["## Stage wall times", "", *md_table(["Stage", "Wall time", "Details"], body), ""]
 
 
 def _turn_sources(data: RunData, skipped: list[str]) -> list[EpisodeStats]:
@@ -395,15 +353,17 @@ def _make_plots(
     made: list[tuple[str, Path]] = []
 
     # 1) learning curve: metrics.jsonl first, then the rollout files / eval history / summary
-    train = _series(data.rl_metrics, "rollout/success") or _rollout_success_from_files(data)
-    evals = _series(data.rl_metrics, "eval/success") or _series(
+    train = metric_series(data.rl_metrics, "rollout/success") or _rollout_success_from_files(data)
+    evals = metric_series(data.rl_metrics, "eval/success") or metric_series(
         data.rl_eval_history, "eval/success"
     )
     if not evals and data.summary:
         hist = (data.summary.get("stages", {}).get("rl") or {}).get("history") or []
-        evals = _series([h for h in hist if isinstance(h, dict) and "step" in h], "eval/success")
-    bc_loss = _series(data.bc_metrics, "train/loss")
-    bc_held = _series(data.bc_metrics, "bc/heldout_loss")
+        evals = metric_series(
+            [h for h in hist if isinstance(h, dict) and "step" in h], "eval/success"
+        )
+    bc_loss = metric_series(data.bc_metrics, "train/loss")
+    bc_held = metric_series(data.bc_metrics, "bc/heldout_loss")
     if train or evals or bc_loss or bc_held:
         p = plots.plot_learning_curve(
             plot_dir / "learning_curve.png", train, evals, bc_loss, bc_held
@@ -464,8 +424,8 @@ def _make_plots(
     prefix = "curriculum/p/"
     names = sorted({k[len(prefix) :] for r in data.rl_metrics for k in r if k.startswith(prefix)})
     if names:
-        per_template = [(n, _series(data.rl_metrics, prefix + n)) for n in names]
-        mixed = _series(data.rl_metrics, "curriculum/mixed_frac")
+        per_template = [(n, metric_series(data.rl_metrics, prefix + n)) for n in names]
+        mixed = metric_series(data.rl_metrics, "curriculum/mixed_frac")
         p = plots.plot_curriculum(plot_dir / "curriculum.png", per_template, mixed)
         made.append(("Curriculum: estimated success per template", p))
     return made
@@ -473,8 +433,6 @@ def _make_plots(
 
 def _paired_section(data: RunData) -> list[str]:
     """The RL stage's last evaluation against its first (the start: BC for R1), task by task."""
-    from webagent_r1.report.paired import compare_paired, load_outcomes
-
     if len(data.rl_eval_files) < 2:
         return []
     (s0, f0), (s1, f1) = data.rl_eval_files[0], data.rl_eval_files[-1]
@@ -559,13 +517,11 @@ def build_report_files(run_dir: str | Path) -> ReportFiles:
     md += ["## Success per site", ""]
     if rows:
         header = ["Model", *[SITE_LABELS.get(c, c) for c in columns], "Avg."]
-        body = [
-            [r.label, *[_pct(r.by_site.get(c)) for c in columns], _pct(r.overall)] for r in rows
-        ]
-        md += _md_table(header, body) + [""]
+        body = [[r.label, *[pct(r.by_site.get(c)) for c in columns], pct(r.overall)] for r in rows]
+        md += md_table(header, body) + [""]
         md += [
             "Success rate (%) per site; Avg. is the rate over all episodes; "
-            f"{_MISSING} means no episodes of that site. Sources:",
+            f"{MISSING} means no episodes of that site. Sources:",
             "",
         ]
         for r in rows:

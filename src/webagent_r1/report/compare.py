@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from webagent_r1.report import plots
-from webagent_r1.report.build import _duration, _eval_rows, _md_table, _num, _pct, _series
-from webagent_r1.report.load import ReportError, load_run
+from webagent_r1.report.load import ReportError, eval_rows, load_run, metric_series, num
+from webagent_r1.report.markdown import MISSING, duration, md_table, pct
 
 __all__ = [
     "COMPARE_PLOTS",
@@ -42,7 +42,6 @@ __all__ = [
 
 COMPARE_PLOTS = ("compare_mixed.png", "compare_success.png")
 """The plots ``save_comparison`` may write; stale ones of an earlier comparison are removed."""
-_MISSING = "–"
 _GROUP_KEYS = ("train/groups_used", "train/groups_skipped_equal", "train/groups_skipped_small")
 
 
@@ -115,7 +114,7 @@ class Comparison:
 
 def _by_step(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
     """Rows that have ``key``, one per step (the last logged wins, as after a resume), by step."""
-    last = {int(r["step"]): r for r in rows if _num(r.get(key)) is not None}
+    last = {int(r["step"]): r for r in rows if num(r.get(key)) is not None}
     return [last[s] for s in sorted(last)]
 
 
@@ -131,33 +130,33 @@ def _run_row(label: str, run_dir: str | Path, notes: list[str]) -> RunComparison
         )
     notes += [f"{label}: {p}" for p in data.problems]
     train = _by_step(data.rl_metrics, "train/step_s")
-    evals = _eval_rows(data.rl_metrics)
-    rollout = [v for r in train if (v := _num(r.get("rollout/success"))) is not None]
+    evals = eval_rows(data.rl_metrics)
+    rollout = [v for r in train if (v := num(r.get("rollout/success"))) is not None]
     rl = ((data.summary or {}).get("stages") or {}).get("rl")
     first, last = (evals[0], evals[-1]) if evals else ({}, {})
     two = len(evals) >= 2  # one evaluation is a start, not a gain
 
     # cumulative wall time of each evaluation, from the first row that carries a time
-    t0 = next((t for r in data.rl_metrics if (t := _num(r.get("time"))) is not None), None)
+    t0 = next((t for r in data.rl_metrics if (t := num(r.get("time"))) is not None), None)
     eval_series = [
         (t - t0, float(r["eval/success"]))
         for r in evals
-        if t0 is not None and (t := _num(r.get("time"))) is not None
+        if t0 is not None and (t := num(r.get("time"))) is not None
     ]
     return RunComparison(
         label=label,
         root=data.root,
         steps=len(train),
         step_wall_s=sum(float(r["train/step_s"]) for r in train),
-        rl_wall_s=_num(rl.get("wall_s")) if isinstance(rl, dict) else None,
-        groups=int(sum(_num(r.get(k)) or 0 for r in train for k in _GROUP_KEYS)),
-        mixed_groups=int(sum(_num(r.get("train/groups_used")) or 0 for r in train)),
+        rl_wall_s=num(rl.get("wall_s")) if isinstance(rl, dict) else None,
+        groups=int(sum(num(r.get(k)) or 0 for r in train for k in _GROUP_KEYS)),
+        mixed_groups=int(sum(num(r.get("train/groups_used")) or 0 for r in train)),
         rollout_success=sum(rollout) / len(rollout) if rollout else None,
         eval_start=float(first["eval/success"]) if evals else None,
         eval_start_step=int(first["step"]) if evals else None,
         eval_end=float(last["eval/success"]) if two else None,
         eval_end_step=int(last["step"]) if two else None,
-        mixed_series=_series(data.rl_metrics, "curriculum/mixed_frac"),
+        mixed_series=metric_series(data.rl_metrics, "curriculum/mixed_frac"),
         eval_series=eval_series,
     )
 
@@ -198,18 +197,18 @@ def compare_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = 
     if len(starts) > 1:
         notes.append(
             "the runs start from different eval success ("
-            + ", ".join(f"{r.label} {_pct(r.eval_start)}" for r in runs)
+            + ", ".join(f"{r.label} {pct(r.eval_start)}" for r in runs)
             + "): did they start from the same checkpoint and evaluate the same tasks?"
         )
     return Comparison(runs=runs, notes=notes)
 
 
 def _signed(x: float | None) -> str:
-    return _MISSING if x is None else f"{x:+.1f}"
+    return MISSING if x is None else f"{x:+.1f}"
 
 
 def _at(x: float | None, step: int | None) -> str:
-    return _MISSING if x is None else f"{_pct(x)} (step {step})"
+    return MISSING if x is None else f"{pct(x)} (step {step})"
 
 
 def render_markdown(c: Comparison) -> str:
@@ -237,19 +236,19 @@ def render_markdown(c: Comparison) -> str:
             [
                 r.label,
                 str(r.steps),
-                _duration(r.step_wall_s),
-                _duration(r.rl_wall_s),
+                duration(r.step_wall_s),
+                duration(r.rl_wall_s),
                 str(r.groups),
                 str(r.mixed_groups),
-                _pct(r.mixed_frac),
-                _pct(r.rollout_success),
+                pct(r.mixed_frac),
+                pct(r.rollout_success),
                 _at(r.eval_start, r.eval_start_step),
                 _at(r.eval_end, r.eval_end_step),
                 _signed(r.gain_pts),
                 per_hour,
             ]
         )
-    lines = _md_table(header, body) + [""]
+    lines = md_table(header, body) + [""]
     lines.append(
         "Groups: groups rolled out; Mixed: of them, groups whose rewards were not all equal "
         "(the only ones with a gradient). Gain: last minus first `eval/success`, in points; "
@@ -275,7 +274,7 @@ def render_markdown(c: Comparison) -> str:
         lines.append(
             f"**{best.label}** gained the most test success per hour: "
             f"{_signed(best.gain_per_hour)} points per hour ({_signed(best.gain_pts)} points in "
-            f"{_duration(best.wall_s)})."
+            f"{duration(best.wall_s)})."
         )
     elif any(r.gain_pts is not None for r in c.runs):
         lines.append("No run gained test success: the last evaluation is not above the first.")

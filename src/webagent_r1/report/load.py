@@ -27,6 +27,9 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "eval_rows",
+    "num",
+    "metric_series",
     "SITE_LABELS",
     "SITE_ORDER",
     "EpisodeStats",
@@ -341,3 +344,24 @@ def load_run(run_dir: str | Path) -> RunData:
         if d is not None and (ef := parse_eval_file(p, d, probs, rel)) is not None:
             data.eval_files.append(ef)
     return data
+
+
+def num(x: Any) -> float | None:
+    """``x`` as a float when it is a number (not a bool), else None."""
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+
+
+def metric_series(rows: list[dict[str, Any]], key: str) -> list[tuple[float, float]]:
+    """``(step, value)`` of ``key``, one per step (the last logged wins), by step."""
+    by_step: dict[float, float] = {}
+    for r in rows:
+        v = num(r.get(key))
+        if v is not None:
+            by_step[float(r["step"])] = v
+    return sorted(by_step.items())
+
+
+def eval_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows with ``eval/success``, one per step (the last one logged wins, as after a resume)."""
+    by_step = {int(r["step"]): r for r in rows if num(r.get("eval/success")) is not None}
+    return [by_step[s] for s in sorted(by_step)]

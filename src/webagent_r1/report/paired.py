@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from webagent_r1.report.build import _md_table
 from webagent_r1.report.load import ReportError, read_jsonl_rows
+from webagent_r1.report.markdown import md_table
 from webagent_r1.stats import (
     bootstrap_interval,
     pass_at_k,
@@ -336,7 +336,7 @@ def render_paired_markdown(comparisons: Sequence[PairedComparison]) -> str:
         "sign-flip p",
         "pass@k, A → B",
     ]
-    lines += _md_table(header, body)
+    lines += md_table(header, body)
     lines += [
         "",
         "Tasks weighted equally; p-values two-sided. A difference is clear when its interval "
@@ -365,7 +365,7 @@ def render_paired_markdown(comparisons: Sequence[PairedComparison]) -> str:
         lines += ["", f"## {c.b} vs {c.a}", *(["", *notes] if notes else [])]
         for title, rows in (("site", c.by_site), ("template", c.by_template)):
             lines += [""]
-            lines += _md_table(
+            lines += md_table(
                 [title, "tasks", "A", "B", "better / worse"],
                 [
                     [

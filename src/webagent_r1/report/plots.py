@@ -32,7 +32,10 @@ Series = Sequence[tuple[float, float]]
 def _figure(width: float, height: float) -> Figure:
     # Figure + FigureCanvasAgg instead of pyplot: no global state, no GUI backend picked up
     # from the environment, safe to call from a process that already uses matplotlib.
+    # heavy: keeps matplotlib off the import path
     from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    # heavy: keeps matplotlib off the import path
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
@@ -47,6 +50,7 @@ def _save(fig: Figure, path: Path) -> Path:
 
 
 def _integer_ticks() -> Any:
+    # heavy: keeps matplotlib off the import path
     from matplotlib.ticker import MaxNLocator
 
     return MaxNLocator(integer=True)
@@ -305,6 +309,7 @@ def plot_compare_success(path: Path, runs: Sequence[tuple[str, Series]]) -> Path
 
 def _colors(n: int) -> list[Any]:
     """``n`` distinct line colours (tab10, then tab20, then a continuous map)."""
+    # heavy: keeps matplotlib off the import path
     from matplotlib import colormaps
 
     if n <= 10:

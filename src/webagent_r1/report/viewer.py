@@ -26,11 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from webagent_r1.trajectories import (
+from webagent_r1.rollout.trajectories import (
     TrajectoryFileError,
     parse_trajectory_line,
     read_trajectories,
 )
+from webagent_r1.tasks.suite import build_suite, spec_for
 from webagent_r1.types import Task, Trajectory, describe_task
 
 __all__ = [
@@ -95,7 +96,7 @@ def extract_thinking(text: str) -> str:
 def _read_file(path: Path) -> tuple[list[tuple[int, Trajectory]], list[str]]:
     """Trajectories of one JSONL file with their line numbers, and one error per bad line.
 
-    The whole-file reader of ``webagent_r1.trajectories`` is tried first (the common case);
+    The whole-file reader of ``webagent_r1.rollout.trajectories`` is tried first (the common case);
     when it stops at a bad line the file is read again line by line with the same checks, so
     one bad line costs that line only.
     """
@@ -226,8 +227,6 @@ def load_run(
             "(e.g. written by `webagent-r1 eval --out FILE` or a training run)"
         )
     if tasks is None:
-        from webagent_r1.tasks.suite import build_suite, spec_for
-
         tasks = build_suite(spec_for("wide"))  # every split's tasks
     by_id = {str(t.task_id): t for t in tasks}
     run.episodes = [

@@ -58,6 +58,7 @@ Ports = Mapping[str, int] | Literal["auto"] | None
 
 
 def _registry() -> dict[str, Site]:
+    # cycle: sites/__init__ imports this module before it defines SITES (see tests/test_layout.py)
     from webagent_r1.sites import SITES
 
     return SITES

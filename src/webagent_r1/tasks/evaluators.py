@@ -33,6 +33,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import unicodedata
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -224,8 +225,6 @@ reference must hold, for a long-text fuzzy match."""
 
 def _overlap(answer: list[str], reference: list[str]) -> tuple[float, float]:
     """(recall, precision) of answer tokens against reference tokens, as multisets."""
-    from collections import Counter
-
     common = sum((Counter(answer) & Counter(reference)).values())
     return common / max(1, len(reference)), common / max(1, len(answer))
 

@@ -41,7 +41,7 @@ from typing import Any
 import torch
 
 from webagent_r1.policy.hf import autocast_ctx
-from webagent_r1.trajectories import Sample
+from webagent_r1.rollout.trajectories import Sample
 
 __all__ = [
     "CompletionLM",
@@ -386,6 +386,7 @@ def _prefix_cache(backbone: Any, config: Any, prefix_ids: torch.Tensor, rows: in
     """Run ``prefix_ids`` (1, P0) through ``backbone`` once and return the keyword argument
     that hands its KV cache, repeated for ``rows`` rows, to the next call. The cache keeps
     the autograd graph: the rows' gradients reach the prefix's activations, summed."""
+    # heavy: transformers loads only when this runs
     from transformers import DynamicCache
 
     try:

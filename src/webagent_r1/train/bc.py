@@ -29,6 +29,8 @@ import torch
 from webagent_r1.algos.sft import bc_loss
 from webagent_r1.config import Config, to_dict
 from webagent_r1.policy.precision import FlopsMeter, autocast_enabled
+from webagent_r1.progress import Bar
+from webagent_r1.rollout.trajectories import Sample, read_trajectories, turn_samples
 from webagent_r1.train.batching import (
     collate,
     completion_logprobs,
@@ -46,8 +48,7 @@ from webagent_r1.train.checkpoint import (
     save_sharded_checkpoint,
     set_rng,
 )
-from webagent_r1.train.logging import MemoryWatch, MetricLogger, release_free_memory
-from webagent_r1.train.setup import (
+from webagent_r1.train.dist import (
     Dist,
     build_optimizer,
     grad_norm_and_clip,
@@ -55,8 +56,8 @@ from webagent_r1.train.setup import (
     lr_factor,
     trainable_parameters,
 )
+from webagent_r1.train.metrics import MemoryWatch, MetricLogger, release_free_memory
 from webagent_r1.train.sharding import is_sharded, shard_model
-from webagent_r1.trajectories import Sample, read_trajectories, turn_samples
 from webagent_r1.types import Trajectory
 
 __all__ = ["BCResult", "batch_indices", "bc_backward", "heldout_loss", "split_demos", "train_bc"]
@@ -349,6 +350,5 @@ def _save(root: Path, step: int, model: Any, tok: Any, opt: Any, cfg: Config, di
 def _bar(enabled: bool, total: int, start: int, label: str) -> Any:
     if not enabled or total <= start:
         return None
-    from webagent_r1.progress import Bar
 
     return Bar(label, total, start, time_remaining=True)

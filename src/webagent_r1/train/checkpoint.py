@@ -23,6 +23,7 @@ the previous checkpoints or the new one, never a half-written one.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import random
@@ -39,7 +40,7 @@ import torch
 from webagent_r1.config import ConfigError
 
 if TYPE_CHECKING:
-    from webagent_r1.train.setup import Dist
+    from webagent_r1.train.dist import Dist
 
 __all__ = [
     "checkpoint_problem",
@@ -101,8 +102,6 @@ def save_checkpoint(
     if tokenizer is not None:
         tokenizer.save_pretrained(tmp / "model")
     if merge_lora and hasattr(model, "merge_and_unload"):
-        import copy
-
         merged = copy.deepcopy(model).merge_and_unload()
         merged.save_pretrained(tmp / "model-merged")
         if tokenizer is not None:
@@ -141,7 +140,10 @@ def save_sharded_checkpoint(
     Returns:
         The checkpoint folder (the same on every process).
     """
+    # heavy: keeps transformers off the import path
     from webagent_r1.train.batching import unwrap_model
+
+    # heavy: keeps transformers off the import path
     from webagent_r1.train.sharding import full_state_dict, save_sharded_optimizer
 
     weights = full_state_dict(model, all_ranks=False)  # rank 0: every tensor; others: {}
@@ -174,6 +176,7 @@ def restore_optimizer(ckpt: str | Path, state: dict[str, Any], model: Any, optim
     Raises:
         ConfigError: the checkpoint was written with the other ``train.sharding``.
     """
+    # heavy: keeps transformers off the import path
     from webagent_r1.train.sharding import is_sharded, load_sharded_optimizer
 
     saved_sharded = "sharded_optimizer" in state

@@ -41,7 +41,7 @@ from webagent_r1.types import Task
 
 if TYPE_CHECKING:
     from webagent_r1.config import RLConfig
-    from webagent_r1.rollout import Group
+    from webagent_r1.rollout.collect import Group
 
 __all__ = [
     "CURRICULA",

@@ -232,7 +232,8 @@ def plan_memory(
         raise ValueError(f"--gpus must be >= 1, got {gpus}")
     s = shape or shape_for(cfg.model.name)
     t, rl, mcfg = cfg.train, cfg.rl, cfg.model
-    from webagent_r1.train.setup import frozen_copy_dtype
+    # heavy: keeps torch, transformers off the import path
+    from webagent_r1.train.dist import frozen_copy_dtype
 
     master = DTYPE_BYTES[mcfg.dtype]
     shards = gpus if t.sharding == "fsdp" else 1

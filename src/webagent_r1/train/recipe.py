@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from webagent_r1.config import Config
+from webagent_r1.demos import collect_demos, pick_demo_tasks
+from webagent_r1.evaluate import eval_model, eval_subset
+from webagent_r1.report.load import ReportError
+from webagent_r1.report.paired import compare_paired, load_outcomes
+from webagent_r1.rollout.trajectories import write_trajectories
+from webagent_r1.tasks.suite import tasks_for
 from webagent_r1.train.checkpoint import latest_checkpoint
+from webagent_r1.train.metrics import read_metrics
 
 __all__ = ["RunExistsError", "run_recipe"]
 
@@ -61,9 +68,8 @@ def check_fresh(cfg: Config, resume: bool) -> None:
 
 def ensure_demos(cfg: Config, progress: bool = True) -> Path:
     """The BC data file, made with the experts when it does not exist yet."""
-    from webagent_r1.demos import collect_demos, pick_demo_tasks
+    # heavy: keeps transformers off the import path
     from webagent_r1.policy.hf import load_tokenizer
-    from webagent_r1.trajectories import write_trajectories
 
     path = Path(cfg.bc.data)
     if path.is_file():
@@ -95,11 +101,11 @@ def ensure_demos(cfg: Config, progress: bool = True) -> Path:
 
 def run_recipe(cfg: Config, resume: bool = False, progress: bool = True) -> dict[str, Any]:
     """Run the recipe of ``cfg``; returns (and writes) the summary."""
-    from webagent_r1.evaluate import eval_model, eval_subset
-    from webagent_r1.tasks.suite import tasks_for
+    # heavy: keeps transformers off the import path
     from webagent_r1.train.bc import train_bc
+
+    # heavy: keeps transformers off the import path
     from webagent_r1.train.rl import train_rl
-    from webagent_r1.trajectories import write_trajectories
 
     check_fresh(cfg, resume)
     summary = _load_summary(cfg) if resume else {"stages": {}}
@@ -157,9 +163,6 @@ def run_recipe(cfg: Config, resume: bool = False, progress: bool = True) -> dict
 def _paired_rl(cfg: Config, hist: list[dict[str, float]]) -> dict[str, Any] | None:
     """The RL stage's last evaluation against its first, task by task (``report/paired.py``);
     None with fewer than two evaluations or unreadable files."""
-    from webagent_r1.report.load import ReportError
-    from webagent_r1.report.paired import compare_paired, load_outcomes
-
     if len(hist) < 2:
         return None
     folder = Path(cfg.run_dir) / "rl" / "eval"
@@ -186,8 +189,6 @@ def _paired_rl(cfg: Config, hist: list[dict[str, float]]) -> dict[str, Any] | No
 
 def _rl_groups(cfg: Config) -> dict[str, int]:
     """Groups the M-GRPO steps trained on (mixed rewards) and collected, from its metrics."""
-    from webagent_r1.train.logging import read_metrics
-
     rows = [
         r
         for r in read_metrics(Path(cfg.run_dir) / "rl" / "metrics.jsonl")

@@ -49,10 +49,15 @@ import torch
 
 from webagent_r1.algos.gigpo import ADVANTAGES, gigpo_advantages
 from webagent_r1.algos.mgrpo import NORMALIZERS, group_advantages, mgrpo_loss
+from webagent_r1.browser import Browser
 from webagent_r1.config import Config, RLConfig, to_dict
+from webagent_r1.evaluate import eval_subset, evaluate_policy
 from webagent_r1.policy.base import SamplingParams
 from webagent_r1.policy.precision import FlopsMeter, autocast_enabled
-from webagent_r1.rollout import Group, RolloutStats, collect
+from webagent_r1.rollout.collect import Group, RolloutStats, collect
+from webagent_r1.rollout.pool import make_env_pool
+from webagent_r1.rollout.trajectories import Sample, turn_samples, write_trajectories
+from webagent_r1.sources import task_source
 from webagent_r1.stats import pass_at_k
 from webagent_r1.train.batching import (
     collate_rows,
@@ -74,8 +79,7 @@ from webagent_r1.train.checkpoint import (
     set_rng,
 )
 from webagent_r1.train.curriculum import Curriculum, collect_step, step_tasks
-from webagent_r1.train.logging import MemoryWatch, MetricLogger, release_free_memory
-from webagent_r1.train.setup import (
+from webagent_r1.train.dist import (
     Dist,
     build_optimizer,
     frozen_copy_dtype,
@@ -86,9 +90,9 @@ from webagent_r1.train.setup import (
     reference_context,
     trainable_parameters,
 )
+from webagent_r1.train.metrics import MemoryWatch, MetricLogger, release_free_memory
 from webagent_r1.train.sharding import is_sharded, shard_model
 from webagent_r1.train.weight_sync import WeightSync, update_then_push
-from webagent_r1.trajectories import Sample, turn_samples, write_trajectories
 from webagent_r1.types import Task
 
 __all__ = [
@@ -467,6 +471,7 @@ def generation_engine(cfg: Config, model: Any, tokenizer: Any, source: str | Non
         VLLMUnavailableError: 'vllm' without vLLM installed (CUDA GPUs only).
     """
     if cfg.train.generation_engine == "vllm":
+        # heavy: webagent_r1.policy.vllm loads only when this runs
         from webagent_r1.policy.vllm import VLLMEngine
 
         return VLLMEngine(
@@ -476,6 +481,7 @@ def generation_engine(cfg: Config, model: Any, tokenizer: Any, source: str | Non
             token_budget=cfg.train.token_budget,
             needs_logprobs_mode=cfg.rl.old_logprobs == "sampler",
         )
+    # heavy: webagent_r1.policy.hf loads only when this runs
     from webagent_r1.policy.hf import HFEngine, load_model
 
     if is_sharded(model):  # a shard cannot sample: a full copy (weights pushed after updates)
@@ -527,11 +533,6 @@ async def train_rl(
     Returns:
         Final checkpoint, evaluation history and wall time.
     """
-    from webagent_r1.browser import Browser
-    from webagent_r1.envpool import make_env_pool
-    from webagent_r1.evaluate import eval_subset, evaluate_policy
-    from webagent_r1.tasks.sources import task_source
-
     t0 = time.time()
     dist = Dist.init()
     cfg = dataclasses.replace(cfg, train=cfg.rl_train())  # M-GRPO may train other layers

@@ -45,6 +45,7 @@ __all__ = [
 
 def is_sharded(model: Any) -> bool:
     """Whether ``model`` was wrapped by ``shard_model`` (FSDP2)."""
+    # heavy: torch.distributed.fsdp loads only when this runs
     from torch.distributed.fsdp import FSDPModule
 
     return isinstance(model, FSDPModule)
@@ -52,6 +53,7 @@ def is_sharded(model: Any) -> bool:
 
 def _ensure_process_group(device: torch.device) -> None:
     """A one-process group when no launcher started several (FSDP needs a group)."""
+    # heavy: torch.distributed loads only when this runs
     import torch.distributed as dist
 
     if dist.is_initialized():
@@ -74,8 +76,13 @@ def shard_model(model: Any) -> CompletionLM:
     Raises:
         ValueError: the model has no decoder layer stack to shard.
     """
+    # heavy: torch.distributed loads only when this runs
     import torch.distributed as dist
+
+    # heavy: torch.distributed.device_mesh loads only when this runs
     from torch.distributed.device_mesh import init_device_mesh
+
+    # heavy: torch.distributed.fsdp loads only when this runs
     from torch.distributed.fsdp import FSDPModule, fully_shard
 
     layers = getattr(model.get_decoder(), "layers", None)
@@ -117,6 +124,7 @@ def full_state_dict(model: Any, all_ranks: bool = True) -> dict[str, torch.Tenso
             process needs them); False: only rank 0 gets them, on the CPU (a checkpoint),
             the other processes an empty dict.
     """
+    # heavy: torch.distributed.checkpoint.state_dict loads only when this runs
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
     opts = StateDictOptions(full_state_dict=True, cpu_offload=not all_ranks)
@@ -129,7 +137,10 @@ def save_sharded_optimizer(model: Any, optimizer: Any, folder: str | Path) -> No
     ``torch.distributed.checkpoint`` layout: one ``.distcp`` file per process and a
     ``.metadata`` index, keyed by parameter name, so it loads into another process count.
     """
+    # heavy: torch.distributed.checkpoint loads only when this runs
     import torch.distributed.checkpoint as dcp
+
+    # heavy: torch.distributed.checkpoint.state_dict loads only when this runs
     from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
 
     dcp.save({"optimizer": get_optimizer_state_dict(model, optimizer)}, checkpoint_id=str(folder))
@@ -137,7 +148,10 @@ def save_sharded_optimizer(model: Any, optimizer: Any, folder: str | Path) -> No
 
 def load_sharded_optimizer(model: Any, optimizer: Any, folder: str | Path) -> None:
     """Load what ``save_sharded_optimizer`` wrote into ``optimizer`` (a collective)."""
+    # heavy: torch.distributed.checkpoint loads only when this runs
     import torch.distributed.checkpoint as dcp
+
+    # heavy: torch.distributed.checkpoint.state_dict loads only when this runs
     from torch.distributed.checkpoint.state_dict import (
         get_optimizer_state_dict,
         set_optimizer_state_dict,

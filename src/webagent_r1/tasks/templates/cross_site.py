@@ -32,6 +32,7 @@ from webagent_r1.sites.map.places import (
     street_address,
 )
 from webagent_r1.sites.map.routing import Anchor, load_graph, route
+from webagent_r1.sites.reddit.views import search_ids as forum_search_ids
 from webagent_r1.sites.shopping.queries import PRODUCT_COLUMNS, PRODUCT_FROM
 from webagent_r1.sites.shopping.views import search_ids as shop_search_ids
 from webagent_r1.tasks.experts import (
@@ -50,7 +51,7 @@ from webagent_r1.tasks.experts import (
     select,
     type_text,
 )
-from webagent_r1.tasks.suite import Template
+from webagent_r1.tasks.template import Template
 from webagent_r1.types import Observation
 
 SHOPPER = "emma.lopez"
@@ -182,8 +183,6 @@ def _user_id(conn: sqlite3.Connection, username: str) -> int:
 
 def _forum_post(conn: sqlite3.Connection, rng: random.Random) -> Any | None:
     """A forum post a search for its full title lists first."""
-    from webagent_r1.sites.reddit.views import search_ids as forum_search_ids
-
     memo = _cache(conn)
     if "posts" not in memo:
         memo["posts"] = conn.execute(

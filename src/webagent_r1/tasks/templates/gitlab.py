@@ -38,7 +38,7 @@ from webagent_r1.tasks.experts import (
     select,
     type_text,
 )
-from webagent_r1.tasks.suite import Template
+from webagent_r1.tasks.template import Template
 from webagent_r1.types import Observation
 
 START = "__GITLAB__/"

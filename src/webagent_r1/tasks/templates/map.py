@@ -56,7 +56,7 @@ from webagent_r1.tasks.experts import (
     type_text,
 )
 from webagent_r1.tasks.experts import search as search_step
-from webagent_r1.tasks.suite import Template
+from webagent_r1.tasks.template import Template
 from webagent_r1.types import Observation
 
 START = "__MAP__/"

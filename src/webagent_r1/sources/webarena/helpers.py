@@ -25,10 +25,10 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 
 from webagent_r1.env import EnvError
-from webagent_r1.webarena.data import parse_helper_call
+from webagent_r1.sources.webarena.data import parse_helper_call
 
 if TYPE_CHECKING:
-    from webagent_r1.webarena.sites import WebArenaSites
+    from webagent_r1.sources.webarena.sites import WebArenaSites
 
 
 class HelperError(EnvError):

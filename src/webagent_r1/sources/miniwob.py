@@ -28,8 +28,10 @@ the package with the reason.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib.util
+import re
 import sys
 import threading
 from dataclasses import dataclass
@@ -42,8 +44,8 @@ from playwright.async_api import Error as PlaywrightError
 from webagent_r1.browser import BrowserCrashedError, BrowserSession
 from webagent_r1.browser.execute import error_text, is_fatal
 from webagent_r1.env import EvalContext, EvalResult, EvaluatorFn, SiteBackend
+from webagent_r1.sources.base import TaskSource
 from webagent_r1.tasks.io import TaskError
-from webagent_r1.tasks.sources import TaskSource
 from webagent_r1.types import Task
 
 PLACEHOLDER = "__MINIWOB__"
@@ -239,8 +241,6 @@ def check_task_names(names: list[str]) -> list[str]:
     Raises:
         MiniWoBError: a name is excluded (with the reason) or unknown (with a suggestion).
     """
-    import difflib
-
     if not names:
         return list(SUPPORTED)
     for name in names:
@@ -517,7 +517,7 @@ async def evaluate_miniwob(ctx: EvalContext) -> EvalResult:
 
 
 class MiniWoBSource(TaskSource):
-    """MiniWoB++ as a task source (``tasks.source: miniwob``; see ``tasks/sources.py``).
+    """MiniWoB++ as a task source (``tasks.source: miniwob``; see ``webagent_r1.sources``).
 
     Args:
         names: task names (empty: every supported task).
@@ -573,7 +573,5 @@ class MiniWoBSource(TaskSource):
 def package_task_names() -> list[str]:
     """The 125 task names the ``miniwob`` package registers (read from its source text,
     without importing it), for checking ``SUPPORTED`` + ``EXCLUDED`` against the package."""
-    import re
-
     envs = html_dir().parent / "envs" / "miniwob_envs.py"
     return sorted(re.findall(r'subdomain = "([^"]+)"', envs.read_text()))

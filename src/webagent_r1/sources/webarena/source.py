@@ -1,4 +1,4 @@
-"""The ``webarena-lite`` task source (``tasks/sources.py`` imports ``task_source`` lazily)."""
+"""The ``webarena-lite`` task source (``sources.SOURCES`` dispatches to ``task_source``)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,57 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from webagent_r1.env import EvaluatorFn, SiteBackend
-from webagent_r1.tasks.sources import TaskSource
+from webagent_r1.sources.base import TaskSource
+from webagent_r1.sources.webarena import data
+from webagent_r1.sources.webarena.data import SCORINGS
+from webagent_r1.sources.webarena.evaluators import evaluate
+from webagent_r1.sources.webarena.results import headline, warn_shared_state
+from webagent_r1.sources.webarena.sites import LoginPolicy, WebArenaSites, check_configured
 from webagent_r1.types import Task, Trajectory
-from webagent_r1.webarena.data import SCORINGS, load_tasks
-from webagent_r1.webarena.evaluators import evaluate
-from webagent_r1.webarena.results import headline, warn_shared_state
-from webagent_r1.webarena.sites import LoginPolicy, WebArenaSites, check_configured
+
+
+def load_tasks(split: str = "test", path: str | Path | None = None) -> list[Task]:
+    """The WebArena-Lite tasks of one split, each with ``webarena.evaluate`` attached.
+
+    Args:
+        split: ``"test"`` (the 165 Lite tasks) or ``"train"`` (WebArena's 812 minus those).
+        path: for ``test``, a Lite-format file (default: the one in an installed
+            ``browsergym-webarenalite``); for ``train``, WebArena's ``test.raw.json``
+            (required).
+
+    Raises:
+        WebArenaDataError: unknown split, no file, the wrong file for the split, or an
+            invalid config; the message says how to fix it.
+    """
+    if split == "test":
+        file = Path(path) if path is not None else data.find_lite_file()
+        if file is None:
+            raise data.WebArenaDataError(
+                f"the WebArena-Lite test configs were not found: {data.HOW_TO_GET}"
+            )
+        tasks = data.load_configs(file)
+    elif split == "train":
+        if path is None:
+            raise data.WebArenaDataError(
+                "the WebArena-Lite train split is WebArena's 812 tasks minus the 165 Lite "
+                "tasks: pass the path of WebArena's config_files/test.raw.json "
+                "(github.com/web-arena-x/webarena); no package ships it"
+            )
+        tasks = data.load_configs(path)
+        if any("old_task_id" in t.extra for t in tasks):
+            raise data.WebArenaDataError(
+                f"{Path(path).name} is a WebArena-Lite file (its configs have old_task_id); "
+                "the train split needs WebArena's full config_files/test.raw.json (812 tasks)"
+            )
+        tasks = [t for t in tasks if t.task_id not in data.LITE_OLD_TASK_IDS]
+    else:
+        raise data.WebArenaDataError(
+            f"unknown WebArena-Lite split {split!r}; use 'test' or 'train'"
+        )
+    for t in tasks:
+        t.split = split
+        t.evaluator = evaluate
+    return tasks
 
 
 class WebArenaSource(TaskSource):
@@ -123,5 +168,5 @@ class WebArenaSource(TaskSource):
 
 
 def task_source(cfg: Any) -> WebArenaSource:
-    """The ``webarena-lite`` task source for a run's config (``tasks/sources.py`` calls it)."""
+    """The ``webarena-lite`` task source for a run's config (what ``sources.SOURCES`` calls)."""
     return WebArenaSource.from_config(cfg)

@@ -34,8 +34,9 @@ from webagent_r1.agent.prompts import format_observation
 from webagent_r1.browser import BrowserError
 from webagent_r1.config import AgentConfig, RolloutConfig
 from webagent_r1.env import EnvError, WebEnv
-from webagent_r1.envpool import EnvPool
 from webagent_r1.policy.base import Completion, Engine, SamplingParams, weight_version_of
+from webagent_r1.progress import Bar
+from webagent_r1.rollout.pool import EnvPool
 from webagent_r1.types import Action, Observation, Task, Trajectory, Turn, describe_task
 
 __all__ = [
@@ -501,8 +502,6 @@ class _Progress:
         self.bar: Any = None
 
     def __enter__(self) -> _Progress:
-        from webagent_r1.progress import Bar
-
         if self.enabled:
             self.bar = Bar(self.label, self.total)
         return self

@@ -12,8 +12,10 @@ when the peak nears the machine's memory, before the kernel kills the run for it
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
+import resource
 import sys
 import time
 from pathlib import Path
@@ -58,6 +60,7 @@ class MetricLogger:
         self.path = self.folder / "metrics.jsonl"
         if tensorboard:
             try:
+                # heavy: keeps torch off the import path
                 from torch.utils.tensorboard import SummaryWriter
 
                 self._tb = SummaryWriter(str(self.folder / "tb"))
@@ -65,6 +68,7 @@ class MetricLogger:
                 self._tb = None
         if wandb_project:
             try:
+                # heavy: keeps wandb off the import path
                 import wandb
             except ImportError:
                 raise RuntimeError(
@@ -138,8 +142,6 @@ def release_free_memory() -> bool:
         _LIBC = False
         if sys.platform.startswith("linux"):
             with contextlib.suppress(ImportError, OSError, AttributeError):  # no glibc: stays False
-                import ctypes
-
                 lib = ctypes.CDLL("libc.so.6")
                 lib.malloc_trim.argtypes = [ctypes.c_size_t]
                 _LIBC = lib
@@ -196,8 +198,6 @@ class MemoryWatch:
         out: dict[str, float] = {}
         rss, peak = proc_status_bytes("VmRSS"), proc_status_bytes("VmHWM")
         if peak is None:
-            import resource
-
             # ru_maxrss: kilobytes on Linux, bytes on macOS.
             ru = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
             peak = ru if sys.platform == "darwin" else ru * 1024
@@ -205,6 +205,7 @@ class MemoryWatch:
             out["sys/rss_gb"] = rss / 1e9
         out["sys/peak_rss_gb"] = peak / 1e9
         try:
+            # heavy: keeps torch off the import path
             import torch
 
             if torch.cuda.is_available() and torch.cuda.is_initialized():

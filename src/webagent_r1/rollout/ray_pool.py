@@ -33,9 +33,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from webagent_r1.browser import BrowserError
+from webagent_r1.browser import Browser, BrowserError
 from webagent_r1.config import Config, EnvConfig
 from webagent_r1.env import EnvError, EvaluatorFn, WebEnv
+from webagent_r1.sources import task_source
 from webagent_r1.types import Observation, StepResult, Task
 
 __all__ = ["BrowserWorker", "RayEnvPool", "RayNotInstalledError", "RemoteEnv"]
@@ -54,7 +55,10 @@ def import_ray() -> Any:
         RayNotInstalledError: Ray is not installed (the message says how to install it).
     """
     try:
+        # heavy: keeps ray off the import path
         import ray
+
+        # heavy: keeps ray off the import path
         import ray.exceptions
     except ImportError:
         raise RayNotInstalledError(
@@ -113,9 +117,8 @@ class BrowserWorker:
         """
         if self.envs:
             return await self.ping()
-        from webagent_r1.browser import Browser
+        # heavy: keeps torch, transformers off the import path
         from webagent_r1.policy.hf import load_tokenizer
-        from webagent_r1.tasks.sources import task_source
 
         tokenizer = load_tokenizer(self.tokenizer_name)
 

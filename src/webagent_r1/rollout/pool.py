@@ -21,6 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 from webagent_r1.browser import Browser
 from webagent_r1.config import EnvConfig, ObservationConfig
 from webagent_r1.env import EvaluatorFn, SiteBackend, WebEnv
+from webagent_r1.rollout.ray_pool import RayEnvPool
 
 
 @runtime_checkable
@@ -167,7 +168,6 @@ def _ray_pool(
 ) -> EnvPool:
     # The workers build their own browser, sites and token counter from cfg; the local
     # browser, backend and counter are not used. The evaluator stays the source's default.
-    from webagent_r1.raypool import RayEnvPool
 
     workers = cfg.rollout.ray_workers
     return RayEnvPool(

@@ -70,9 +70,13 @@ from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from webagent_r1.config import ConfigError
 from webagent_r1.env import EnvError, EvalContext, EvalResult
-from webagent_r1.webarena.helpers import call_helper
-from webagent_r1.webarena.judge import Judge, JudgeNotConfiguredError, not_configured_message
-from webagent_r1.webarena.sites import WebArenaSites
+from webagent_r1.sources.webarena.helpers import call_helper
+from webagent_r1.sources.webarena.judge import (
+    Judge,
+    JudgeNotConfiguredError,
+    not_configured_message,
+)
+from webagent_r1.sources.webarena.sites import WebArenaSites
 
 OR = " |OR| "
 

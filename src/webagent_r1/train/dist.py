@@ -11,7 +11,9 @@ the gradients itself.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
 import math
 import os
 from dataclasses import dataclass
@@ -20,8 +22,9 @@ from typing import Any
 import torch
 
 from webagent_r1.config import Config, ModelConfig, TrainConfig
-from webagent_r1.policy.hf import load_tokenizer, pick_device
-from webagent_r1.policy.precision import autocast_enabled
+from webagent_r1.policy.hf import load_tokenizer
+from webagent_r1.policy.models import resolve_model
+from webagent_r1.policy.precision import autocast_enabled, pick_device
 
 __all__ = [
     "BACKEND_DEVICE",
@@ -87,6 +90,7 @@ class Dist:
         world = int(os.environ.get("WORLD_SIZE", "1"))
         if world <= 1:
             return cls()
+        # heavy: torch.distributed loads only when this runs
         import torch.distributed as dist
 
         local = int(os.environ.get("LOCAL_RANK", "0"))
@@ -115,6 +119,7 @@ class Dist:
         """Element-wise sum of ``values`` over all processes."""
         if self.world == 1:
             return list(values)
+        # heavy: torch.distributed loads only when this runs
         import torch.distributed as dist
 
         t = torch.tensor(values, dtype=torch.float64, device=self.device)  # (n,)
@@ -125,6 +130,7 @@ class Dist:
         """The largest ``value`` over all processes."""
         if self.world == 1:
             return value
+        # heavy: torch.distributed loads only when this runs
         import torch.distributed as dist
 
         t = torch.tensor([value], dtype=torch.long, device=self.device)  # (1,)
@@ -135,6 +141,7 @@ class Dist:
         """Sum gradients over processes (one flat buffer: one collective per step)."""
         if self.world == 1:
             return
+        # heavy: torch.distributed loads only when this runs
         import torch.distributed as dist
 
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
@@ -148,6 +155,7 @@ class Dist:
 
     def barrier(self) -> None:
         if self.world > 1:
+            # heavy: torch.distributed loads only when this runs
             import torch.distributed as dist
 
             dist.barrier()
@@ -156,6 +164,7 @@ class Dist:
         """``obj`` of the main process, on every process."""
         if self.world == 1:
             return obj
+        # heavy: torch.distributed loads only when this runs
         import torch.distributed as dist
 
         box = [obj]
@@ -176,9 +185,8 @@ def load_policy(cfg: Config, path: str | None = None) -> tuple[Any, Any]:
         (model in train mode with fp32 master weights unless ``model.dtype`` says otherwise,
         tokenizer).
     """
+    # heavy: transformers loads only when this runs
     from transformers import AutoModelForCausalLM
-
-    from webagent_r1.policy.models import resolve_model
 
     source = path or cfg.init_from or cfg.model.name
     src = resolve_model(source) if not os.path.isdir(source) else source
@@ -187,8 +195,6 @@ def load_policy(cfg: Config, path: str | None = None) -> tuple[Any, Any]:
     device = pick_device(mcfg.device)
     adapter = os.path.isfile(os.path.join(src, "adapter_config.json"))
     if adapter:
-        import json
-
         with open(os.path.join(src, "adapter_config.json")) as f:
             base_name = json.load(f)["base_model_name_or_path"]
         model = AutoModelForCausalLM.from_pretrained(resolve_model(base_name), dtype=dtype)
@@ -202,6 +208,7 @@ def load_policy(cfg: Config, path: str | None = None) -> tuple[Any, Any]:
         model.gradient_checkpointing_enable()
         model.config.use_cache = False
     if adapter:
+        # heavy: keeps peft off the import path
         from peft import PeftModel
 
         model = PeftModel.from_pretrained(model, src, is_trainable=True)
@@ -242,8 +249,6 @@ def load_reference(cfg: Config, path: str | None, model: Any) -> Any:
 def reference_context(model: Any, ref_model: Any) -> Any:
     """The context the reference's forwards run in: adapters disabled when the reference is
     the LoRA policy itself (``load_reference``), else nothing."""
-    import contextlib
-
     if ref_model is model and hasattr(model, "disable_adapter"):
         return model.disable_adapter()
     return contextlib.nullcontext()
@@ -281,6 +286,7 @@ def freeze_lower_layers(model: Any, n: int) -> None:
 
 def _with_lora(model: Any, tcfg: TrainConfig) -> Any:
     try:
+        # heavy: keeps peft off the import path
         from peft import LoraConfig, get_peft_model
     except ImportError:  # pragma: no cover - peft is a core dependency
         raise RuntimeError("train.lora_r > 0 needs the peft package: pip install peft") from None

@@ -20,6 +20,8 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from webagent_r1.rollout.trajectories import failure_reason
+from webagent_r1.stats import wilson_interval
 from webagent_r1.types import Task, Trajectory, site_of
 
 DENOMINATOR = "all episodes (env errors count as failures)"
@@ -102,9 +104,6 @@ def headline(tasks: Sequence[Task], trajectories: Sequence[Trajectory]) -> dict[
     Raises:
         ValueError: ``tasks`` and ``trajectories`` differ in length.
     """
-    from webagent_r1.evaluate import failure_reason
-    from webagent_r1.stats import wilson_interval
-
     if len(tasks) != len(trajectories):
         raise ValueError(f"{len(tasks)} tasks but {len(trajectories)} trajectories")
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # successes, episodes, errors

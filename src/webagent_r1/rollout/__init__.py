@@ -1,0 +1,2 @@
+"""Rollouts: collecting episodes (``collect``), env pools (``pool``, ``ray_pool``) and
+trajectory files (``trajectories``)."""

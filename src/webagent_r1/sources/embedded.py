@@ -1,0 +1,54 @@
+"""The ``embedded`` task source: the embedded suite (``tasks/suite.py``, templates in
+``tasks/templates/``) on our own sites, graded by ``tasks/evaluators.py``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from webagent_r1.env import EvaluatorFn, SiteBackend
+from webagent_r1.sites.episodes import EmbeddedSites
+from webagent_r1.sources.base import TaskSource
+from webagent_r1.tasks.evaluators import evaluate
+from webagent_r1.tasks.suite import run_tasks
+from webagent_r1.types import Task
+
+__all__ = ["EmbeddedSource"]
+
+
+class EmbeddedSource(TaskSource):
+    """The embedded suite on our own sites (each episode on its own site instance).
+
+    Args:
+        sites / templates / difficulty: the ``tasks`` filters of a run (empty keeps all).
+    """
+
+    name = "embedded"
+    splits = ("train", "test", "heldout", "wide", "extra")
+
+    def __init__(
+        self,
+        sites: list[str] | None = None,
+        templates: list[str] | None = None,
+        difficulty: list[str] | None = None,
+    ) -> None:
+        self.sites = list(sites or [])
+        self.templates = list(templates or [])
+        self.difficulty = list(difficulty or [])
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> EmbeddedSource:
+        """With the filters of a ``Config``'s ``tasks`` section."""
+        return cls(cfg.tasks.sites, cfg.tasks.templates, cfg.tasks.difficulty)
+
+    def tasks(self, split: str) -> list[Task]:
+        return run_tasks(split, self.sites, self.templates, self.difficulty)
+
+    @property
+    def evaluator(self) -> EvaluatorFn:
+        return evaluate
+
+    def _start(self) -> SiteBackend:
+        return EmbeddedSites.start()
+
+    def _stop(self, backend: SiteBackend) -> None:
+        backend.stop()  # type: ignore[attr-defined]
