@@ -159,7 +159,7 @@ def read_jsonl_rows(
 ) -> list[dict[str, Any]]:
     """The JSON objects of a JSONL file, skipping (and counting into ``problems``) bad lines.
 
-    Same rows as ``train.logging.read_metrics``, but a line that is not a JSON object (the
+    Same rows as ``train.metrics.read_metrics``, but a line that is not a JSON object (the
     last line of a file being written, say) is skipped instead of raising.
     """
     rows: list[dict[str, Any]] = []

@@ -256,7 +256,7 @@ def tasks_for(cfg: Any, split: str) -> list[Task]:
     Raises:
         ValueError: ``tasks.source`` is not ``embedded``: the callers of this function
             (demonstrations and BC, which need the scripted experts) run the embedded suite
-            only; other sources go through ``tasks.sources.task_source`` (M-GRPO,
+            only; other sources go through ``sources.task_source`` (M-GRPO,
             ``webagent-r1 eval --tasks …``).
     """
     source = getattr(cfg.tasks, "source", "embedded")
