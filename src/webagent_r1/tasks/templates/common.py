@@ -134,9 +134,9 @@ def line_after(obs: Observation, el: Element) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def string_eval(ref: str, kind: str = "exact_match") -> dict[str, Any]:
-    """A ``string_match`` spec: the answer must match ``ref`` (``exact_match`` or
-    ``fuzzy_match``)."""
+def string_eval(ref: Any, kind: str = "exact_match") -> dict[str, Any]:
+    """A ``string_match`` spec: the answer must match ``ref`` (``exact_match``,
+    ``fuzzy_match``, or ``must_include`` with a list of phrases)."""
     return {"eval_types": ["string_match"], "reference_answers": {kind: ref}}
 
 
@@ -145,9 +145,13 @@ def answer_eval(p: Params) -> dict[str, Any]:
     return string_eval(p["_answer"])
 
 
-def page_check(shows: str, locator: str = H1, url: str = "last") -> dict[str, Any]:
-    """A ``program_html`` check: the text at ``locator`` on ``url`` is exactly ``shows``."""
-    return {"url": url, "locator": locator, "required_contents": {"exact_match": shows}}
+def page_check(
+    shows: Any, locator: str = H1, url: str = "last", kind: str = "exact_match"
+) -> dict[str, Any]:
+    """A ``program_html`` check: the text at ``locator`` (empty: the whole page) on ``url``
+    (``last``: the last page) is exactly ``shows`` (``kind="must_include"``: holds each of
+    the phrases ``shows``)."""
+    return {"url": url, "locator": locator, "required_contents": {kind: shows}}
 
 
 def url_eval(url: str, shows: str | None = None, locator: str = H1) -> dict[str, Any]:
@@ -173,31 +177,41 @@ _UNSET: Any = object()
 
 def state_check(
     sql: str,
-    params: list[Any],
+    params: list[Any] | None = None,
+    *,
     description: str,
     expected: Any = _UNSET,
     row_count: int | None = None,
+    must_include: list[str] | None = None,
+    must_exclude: list[str] | None = None,
     site: str | None = None,
 ) -> dict[str, Any]:
     """One ``state_match`` check: a SQL query on the episode's database.
 
     Args:
         sql: the query (``?`` placeholders).
-        params: its parameters.
+        params: its parameters (None: the query has none).
         description: what the check asserts, for reports.
         expected: the value of the first column of the first row.
         row_count: the number of rows instead (or as well).
+        must_include: phrases the first column of the first row must contain.
+        must_exclude: phrases it must not contain (left out of the check when empty).
         site: the site whose database the query runs on (default: the task's first site).
     """
     check: dict[str, Any] = {}
     if site is not None:
         check["site"] = site
     check["sql"] = sql
-    check["params"] = params
+    if params is not None:
+        check["params"] = params
     if expected is not _UNSET:
         check["expected"] = expected
     if row_count is not None:
         check["row_count"] = row_count
+    if must_include is not None:
+        check["must_include"] = must_include
+    if must_exclude:
+        check["must_exclude"] = must_exclude
     check["description"] = description
     return check
 

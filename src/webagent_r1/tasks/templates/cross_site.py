@@ -54,6 +54,9 @@ from webagent_r1.tasks.templates.common import (
     grab,
     line_after,
     seek,
+    state_check,
+    state_eval,
+    string_eval,
     user_id,
 )
 from webagent_r1.types import Observation
@@ -209,21 +212,21 @@ def _new_post_check(
     sql = "SELECT {} FROM submissions WHERE title = ? AND forum_id = ? AND user_id = ?"
     args = [p["title"], p["_forum_id"], p["_user"]]
     return [
-        {
-            "site": "reddit",
-            "sql": sql.format("id"),
-            "params": args,
-            "row_count": 1,
-            "description": "one post with this title in the forum",
-        },
-        {
-            "site": "reddit",
-            "sql": sql.format("body"),
-            "params": args,
-            "must_include": list(phrases),
-            **({"must_exclude": exclude} if exclude else {}),
-            "description": "the post's text gives the facts looked up",
-        },
+        state_check(
+            sql.format("id"),
+            args,
+            row_count=1,
+            description="one post with this title in the forum",
+            site="reddit",
+        ),
+        state_check(
+            sql.format("body"),
+            args,
+            must_include=list(phrases),
+            must_exclude=exclude,
+            description="the post's text gives the facts looked up",
+            site="reddit",
+        ),
     ]
 
 
@@ -234,21 +237,21 @@ def _new_issue_check(
     sql = "SELECT {} FROM issues WHERE project_id = ? AND title = ? AND author_id = ?"
     args = [p["_pid"], p["title"], p["_uid"]]
     return [
-        {
-            "site": "gitlab",
-            "sql": sql.format("id"),
-            "params": args,
-            "row_count": 1,
-            "description": "one issue with this title in the project",
-        },
-        {
-            "site": "gitlab",
-            "sql": sql.format("description"),
-            "params": args,
-            "must_include": list(phrases),
-            **({"must_exclude": exclude} if exclude else {}),
-            "description": "the issue's description gives the facts looked up",
-        },
+        state_check(
+            sql.format("id"),
+            args,
+            row_count=1,
+            description="one issue with this title in the project",
+            site="gitlab",
+        ),
+        state_check(
+            sql.format("description"),
+            args,
+            must_include=list(phrases),
+            must_exclude=exclude,
+            description="the issue's description gives the facts looked up",
+            site="gitlab",
+        ),
     ]
 
 
@@ -451,19 +454,18 @@ def eval_address_from_map(p: Params) -> dict[str, Any]:
         "country": "United States",
         "phone": p["_phone"],
     }
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "site": "shopping",
-                "sql": f"SELECT {col} FROM customers WHERE id = ?",
-                "params": [p["_cust"]],
-                "expected": value,
-                "description": f"my address: {col}",
-            }
+    return state_eval(
+        *[
+            state_check(
+                f"SELECT {col} FROM customers WHERE id = ?",
+                [p["_cust"]],
+                expected=value,
+                description=f"my address: {col}",
+                site="shopping",
+            )
             for col, value in expected.items()
-        ],
-    }
+        ]
+    )
 
 
 SHOP_ADDRESS_BOXES = (
@@ -553,10 +555,7 @@ TEMPLATES.add(
     "it takes to walk from {a} to {b}? Answer with both, like: $12.34, 25 min",
     start_url="__SHOPPING__/",
     sample=sample_price_and_walk,
-    evaluation=lambda p: {
-        "eval_types": ["string_match"],
-        "reference_answers": {"must_include": [p["_price"], p["_walk"]]},
-    },
+    evaluation=lambda p: string_eval([p["_price"], p["_walk"]], "must_include"),
     expert=expert_price_and_walk,
     backend_sites=SHOP_MAP,
     difficulty="6-9",
@@ -601,10 +600,7 @@ TEMPLATES.add(
     "cycling distance from {a} to {b} as the map shows it (like 2.3 km) in its description.",
     start_url="__MAP__/",
     sample=sample_route_issue,
-    evaluation=lambda p: {
-        "eval_types": ["state_match"],
-        "state_checks": _new_issue_check(p, p["_distance"]),
-    },
+    evaluation=lambda p: state_eval(*_new_issue_check(p, p["_distance"])),
     expert=expert_route_issue,
     backend_sites=["map", "gitlab"],
     logins={"gitlab": GITLAB_USER},
@@ -658,10 +654,7 @@ TEMPLATES.add(
     "time {place} opens on {day}s according to the map (like 08:00).",
     start_url="__MAP__/",
     sample=sample_hours_post,
-    evaluation=lambda p: {
-        "eval_types": ["state_match"],
-        "state_checks": _new_post_check(p, p["_opens"]),
-    },
+    evaluation=lambda p: state_eval(*_new_post_check(p, p["_opens"])),
     expert=expert_hours_post,
     backend_sites=["map", "reddit"],
     logins={"reddit": FORUM_USER},
@@ -692,20 +685,17 @@ def _reply_check(
     p: Params, phrases: list[str], description: str, exclude: list[str] | None = None
 ) -> dict[str, Any]:
     """state_match: the user's newest top-level comment on the post holds the phrases."""
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "site": "reddit",
-                "sql": "SELECT body FROM comments WHERE submission_id = ? AND user_id = ? "
-                "AND parent_id IS NULL ORDER BY id DESC",
-                "params": [p["_post_id"], p["_user"]],
-                "must_include": phrases,
-                **({"must_exclude": exclude} if exclude else {}),
-                "description": description,
-            }
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT body FROM comments WHERE submission_id = ? AND user_id = ? "
+            "AND parent_id IS NULL ORDER BY id DESC",
+            [p["_post_id"], p["_user"]],
+            must_include=phrases,
+            must_exclude=exclude,
+            description=description,
+            site="reddit",
+        )
+    )
 
 
 def eval_price_reply(p: Params) -> dict[str, Any]:
@@ -767,19 +757,16 @@ def sample_price_issue_comment(conns: Conns, rng: random.Random) -> Params | Non
 
 
 def eval_price_issue_comment(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "site": "gitlab",
-                "sql": "SELECT body FROM notes WHERE noteable_type = 'issue' AND noteable_id = ? "
-                "AND author_id = ? AND system = 0 ORDER BY id DESC",
-                "params": [p["_issue_id"], p["_uid"]],
-                "must_include": [p["_price"]],
-                "description": "my newest comment on the issue gives the price",
-            }
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT body FROM notes WHERE noteable_type = 'issue' AND noteable_id = ? "
+            "AND author_id = ? AND system = 0 ORDER BY id DESC",
+            [p["_issue_id"], p["_uid"]],
+            must_include=[p["_price"]],
+            description="my newest comment on the issue gives the price",
+            site="gitlab",
+        )
+    )
 
 
 def expert_price_issue_comment(p: Params) -> Expert:
@@ -915,10 +902,7 @@ TEMPLATES.add(
     "distance).",
     start_url="__MAP__/",
     sample=sample_closest_issue,
-    evaluation=lambda p: {
-        "eval_types": ["state_match"],
-        "state_checks": _new_issue_check(p, p["_name"], exclude=p["_rivals"]),
-    },
+    evaluation=lambda p: state_eval(*_new_issue_check(p, p["_name"], exclude=p["_rivals"])),
     expert=expert_closest_issue,
     backend_sites=["map", "gitlab"],
     logins={"gitlab": GITLAB_USER},
@@ -976,10 +960,7 @@ TEMPLATES.add(
     'new post titled "{title}" whose text names the cheaper one and its price.',
     start_url="__SHOPPING__/",
     sample=sample_cheaper_post,
-    evaluation=lambda p: {
-        "eval_types": ["state_match"],
-        "state_checks": _new_post_check(p, p["_name"], p["_price"]),
-    },
+    evaluation=lambda p: state_eval(*_new_post_check(p, p["_name"], p["_price"])),
     expert=expert_cheaper_post,
     backend_sites=["shopping", "reddit"],
     logins={"reddit": FORUM_USER},
@@ -1030,10 +1011,7 @@ TEMPLATES.add(
     "coordinates {coords} on the map? Answer with both, like: ABC123, Blue Owl Café",
     start_url="__SHOPPING__/",
     sample=sample_sku_and_place,
-    evaluation=lambda p: {
-        "eval_types": ["string_match"],
-        "reference_answers": {"must_include": [p["_sku"], p["_name"]]},
-    },
+    evaluation=lambda p: string_eval([p["_sku"], p["_name"]], "must_include"),
     expert=expert_sku_and_place,
     backend_sites=SHOP_MAP,
     heldout=True,

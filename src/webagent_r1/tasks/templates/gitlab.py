@@ -43,7 +43,11 @@ from webagent_r1.tasks.templates.common import (
     grab,
     line_after,
     more_below,
+    page_check,
     seek,
+    state_check,
+    state_eval,
+    url_eval,
     user_id,
 )
 from webagent_r1.types import Observation
@@ -566,10 +570,7 @@ def sample_open_file(conn: sqlite3.Connection, rng: random.Random) -> Params | N
 
 
 def eval_open_file(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["url_match"],
-        "reference_url": f"__GITLAB__/{p['_full']}/-/blob/main/{p['file']}",
-    }
+    return url_eval(f"__GITLAB__/{p['_full']}/-/blob/main/{p['file']}")
 
 
 def expert_open_file(p: Params) -> Expert:
@@ -606,11 +607,10 @@ def sample_filtered_issues(conn: sqlite3.Connection, rng: random.Random) -> Para
 
 
 def eval_filtered_issues(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["url_match"],
-        "reference_url": f"__GITLAB__/{p['_full']}/-/issues?state={STATE_WORDS[p['state']]}"
-        f"&label_name[]={p['label']}",
-    }
+    return url_eval(
+        f"__GITLAB__/{p['_full']}/-/issues?state={STATE_WORDS[p['state']]}"
+        f"&label_name[]={p['label']}"
+    )
 
 
 def expert_filtered_issues(p: Params) -> Expert:
@@ -663,23 +663,15 @@ def sample_create_issue(conn: sqlite3.Connection, rng: random.Random) -> Params 
 def eval_create_issue(p: Params) -> dict[str, Any]:
     sql = "SELECT {} FROM issues WHERE project_id = ? AND title = ? AND author_id = ?"
     args = [p["_pid"], p["title"], p["_uid"]]
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "sql": sql.format("description"),
-                "params": args,
-                "expected": p["description"],
-                "description": "the issue exists with the description",
-            },
-            {
-                "sql": sql.format("id"),
-                "params": args,
-                "row_count": 1,
-                "description": "exactly one such issue",
-            },
-        ],
-    }
+    return state_eval(
+        state_check(
+            sql.format("description"),
+            args,
+            expected=p["description"],
+            description="the issue exists with the description",
+        ),
+        state_check(sql.format("id"), args, row_count=1, description="exactly one such issue"),
+    )
 
 
 def _new_issue_form(obs: Observation, p: Params) -> Sub:
@@ -734,23 +726,20 @@ def sample_close_issue(conn: sqlite3.Connection, rng: random.Random) -> Params |
 
 
 def eval_close_issue(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "sql": "SELECT state FROM issues WHERE project_id = ? AND iid = ?",
-                "params": [p["_pid"], p["iid"]],
-                "expected": "closed",
-                "description": "the issue is closed",
-            },
-            {
-                "sql": "SELECT COUNT(*) FROM issues WHERE project_id = ? AND state = 'closed'",
-                "params": [p["_pid"]],
-                "expected": p["_closed"],
-                "description": "no other issue was closed",
-            },
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT state FROM issues WHERE project_id = ? AND iid = ?",
+            [p["_pid"], p["iid"]],
+            expected="closed",
+            description="the issue is closed",
+        ),
+        state_check(
+            "SELECT COUNT(*) FROM issues WHERE project_id = ? AND state = 'closed'",
+            [p["_pid"]],
+            expected=p["_closed"],
+            description="no other issue was closed",
+        ),
+    )
 
 
 def _close_current(obs: Observation, what: str) -> Sub:
@@ -804,17 +793,14 @@ def sample_add_member(conn: sqlite3.Connection, rng: random.Random) -> Params | 
 
 
 def eval_add_member(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "sql": "SELECT access_level FROM members WHERE project_id = ? AND user_id = ?",
-                "params": [p["_pid"], p["_uid"]],
-                "expected": p["_level"],
-                "description": f"the user is a member with the role {p['role']}",
-            }
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT access_level FROM members WHERE project_id = ? AND user_id = ?",
+            [p["_pid"], p["_uid"]],
+            expected=p["_level"],
+            description=f"the user is a member with the role {p['role']}",
+        )
+    )
 
 
 def expert_add_member(p: Params) -> Expert:
@@ -860,23 +846,20 @@ def sample_star(conn: sqlite3.Connection, rng: random.Random) -> Params | None:
 
 
 def eval_star(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "sql": "SELECT 1 FROM stars WHERE project_id = ? AND user_id = ?",
-                "params": [p["_pid"], p["_uid"]],
-                "row_count": 1,
-                "description": "the project is starred",
-            },
-            {
-                "sql": "SELECT COUNT(*) FROM stars WHERE user_id = ?",
-                "params": [p["_uid"]],
-                "expected": p["_count"],
-                "description": "no other project was starred or unstarred",
-            },
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT 1 FROM stars WHERE project_id = ? AND user_id = ?",
+            [p["_pid"], p["_uid"]],
+            row_count=1,
+            description="the project is starred",
+        ),
+        state_check(
+            "SELECT COUNT(*) FROM stars WHERE user_id = ?",
+            [p["_uid"]],
+            expected=p["_count"],
+            description="no other project was starred or unstarred",
+        ),
+    )
 
 
 def expert_star(p: Params) -> Expert:
@@ -931,17 +914,14 @@ def sample_assign(conn: sqlite3.Connection, rng: random.Random) -> Params | None
 
 
 def eval_assign(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "sql": "SELECT assignee_id FROM issues WHERE id = ?",
-                "params": [p["_issue"]],
-                "expected": p["_uid"],
-                "description": "the issue is assigned to the user",
-            }
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT assignee_id FROM issues WHERE id = ?",
+            [p["_issue"]],
+            expected=p["_uid"],
+            description="the issue is assigned to the user",
+        )
+    )
 
 
 def _assign_current(obs: Observation, name: str) -> Sub:
@@ -1004,25 +984,23 @@ def sample_comment_mr(conn: sqlite3.Connection, rng: random.Random) -> Params | 
 
 
 def eval_comment_mr(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match", "program_html"],
-        "state_checks": [
-            {
-                "sql": "SELECT body FROM notes WHERE noteable_type = 'merge_request' "
-                "AND noteable_id = ? AND author_id = ? AND system = 0 ORDER BY id DESC",
-                "params": [p["_mr"], p["_uid"]],
-                "expected": p["comment"],
-                "description": "my latest comment on the merge request",
-            }
+    return state_eval(
+        state_check(
+            "SELECT body FROM notes WHERE noteable_type = 'merge_request' "
+            "AND noteable_id = ? AND author_id = ? AND system = 0 ORDER BY id DESC",
+            [p["_mr"], p["_uid"]],
+            expected=p["comment"],
+            description="my latest comment on the merge request",
+        ),
+        pages=[
+            page_check(
+                [p["comment"]],
+                "document.querySelector('#notes').parentElement.innerText",
+                f"__GITLAB__/{p['_full']}/-/merge_requests/{p['_iid']}",
+                kind="must_include",
+            )
         ],
-        "program_html": [
-            {
-                "url": f"__GITLAB__/{p['_full']}/-/merge_requests/{p['_iid']}",
-                "locator": "document.querySelector('#notes').parentElement.innerText",
-                "required_contents": {"must_include": [p["comment"]]},
-            }
-        ],
-    }
+    )
 
 
 def _open_mr(obs: Observation, project: str, title: str, all_states: bool) -> Sub:
@@ -1078,26 +1056,23 @@ def sample_create_project(conn: sqlite3.Connection, rng: random.Random) -> Param
 
 
 def eval_create_project(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "sql": "SELECT p.visibility FROM projects p JOIN namespaces n "
-                "ON n.id = p.namespace_id WHERE n.path = ? AND p.name = ?",
-                "params": [USER, p["name"]],
-                "expected": p["visibility"],
-                "description": "the project exists in my namespace with the visibility",
-            },
-            {
-                "sql": "SELECT m.access_level FROM members m "
-                "JOIN projects p ON p.id = m.project_id "
-                "WHERE p.name = ? AND m.user_id = ?",
-                "params": [p["name"], p["_uid"]],
-                "expected": 50,
-                "description": "I own it",
-            },
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT p.visibility FROM projects p JOIN namespaces n "
+            "ON n.id = p.namespace_id WHERE n.path = ? AND p.name = ?",
+            [USER, p["name"]],
+            expected=p["visibility"],
+            description="the project exists in my namespace with the visibility",
+        ),
+        state_check(
+            "SELECT m.access_level FROM members m "
+            "JOIN projects p ON p.id = m.project_id "
+            "WHERE p.name = ? AND m.user_id = ?",
+            [p["name"], p["_uid"]],
+            expected=50,
+            description="I own it",
+        ),
+    )
 
 
 def expert_create_project(p: Params) -> Expert:
@@ -1156,17 +1131,14 @@ def sample_label_issue(conn: sqlite3.Connection, rng: random.Random) -> Params |
 
 
 def eval_label_issue(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "sql": "SELECT 1 FROM issue_labels WHERE issue_id = ? AND label_id = ?",
-                "params": [p["_issue"], p["_label"]],
-                "row_count": 1,
-                "description": "the issue has the label",
-            }
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT 1 FROM issue_labels WHERE issue_id = ? AND label_id = ?",
+            [p["_issue"], p["_label"]],
+            row_count=1,
+            description="the issue has the label",
+        )
+    )
 
 
 def expert_label_issue(p: Params) -> Expert:
@@ -1222,24 +1194,21 @@ def sample_close_labelled(conn: sqlite3.Connection, rng: random.Random) -> Param
 
 
 def eval_close_labelled(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "sql": "SELECT COUNT(*) FROM issues i JOIN issue_labels il ON il.issue_id = i.id "
-                "WHERE il.label_id = ? AND i.state = 'opened'",
-                "params": [p["_label"]],
-                "expected": 0,
-                "description": "no open issue has the label",
-            },
-            {
-                "sql": "SELECT COUNT(*) FROM issues WHERE project_id = ? AND state = 'opened'",
-                "params": [p["_pid"]],
-                "expected": p["_open"],
-                "description": "no other issue was closed",
-            },
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT COUNT(*) FROM issues i JOIN issue_labels il ON il.issue_id = i.id "
+            "WHERE il.label_id = ? AND i.state = 'opened'",
+            [p["_label"]],
+            expected=0,
+            description="no open issue has the label",
+        ),
+        state_check(
+            "SELECT COUNT(*) FROM issues WHERE project_id = ? AND state = 'opened'",
+            [p["_pid"]],
+            expected=p["_open"],
+            description="no other issue was closed",
+        ),
+    )
 
 
 def expert_close_labelled(p: Params) -> Expert:
@@ -1385,10 +1354,7 @@ def sample_mr_page(conn: sqlite3.Connection, rng: random.Random) -> Params | Non
 
 
 def eval_mr_page(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["url_match"],
-        "reference_url": f"__GITLAB__/{p['_full']}/-/merge_requests/{p['_iid']}",
-    }
+    return url_eval(f"__GITLAB__/{p['_full']}/-/merge_requests/{p['_iid']}")
 
 
 def expert_mr_page(p: Params) -> Expert:
@@ -1445,24 +1411,21 @@ def sample_create_full(conn: sqlite3.Connection, rng: random.Random) -> Params |
 def eval_create_full(p: Params) -> dict[str, Any]:
     where = "FROM issues i WHERE i.project_id = ? AND i.title = ? AND i.author_id = ?"
     args = [p["_pid"], p["title"], p["_uid"]]
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "sql": f"SELECT i.assignee_id {where}",
-                "params": args,
-                "expected": p["_assignee"],
-                "description": "the new issue is assigned to the user",
-            },
-            {
-                "sql": f"SELECT (SELECT COUNT(*) FROM issue_labels il WHERE il.issue_id = i.id "
-                f"AND il.label_id = ?) {where}",
-                "params": [p["_label"], *args],
-                "expected": 1,
-                "description": "the new issue has the label",
-            },
-        ],
-    }
+    return state_eval(
+        state_check(
+            f"SELECT i.assignee_id {where}",
+            args,
+            expected=p["_assignee"],
+            description="the new issue is assigned to the user",
+        ),
+        state_check(
+            f"SELECT (SELECT COUNT(*) FROM issue_labels il WHERE il.issue_id = i.id "
+            f"AND il.label_id = ?) {where}",
+            [p["_label"], *args],
+            expected=1,
+            description="the new issue has the label",
+        ),
+    )
 
 
 def expert_create_full(p: Params) -> Expert:

@@ -58,9 +58,12 @@ from webagent_r1.tasks.templates.common import (
     Params,
     Registry,
     Sub,
+    answer_eval,
     db_memo,
     grab,
     line_after,
+    string_eval,
+    url_eval,
 )
 from webagent_r1.types import Observation
 
@@ -141,14 +144,6 @@ def _route_param(a: Any, b: Any) -> str:
 
 def _directions_url(a: Any, b: Any, mode: str) -> str:
     return f"__MAP__/directions?engine={MODES[mode][0]}&route={_route_param(a, b)}"
-
-
-def _exact(ref: str) -> dict[str, Any]:
-    return {"eval_types": ["string_match"], "reference_answers": {"exact_match": ref}}
-
-
-def _includes(*phrases: str) -> dict[str, Any]:
-    return {"eval_types": ["string_match"], "reference_answers": {"must_include": list(phrases)}}
 
 
 def _category_label(cat: Any) -> str:
@@ -292,7 +287,7 @@ TEMPLATES.add(
     intent="What are the coordinates of {place}? Answer with latitude and longitude as the "
     "map shows them, like 40.43012, -80.00512.",
     sample=sample_coordinates,
-    evaluation=lambda p: _includes(p["_lat"], p["_lon"]),
+    evaluation=lambda p: string_eval([p["_lat"], p["_lon"]], "must_include"),
     expert=expert_coordinates,
     difficulty="3-5",
 )
@@ -330,7 +325,7 @@ TEMPLATES.add(
     intent="What time does {place} open on {day}s? Answer with the time like 08:00, or "
     "closed if it does not open that day.",
     sample=sample_opening_time,
-    evaluation=lambda p: _exact(p["_answer"]),
+    evaluation=answer_eval,
     expert=expert_opening_time,
     difficulty="3-5",
 )
@@ -363,7 +358,7 @@ TEMPLATES.add(
     intent="What is the street address of {place}? Answer with the house number and the "
     "street, like 412 Water Street.",
     sample=sample_address,
-    evaluation=lambda p: _exact(p["_answer"]),
+    evaluation=answer_eval,
     expert=expert_address,
     difficulty="1-2",
 )
@@ -394,7 +389,7 @@ TEMPLATES.add(
     intent="How long does it take to walk from {a} to {b}? Answer with the time as the map "
     "shows it, like 25 min.",
     sample=sample_walk_time,
-    evaluation=lambda p: _exact(p["_answer"]),
+    evaluation=answer_eval,
     expert=expert_walk_time,
     difficulty="6-9",
 )
@@ -425,7 +420,7 @@ TEMPLATES.add(
     intent="What is the driving distance from {a} to {b}? Answer with the distance as the "
     "map shows it, like 2.3 km or 850 m.",
     sample=sample_drive_distance,
-    evaluation=lambda p: _exact(p["_answer"]),
+    evaluation=answer_eval,
     expert=expert_drive_distance,
     difficulty="3-5",
 )
@@ -475,7 +470,7 @@ TEMPLATES.add(
     kind="info",
     intent="Which {category} is closest to {place} in a straight line? Answer with its name.",
     sample=sample_closest,
-    evaluation=lambda p: _exact(p["_answer"]),
+    evaluation=answer_eval,
     expert=expert_closest,
     difficulty="6-9",
 )
@@ -526,7 +521,7 @@ TEMPLATES.add(
     intent="How many {plural} are within {radius} of {place} in a straight line? Answer "
     "with a number.",
     sample=sample_count_nearby,
-    evaluation=lambda p: _exact(p["_answer"]),
+    evaluation=answer_eval,
     expert=expert_count_nearby,
     difficulty="6-9",
 )
@@ -570,7 +565,7 @@ TEMPLATES.add(
     kind="nav",
     intent="Show me directions from {a} to {b} {how}.",
     sample=sample_directions,
-    evaluation=lambda p: {"eval_types": ["url_match"], "reference_url": p["_url"]},
+    evaluation=lambda p: url_eval(p["_url"]),
     expert=expert_directions,
     difficulty="6-9",
 )
@@ -587,17 +582,7 @@ def sample_place_page(conn: sqlite3.Connection, rng: random.Random) -> Params | 
 
 
 def eval_place_page(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["url_match", "program_html"],
-        "reference_url": f"__MAP__/place/{p['_id']}",
-        "program_html": [
-            {
-                "url": "last",
-                "locator": "document.querySelector('h1').innerText",
-                "required_contents": {"exact_match": p["place"]},
-            }
-        ],
-    }
+    return url_eval(f"__MAP__/place/{p['_id']}", shows=p["place"])
 
 
 def expert_place_page(p: Params) -> Expert:
@@ -676,7 +661,7 @@ TEMPLATES.add(
     kind="nav",
     intent="Show me the list of {plural} in the {hood} neighbourhood.",
     sample=sample_category_area,
-    evaluation=lambda p: {"eval_types": ["url_match"], "reference_url": p["_url"]},
+    evaluation=lambda p: url_eval(p["_url"]),
     expert=expert_category_area,
     difficulty="3-5",
 )
@@ -712,7 +697,7 @@ TEMPLATES.add(
     kind="nav",
     intent="Show me the {plural} within {radius} of {place}.",
     sample=sample_nearby_page,
-    evaluation=lambda p: {"eval_types": ["url_match"], "reference_url": p["_url"]},
+    evaluation=lambda p: url_eval(p["_url"]),
     expert=expert_nearby_page,
     difficulty="6-9",
 )
@@ -749,7 +734,7 @@ TEMPLATES.add(
     intent="If you {verb} from {a} to {b} along the route the map suggests, onto which "
     "street do you turn first? Answer with the street name.",
     sample=sample_first_turn,
-    evaluation=lambda p: _exact(p["_answer"]),
+    evaluation=answer_eval,
     expert=expert_first_turn,
     difficulty="6-9",
 )
@@ -773,7 +758,7 @@ TEMPLATES.add(
     kind="info",
     intent="How many {plural} does the map list in the {hood} neighbourhood? Answer with a number.",
     sample=sample_category_area,
-    evaluation=lambda p: _exact(p["_answer"]),
+    evaluation=answer_eval,
     expert=expert_category_count,
     difficulty="3-5",
 )
@@ -809,7 +794,7 @@ TEMPLATES.add(
     kind="info",
     intent="Which place is at the coordinates {coords}? Answer with its name.",
     sample=sample_at_coordinates,
-    evaluation=lambda p: _exact(p["_answer"]),
+    evaluation=answer_eval,
     expert=expert_at_coordinates,
     difficulty="1-2",
 )
@@ -844,7 +829,7 @@ TEMPLATES.add(
     intent="How many minutes do you save by cycling instead of walking from {a} to {b}, "
     "going by the travel times the map shows? Answer with a number.",
     sample=sample_time_saved,
-    evaluation=lambda p: _exact(p["_answer"]),
+    evaluation=answer_eval,
     expert=expert_time_saved,
     heldout=True,
     difficulty="6-9",
@@ -889,7 +874,7 @@ TEMPLATES.add(
     intent="Show me walking directions from {place} to the {category} closest to it in a "
     "straight line.",
     sample=sample_walk_to_closest,
-    evaluation=lambda p: {"eval_types": ["url_match"], "reference_url": p["_url"]},
+    evaluation=lambda p: url_eval(p["_url"]),
     expert=expert_walk_to_closest,
     heldout=True,
     difficulty="10+",
@@ -940,7 +925,7 @@ TEMPLATES.add(
     kind="info",
     intent="Is {place} open on {day} at {time}? Answer yes or no.",
     sample=sample_open_at,
-    evaluation=lambda p: _exact(p["_answer"]),
+    evaluation=answer_eval,
     expert=expert_open_at,
     heldout=True,
     difficulty="3-5",
@@ -989,7 +974,7 @@ TEMPLATES.add(
     intent="Which of these is the shortest walk from {origin}: {a}, {b} or {c}? Answer with "
     "the place's name.",
     sample=sample_shortest_of_three,
-    evaluation=lambda p: _exact(p["_answer"]),
+    evaluation=answer_eval,
     expert=expert_shortest_of_three,
     heldout=True,
     difficulty="10+",

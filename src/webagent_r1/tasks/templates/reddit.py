@@ -51,7 +51,11 @@ from webagent_r1.tasks.templates.common import (
     db_memo,
     grab,
     more_below,
+    page_check,
     seek,
+    state_check,
+    state_eval,
+    url_eval,
     user_id,
 )
 from webagent_r1.types import Observation
@@ -367,17 +371,7 @@ def sample_top_post(conn: sqlite3.Connection, rng: random.Random) -> Params | No
 
 def eval_top_post(p: Params) -> dict[str, Any]:
     # url_match accepts any longer path (the slug), so the heading must also be the post's.
-    return {
-        "eval_types": ["url_match", "program_html"],
-        "reference_url": f"__REDDIT__/f/{p['forum']}/{p['_id']}",
-        "program_html": [
-            {
-                "url": "last",
-                "locator": "document.querySelector('h1').innerText",
-                "required_contents": {"exact_match": p["_title"]},
-            }
-        ],
-    }
+    return url_eval(f"__REDDIT__/f/{p['forum']}/{p['_id']}", shows=p["_title"])
 
 
 def _nth_post(obs: Observation, k: int) -> Element:
@@ -430,19 +424,15 @@ def sample_upvote(conn: sqlite3.Connection, rng: random.Random) -> Params | None
 
 
 def eval_upvote(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "site": "reddit",
-                "sql": "SELECT choice FROM submission_votes WHERE user_id = ? "
-                "AND submission_id = ?",
-                "params": [p["_user"], p["_id"]],
-                "expected": 1,
-                "description": "the user upvoted the post",
-            }
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT choice FROM submission_votes WHERE user_id = ? AND submission_id = ?",
+            [p["_user"], p["_id"]],
+            expected=1,
+            description="the user upvoted the post",
+            site="reddit",
+        )
+    )
 
 
 def expert_upvote(p: Params) -> Expert:
@@ -497,19 +487,16 @@ def sample_subscriptions(conn: sqlite3.Connection, rng: random.Random) -> Params
 
 
 def eval_subscriptions(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "site": "reddit",
-                "sql": "SELECT group_concat(forum_id, ',') FROM (SELECT forum_id FROM "
-                "subscriptions WHERE user_id = ? ORDER BY forum_id)",
-                "params": [p["_user"]],
-                "expected": p["_after"],
-                "description": "the user's subscriptions are exactly the requested ones",
-            }
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT group_concat(forum_id, ',') FROM (SELECT forum_id FROM "
+            "subscriptions WHERE user_id = ? ORDER BY forum_id)",
+            [p["_user"]],
+            expected=p["_after"],
+            description="the user's subscriptions are exactly the requested ones",
+            site="reddit",
+        )
+    )
 
 
 def expert_subscriptions(p: Params) -> Expert:
@@ -566,19 +553,15 @@ def sample_create_post(conn: sqlite3.Connection, rng: random.Random) -> Params |
 
 
 def eval_create_post(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "site": "reddit",
-                "sql": "SELECT body FROM submissions WHERE title = ? AND forum_id = ? "
-                "AND user_id = ?",
-                "params": [p["title"], p["_forum_id"], p["_user"]],
-                "expected": p["body"],
-                "description": "the post exists in the forum with this title and text",
-            }
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT body FROM submissions WHERE title = ? AND forum_id = ? AND user_id = ?",
+            [p["title"], p["_forum_id"], p["_user"]],
+            expected=p["body"],
+            description="the post exists in the forum with this title and text",
+            site="reddit",
+        )
+    )
 
 
 def _write_post(obs: Observation, forum: str, title: str, body: str) -> Sub:
@@ -632,26 +615,21 @@ def sample_reply_post(conn: sqlite3.Connection, rng: random.Random) -> Params | 
 
 
 def eval_reply_post(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match", "program_html"],
-        "state_checks": [
-            {
-                "site": "reddit",
-                "sql": "SELECT id FROM comments WHERE submission_id = ? AND parent_id IS NULL "
-                "AND user_id = ? AND body = ?",
-                "params": [p["_id"], p["_user"], p["text"]],
-                "row_count": 1,
-                "description": "one top-level comment of the user with this text",
-            }
+    return state_eval(
+        state_check(
+            "SELECT id FROM comments WHERE submission_id = ? AND parent_id IS NULL "
+            "AND user_id = ? AND body = ?",
+            [p["_id"], p["_user"], p["text"]],
+            row_count=1,
+            description="one top-level comment of the user with this text",
+            site="reddit",
+        ),
+        pages=[
+            page_check(
+                [p["text"]], "", f"__REDDIT__/f/{p['_forum']}/{p['_id']}", kind="must_include"
+            )
         ],
-        "program_html": [
-            {
-                "url": f"__REDDIT__/f/{p['_forum']}/{p['_id']}",
-                "locator": "",
-                "required_contents": {"must_include": [p["text"]]},
-            }
-        ],
-    }
+    )
 
 
 def expert_reply_post(p: Params) -> Expert:
@@ -696,25 +674,22 @@ def sample_edit_post(conn: sqlite3.Connection, rng: random.Random) -> Params | N
 
 
 def eval_edit_post(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "site": "reddit",
-                "sql": "SELECT body FROM submissions WHERE id = ?",
-                "params": [p["_id"]],
-                "expected": p["text"],
-                "description": "the post's text is the new one",
-            },
-            {
-                "site": "reddit",
-                "sql": "SELECT title FROM submissions WHERE id = ?",
-                "params": [p["_id"]],
-                "expected": p["title"],
-                "description": "the title is unchanged",
-            },
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT body FROM submissions WHERE id = ?",
+            [p["_id"]],
+            expected=p["text"],
+            description="the post's text is the new one",
+            site="reddit",
+        ),
+        state_check(
+            "SELECT title FROM submissions WHERE id = ?",
+            [p["_id"]],
+            expected=p["title"],
+            description="the title is unchanged",
+            site="reddit",
+        ),
+    )
 
 
 def expert_edit_post(p: Params) -> Expert:
@@ -841,17 +816,11 @@ def eval_forum_sorted(p: Params) -> dict[str, Any]:
     urls = [f"__REDDIT__/f/{p['forum']}/{p['order'].lower()}{query}"]
     if p["order"] == "Hot":
         urls.append(f"__REDDIT__/f/{p['forum']}{query}")
-    return {
-        "eval_types": ["url_match", "program_html"],
-        "reference_url": " |OR| ".join(urls),
-        "program_html": [
-            {
-                "url": "last",
-                "locator": "document.querySelector('nav.tabs strong').innerText",
-                "required_contents": {"exact_match": p["order"]},
-            }
-        ],
-    }
+    return url_eval(
+        " |OR| ".join(urls),
+        shows=p["order"],
+        locator="document.querySelector('nav.tabs strong').innerText",
+    )
 
 
 def expert_forum_sorted(p: Params) -> Expert:
@@ -897,18 +866,15 @@ def sample_reply_comment(conn: sqlite3.Connection, rng: random.Random) -> Params
 
 
 def eval_reply_comment(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "site": "reddit",
-                "sql": "SELECT id FROM comments WHERE parent_id = ? AND user_id = ? AND body = ?",
-                "params": [p["_id"], p["_user"], p["text"]],
-                "row_count": 1,
-                "description": "one reply of the user to the comment with this text",
-            }
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT id FROM comments WHERE parent_id = ? AND user_id = ? AND body = ?",
+            [p["_id"], p["_user"], p["text"]],
+            row_count=1,
+            description="one reply of the user to the comment with this text",
+            site="reddit",
+        )
+    )
 
 
 def expert_reply_comment(p: Params) -> Expert:
@@ -1009,18 +975,15 @@ def sample_downvote_comment(conn: sqlite3.Connection, rng: random.Random) -> Par
 
 
 def eval_downvote_comment(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "site": "reddit",
-                "sql": "SELECT choice FROM comment_votes WHERE user_id = ? AND comment_id = ?",
-                "params": [p["_user"], p["_id"]],
-                "expected": -1,
-                "description": "the user downvoted the comment",
-            }
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT choice FROM comment_votes WHERE user_id = ? AND comment_id = ?",
+            [p["_user"], p["_id"]],
+            expected=-1,
+            description="the user downvoted the comment",
+            site="reddit",
+        )
+    )
 
 
 def expert_downvote_comment(p: Params) -> Expert:
@@ -1142,19 +1105,15 @@ def sample_copy_post(conn: sqlite3.Connection, rng: random.Random) -> Params | N
 
 
 def eval_copy_post(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "site": "reddit",
-                "sql": "SELECT body FROM submissions WHERE title = ? AND forum_id = ? "
-                "AND user_id = ?",
-                "params": [p["_title"], p["_forum_id"], p["_user"]],
-                "expected": p["_body"],
-                "description": "the copy exists in the target forum with the same text",
-            }
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT body FROM submissions WHERE title = ? AND forum_id = ? AND user_id = ?",
+            [p["_title"], p["_forum_id"], p["_user"]],
+            expected=p["_body"],
+            description="the copy exists in the target forum with the same text",
+            site="reddit",
+        )
+    )
 
 
 def expert_copy_post(p: Params) -> Expert:
@@ -1203,17 +1162,7 @@ def sample_author_profile(conn: sqlite3.Connection, rng: random.Random) -> Param
 
 
 def eval_author_profile(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["url_match", "program_html"],
-        "reference_url": f"__REDDIT__/user/{p['_author']}",
-        "program_html": [
-            {
-                "url": "last",
-                "locator": "document.querySelector('h1').innerText",
-                "required_contents": {"exact_match": p["_author"]},
-            }
-        ],
-    }
+    return url_eval(f"__REDDIT__/user/{p['_author']}", shows=p["_author"])
 
 
 def expert_author_profile(p: Params) -> Expert:

@@ -46,6 +46,9 @@ from webagent_r1.tasks.templates.common import (
     grab,
     line_after,
     seek,
+    state_check,
+    state_eval,
+    url_eval,
 )
 from webagent_r1.types import Action, Observation
 
@@ -552,17 +555,7 @@ def sample_product_page(conn: sqlite3.Connection, rng: random.Random) -> Params 
 def eval_product_page(p: Params) -> dict[str, Any]:
     # url_match alone accepts /product/123 for /product/12 (path containment), so the page's
     # heading must also be the product's name.
-    return {
-        "eval_types": ["url_match", "program_html"],
-        "reference_url": f"__SHOPPING__/product/{p['_id']}",
-        "program_html": [
-            {
-                "url": "last",
-                "locator": "document.querySelector('h1').innerText",
-                "required_contents": {"exact_match": p["product"]},
-            }
-        ],
-    }
+    return url_eval(f"__SHOPPING__/product/{p['_id']}", shows=p["product"])
 
 
 def expert_product_page(p: Params) -> Expert:
@@ -596,10 +589,7 @@ def sample_sorted_category(conn: sqlite3.Connection, rng: random.Random) -> Para
 
 def eval_sorted_category(p: Params) -> dict[str, Any]:
     key = SORTS[p["order"]][0]
-    return {
-        "eval_types": ["url_match"],
-        "reference_url": f"__SHOPPING__/category/{p['_path']}?sort={key}",
-    }
+    return url_eval(f"__SHOPPING__/category/{p['_path']}?sort={key}")
 
 
 def expert_sorted_category(p: Params) -> Expert:
@@ -653,26 +643,23 @@ def sample_add_to_cart(conn: sqlite3.Connection, rng: random.Random) -> Params |
 
 
 def eval_add_to_cart(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "site": "shopping",
-                "sql": "SELECT qty FROM cart_items WHERE customer_id = ? AND product_id = ? "
-                "AND color = ? AND size = ?",
-                "params": [p["_cust"], p["_id"], p["_color"], p["_size"]],
-                "expected": p["qty"],
-                "description": "the cart holds the product with these options and quantity",
-            },
-            {
-                "site": "shopping",
-                "sql": "SELECT COUNT(*) FROM cart_items WHERE customer_id = ?",
-                "params": [p["_cust"]],
-                "expected": 1,
-                "description": "nothing else is in the cart",
-            },
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT qty FROM cart_items WHERE customer_id = ? AND product_id = ? "
+            "AND color = ? AND size = ?",
+            [p["_cust"], p["_id"], p["_color"], p["_size"]],
+            expected=p["qty"],
+            description="the cart holds the product with these options and quantity",
+            site="shopping",
+        ),
+        state_check(
+            "SELECT COUNT(*) FROM cart_items WHERE customer_id = ?",
+            [p["_cust"]],
+            expected=1,
+            description="nothing else is in the cart",
+            site="shopping",
+        ),
+    )
 
 
 def _parse_options(options: str) -> list[tuple[str, str]]:
@@ -742,25 +729,22 @@ def sample_wishlist(conn: sqlite3.Connection, rng: random.Random) -> Params | No
 
 
 def eval_wishlist(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "site": "shopping",
-                "sql": "SELECT id FROM wishlist_items WHERE customer_id = ? AND product_id = ?",
-                "params": [p["_cust"], p["_id"]],
-                "row_count": 1,
-                "description": "the product is in the wish list",
-            },
-            {
-                "site": "shopping",
-                "sql": "SELECT COUNT(*) FROM wishlist_items WHERE customer_id = ?",
-                "params": [p["_cust"]],
-                "expected": p["_count"],
-                "description": "no other product was added or removed",
-            },
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT id FROM wishlist_items WHERE customer_id = ? AND product_id = ?",
+            [p["_cust"], p["_id"]],
+            row_count=1,
+            description="the product is in the wish list",
+            site="shopping",
+        ),
+        state_check(
+            "SELECT COUNT(*) FROM wishlist_items WHERE customer_id = ?",
+            [p["_cust"]],
+            expected=p["_count"],
+            description="no other product was added or removed",
+            site="shopping",
+        ),
+    )
 
 
 def _wish_current(obs: Observation, product: str) -> Sub:
@@ -819,32 +803,25 @@ def sample_review(conn: sqlite3.Connection, rng: random.Random) -> Params | None
 def eval_review(p: Params) -> dict[str, Any]:
     base = "SELECT {} FROM reviews WHERE product_id = ? AND customer_id = ? ORDER BY id DESC"
     args = [p["_id"], p["_cust"]]
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "site": "shopping",
-                "sql": base.format("rating"),
-                "params": args,
-                "expected": p["stars"],
-                "description": "my latest review of the product has the rating",
-            },
-            {
-                "site": "shopping",
-                "sql": base.format("title"),
-                "params": args,
-                "expected": p["title"],
-                "description": "its summary",
-            },
-            {
-                "site": "shopping",
-                "sql": base.format("body"),
-                "params": args,
-                "expected": p["text"],
-                "description": "its text",
-            },
-        ],
-    }
+    return state_eval(
+        state_check(
+            base.format("rating"),
+            args,
+            expected=p["stars"],
+            description="my latest review of the product has the rating",
+            site="shopping",
+        ),
+        state_check(
+            base.format("title"),
+            args,
+            expected=p["title"],
+            description="its summary",
+            site="shopping",
+        ),
+        state_check(
+            base.format("body"), args, expected=p["text"], description="its text", site="shopping"
+        ),
+    )
 
 
 def expert_review(p: Params) -> Expert:
@@ -903,15 +880,15 @@ def eval_address(p: Params) -> dict[str, Any]:
     checks = []
     for col in ("street", "city", "region", "postcode", "phone", "country"):
         checks.append(
-            {
-                "site": "shopping",
-                "sql": f"SELECT {col} FROM customers WHERE id = ?",
-                "params": [p["_cust"]],
-                "expected": p.get(col, "United States"),
-                "description": f"my address {col}",
-            }
+            state_check(
+                f"SELECT {col} FROM customers WHERE id = ?",
+                [p["_cust"]],
+                expected=p.get(col, "United States"),
+                description=f"my address {col}",
+                site="shopping",
+            )
         )
-    return {"eval_types": ["state_match"], "state_checks": checks}
+    return state_eval(*checks)
 
 
 ADDRESS_BOXES = (
@@ -1002,43 +979,43 @@ def eval_checkout(p: Params) -> dict[str, Any]:
     new = "FROM orders WHERE customer_id = ? AND id > ?"
     args = [p["_cust"], p["_after"]]
     checks: list[dict[str, Any]] = [
-        {
-            "site": "shopping",
-            "sql": f"SELECT id {new}",
-            "params": args,
-            "row_count": 1,
-            "description": "exactly one new order",
-        },
-        {
-            "site": "shopping",
-            "sql": f"SELECT ship_name {new}",
-            "params": args,
-            "expected": f"{p['first_name']} {p['last_name']}",
-            "description": "ship-to name",
-        },
+        state_check(
+            f"SELECT id {new}",
+            args,
+            row_count=1,
+            description="exactly one new order",
+            site="shopping",
+        ),
+        state_check(
+            f"SELECT ship_name {new}",
+            args,
+            expected=f"{p['first_name']} {p['last_name']}",
+            description="ship-to name",
+            site="shopping",
+        ),
     ]
     for col in ("street", "city", "region", "postcode", "phone"):
         checks.append(
-            {
-                "site": "shopping",
-                "sql": f"SELECT ship_{col} {new}",
-                "params": args,
-                "expected": p[col],
-                "description": f"ship-to {col}",
-            }
+            state_check(
+                f"SELECT ship_{col} {new}",
+                args,
+                expected=p[col],
+                description=f"ship-to {col}",
+                site="shopping",
+            )
         )
     checks += [
-        {
-            "site": "shopping",
-            "sql": "SELECT group_concat(oi.product_id || ':' || oi.color || ':' || oi.qty) "
+        state_check(
+            "SELECT group_concat(oi.product_id || ':' || oi.color || ':' || oi.qty) "
             "FROM order_items oi JOIN orders o ON o.id = oi.order_id "
             "WHERE o.customer_id = ? AND o.id > ?",
-            "params": args,
-            "expected": f"{p['_id']}:{p['_color']}:{p['qty']}",
-            "description": "the order holds only the product, in its color and quantity",
-        },
+            args,
+            expected=f"{p['_id']}:{p['_color']}:{p['qty']}",
+            description="the order holds only the product, in its color and quantity",
+            site="shopping",
+        ),
     ]
-    return {"eval_types": ["state_match"], "state_checks": checks}
+    return state_eval(*checks)
 
 
 CHECKOUT_BOXES = (
@@ -1104,25 +1081,22 @@ def sample_email(conn: sqlite3.Connection, rng: random.Random) -> Params | None:
 
 
 def eval_email(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "site": "shopping",
-                "sql": "SELECT email FROM customers WHERE id = ?",
-                "params": [p["_cust"]],
-                "expected": p["email"],
-                "description": "the customer's email",
-            },
-            {
-                "site": "shopping",
-                "sql": "SELECT email FROM users WHERE id = ?",
-                "params": [p["_user"]],
-                "expected": p["email"],
-                "description": "the account's login email",
-            },
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT email FROM customers WHERE id = ?",
+            [p["_cust"]],
+            expected=p["email"],
+            description="the customer's email",
+            site="shopping",
+        ),
+        state_check(
+            "SELECT email FROM users WHERE id = ?",
+            [p["_user"]],
+            expected=p["email"],
+            description="the account's login email",
+            site="shopping",
+        ),
+    )
 
 
 def expert_email(p: Params) -> Expert:
@@ -1183,25 +1157,25 @@ def sample_register(conn: sqlite3.Connection, rng: random.Random) -> Params | No
 def eval_register(p: Params) -> dict[str, Any]:
     account = "FROM users u JOIN customers c ON c.user_id = u.id WHERE u.username = ?"
     checks = [
-        {
-            "site": "shopping",
-            "sql": f"SELECT u.id {account}",
-            "params": [p["username"]],
-            "row_count": 1,
-            "description": "a customer account with the username",
-        }
+        state_check(
+            f"SELECT u.id {account}",
+            [p["username"]],
+            row_count=1,
+            description="a customer account with the username",
+            site="shopping",
+        )
     ]
     for col in ("email", "first_name", "last_name"):
         checks.append(
-            {
-                "site": "shopping",
-                "sql": f"SELECT c.{col} {account}",
-                "params": [p["username"]],
-                "expected": p[col],
-                "description": f"the account's {col.replace('_', ' ')}",
-            }
+            state_check(
+                f"SELECT c.{col} {account}",
+                [p["username"]],
+                expected=p[col],
+                description=f"the account's {col.replace('_', ' ')}",
+                site="shopping",
+            )
         )
-    return {"eval_types": ["state_match"], "state_checks": checks}
+    return state_eval(*checks)
 
 
 REGISTER_BOXES = (
@@ -1347,11 +1321,7 @@ def sample_filtered(conn: sqlite3.Connection, rng: random.Random) -> Params | No
 
 
 def eval_filtered(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["url_match"],
-        "reference_url": f"__SHOPPING__/category/{p['_path']}?color={p['color']}"
-        f"&price={p['_price']}",
-    }
+    return url_eval(f"__SHOPPING__/category/{p['_path']}?color={p['color']}&price={p['_price']}")
 
 
 def expert_filtered(p: Params) -> Expert:

@@ -41,6 +41,11 @@ from webagent_r1.tasks.experts import (
 )
 from webagent_r1.tasks.templates.common import (
     Registry,
+    answer_eval,
+    state_check,
+    state_eval,
+    string_eval,
+    url_eval,
 )
 from webagent_r1.types import Observation
 
@@ -251,14 +256,6 @@ def random_id(conn: sqlite3.Connection, rng: random.Random, table: str) -> int:
     return rng.choice(ids)
 
 
-def string_eval(kind: str, ref: Any) -> dict[str, Any]:
-    return {"eval_types": ["string_match"], "reference_answers": {kind: ref}}
-
-
-def state_eval(*checks: dict[str, Any]) -> dict[str, Any]:
-    return {"eval_types": ["state_match"], "state_checks": [{"site": SITE, **c} for c in checks]}
-
-
 def done(why: str) -> Step:
     return answer("Done", why)
 
@@ -296,7 +293,7 @@ TEMPLATES.add(
     kind="info",
     intent="What is the grand total of order #{order}? Answer with the amount only, like $12.34.",
     sample=sample_order_total,
-    evaluation=lambda p: string_eval("exact_match", p["_answer"]),
+    evaluation=answer_eval,
     expert=expert_order_total,
     difficulty="3-5",
 )
@@ -340,7 +337,7 @@ TEMPLATES.add(
     intent="Who placed order #{order}, and what is their email address? Answer like "
     "'Jane Doe, jane.doe@example.com'.",
     sample=sample_order_customer,
-    evaluation=lambda p: string_eval("must_include", [p["_name"], p["_email"]]),
+    evaluation=lambda p: string_eval([p["_name"], p["_email"]], "must_include"),
     expert=expert_order_customer,
     difficulty="3-5",
 )
@@ -393,7 +390,7 @@ TEMPLATES.add(
     intent="How many orders placed in {month} currently have the status {status}? Answer "
     "with a number only.",
     sample=sample_status_count,
-    evaluation=lambda p: string_eval("exact_match", p["_answer"]),
+    evaluation=answer_eval,
     expert=expert_status_count,
     difficulty="6-9",
 )
@@ -432,7 +429,7 @@ TEMPLATES.add(
     intent="How many units of the product with SKU {sku} are in stock? Answer with a number only.",
     start_url=f"{ADMIN}/products",
     sample=sample_sku_stock,
-    evaluation=lambda p: string_eval("exact_match", p["_answer"]),
+    evaluation=answer_eval,
     expert=expert_sku_stock,
     difficulty="1-2",
 )
@@ -501,7 +498,7 @@ TEMPLATES.add(
     intent="According to the Bestsellers Report, which product sold the most units from "
     "{start} to {end}? Answer with the exact product name.",
     sample=sample_bestseller,
-    evaluation=lambda p: string_eval("exact_match", p["_answer"]),
+    evaluation=answer_eval,
     expert=expert_bestseller,
     difficulty="3-5",
 )
@@ -571,7 +568,7 @@ TEMPLATES.add(
     intent="According to the Sales Report, what was the {metric} in {month} (canceled orders "
     "excluded)? Answer with {answer_format}.",
     sample=sample_sales_month,
-    evaluation=lambda p: string_eval("exact_match", p["_answer"]),
+    evaluation=answer_eval,
     expert=expert_sales_month,
     difficulty="3-5",
 )
@@ -613,7 +610,7 @@ TEMPLATES.add(
     intent="What is the {field} of the customer {name}? Answer with the {field} only.",
     start_url=f"{ADMIN}/customers",
     sample=sample_contact,
-    evaluation=lambda p: string_eval("exact_match", p["_answer"]),
+    evaluation=answer_eval,
     expert=expert_contact,
     difficulty="1-2",
 )
@@ -646,10 +643,7 @@ def sample_orders_filter(conn: sqlite3.Connection, rng: random.Random) -> dict[s
 
 
 def eval_orders_filter(p: dict) -> dict[str, Any]:
-    return {
-        "eval_types": ["url_match"],
-        "reference_url": f"{ADMIN}/orders?status={p['_status']}&from={p['start']}&to={p['end']}",
-    }
+    return url_eval(f"{ADMIN}/orders?status={p['_status']}&from={p['start']}&to={p['end']}")
 
 
 def expert_orders_filter(p: dict) -> Expert:
@@ -697,17 +691,11 @@ def sample_product(conn: sqlite3.Connection, rng: random.Random) -> dict[str, An
 
 def eval_product_page(p: dict) -> dict[str, Any]:
     # url_match alone would accept /products/123 for /products/12: the SKU pins the product.
-    return {
-        "eval_types": ["url_match", "program_html"],
-        "reference_url": f"{ADMIN}/products/{p['_id']}",
-        "program_html": [
-            {
-                "url": "last",
-                "locator": "document.querySelector('#sku').value",
-                "required_contents": {"exact_match": p["_sku"]},
-            }
-        ],
-    }
+    return url_eval(
+        f"{ADMIN}/products/{p['_id']}",
+        shows=p["_sku"],
+        locator="document.querySelector('#sku').value",
+    )
 
 
 def expert_product_page(p: dict) -> Expert:
@@ -747,17 +735,7 @@ def sample_order_owner(conn: sqlite3.Connection, rng: random.Random) -> dict[str
 
 
 def eval_customer_page(p: dict) -> dict[str, Any]:
-    return {
-        "eval_types": ["url_match", "program_html"],
-        "reference_url": f"{ADMIN}/customers/{p['_id']}",
-        "program_html": [
-            {
-                "url": "last",
-                "locator": "document.querySelector('h1').innerText",
-                "required_contents": {"exact_match": p["_name"]},
-            }
-        ],
-    }
+    return url_eval(f"{ADMIN}/customers/{p['_id']}", shows=p["_name"])
 
 
 def expert_order_owner(p: dict) -> Expert:
@@ -824,19 +802,21 @@ def sample_order_status(conn: sqlite3.Connection, rng: random.Random) -> dict[st
 
 def eval_order_status(p: dict) -> dict[str, Any]:
     return state_eval(
-        {
-            "sql": "SELECT status FROM orders WHERE id = ?",
-            "params": [p["_id"]],
-            "expected": p["_status"],
-            "description": f"order {p['order']} has status {p['_status']}",
-        },
-        {
-            "sql": "SELECT comment FROM order_comments WHERE order_id = ? AND status = ? "
+        state_check(
+            "SELECT status FROM orders WHERE id = ?",
+            [p["_id"]],
+            expected=p["_status"],
+            description=f"order {p['order']} has status {p['_status']}",
+            site=SITE,
+        ),
+        state_check(
+            "SELECT comment FROM order_comments WHERE order_id = ? AND status = ? "
             "ORDER BY id DESC LIMIT 1",
-            "params": [p["_id"], p["_status"]],
-            "expected": p["comment"],
-            "description": "the status change carries the requested comment",
-        },
+            [p["_id"], p["_status"]],
+            expected=p["comment"],
+            description="the status change carries the requested comment",
+            site=SITE,
+        ),
     )
 
 
@@ -896,18 +876,20 @@ def sample_price(conn: sqlite3.Connection, rng: random.Random) -> dict[str, Any]
 
 def eval_price(p: dict) -> dict[str, Any]:
     return state_eval(
-        {
-            "sql": "SELECT price FROM products WHERE id = ?",
-            "params": [p["_id"]],
-            "expected": p["_new"],
-            "description": f"the price of {p['name']} is {p['price']}",
-        },
-        {
-            "sql": "SELECT stock_qty FROM products WHERE id = ?",
-            "params": [p["_id"]],
-            "expected": p["_qty"],
-            "description": "the quantity is unchanged",
-        },
+        state_check(
+            "SELECT price FROM products WHERE id = ?",
+            [p["_id"]],
+            expected=p["_new"],
+            description=f"the price of {p['name']} is {p['price']}",
+            site=SITE,
+        ),
+        state_check(
+            "SELECT stock_qty FROM products WHERE id = ?",
+            [p["_id"]],
+            expected=p["_qty"],
+            description="the quantity is unchanged",
+            site=SITE,
+        ),
     )
 
 
@@ -951,24 +933,27 @@ def sample_sold_out(conn: sqlite3.Connection, rng: random.Random) -> dict[str, A
 
 def eval_sold_out(p: dict) -> dict[str, Any]:
     return state_eval(
-        {
-            "sql": "SELECT stock_qty FROM products WHERE id = ?",
-            "params": [p["_id"]],
-            "expected": 0,
-            "description": f"SKU {p['sku']} has quantity 0",
-        },
-        {
-            "sql": "SELECT status FROM products WHERE id = ?",
-            "params": [p["_id"]],
-            "expected": "disabled",
-            "description": f"SKU {p['sku']} is disabled",
-        },
-        {
-            "sql": "SELECT price FROM products WHERE id = ?",
-            "params": [p["_id"]],
-            "expected": p["_price"],
-            "description": "the price is unchanged",
-        },
+        state_check(
+            "SELECT stock_qty FROM products WHERE id = ?",
+            [p["_id"]],
+            expected=0,
+            description=f"SKU {p['sku']} has quantity 0",
+            site=SITE,
+        ),
+        state_check(
+            "SELECT status FROM products WHERE id = ?",
+            [p["_id"]],
+            expected="disabled",
+            description=f"SKU {p['sku']} is disabled",
+            site=SITE,
+        ),
+        state_check(
+            "SELECT price FROM products WHERE id = ?",
+            [p["_id"]],
+            expected=p["_price"],
+            description="the price is unchanged",
+            site=SITE,
+        ),
     )
 
 
@@ -1035,17 +1020,19 @@ def sample_review(conn: sqlite3.Connection, rng: random.Random) -> dict[str, Any
 
 def eval_delete_review(p: dict) -> dict[str, Any]:
     return state_eval(
-        {
-            "sql": "SELECT id FROM reviews WHERE id = ?",
-            "params": [p["_id"]],
-            "row_count": 0,
-            "description": "the review is deleted",
-        },
-        {
-            "sql": "SELECT COUNT(*) FROM reviews",
-            "expected": p["_left"],
-            "description": "no other review is deleted",
-        },
+        state_check(
+            "SELECT id FROM reviews WHERE id = ?",
+            [p["_id"]],
+            row_count=0,
+            description="the review is deleted",
+            site=SITE,
+        ),
+        state_check(
+            "SELECT COUNT(*) FROM reviews",
+            expected=p["_left"],
+            description="no other review is deleted",
+            site=SITE,
+        ),
     )
 
 
@@ -1130,12 +1117,13 @@ def eval_address(p: dict) -> dict[str, Any]:
     wanted += [("email", p["_email"]), ("country", "United States")]  # must stay as they were
     return state_eval(
         *(
-            {
-                "sql": f"SELECT {col} FROM customers WHERE id = ?",
-                "params": [p["_id"]],
-                "expected": value,
-                "description": f"the {col} of {p['name']} is {value}",
-            }
+            state_check(
+                f"SELECT {col} FROM customers WHERE id = ?",
+                [p["_id"]],
+                expected=value,
+                description=f"the {col} of {p['name']} is {value}",
+                site=SITE,
+            )
             for col, value in wanted
         )
     )
@@ -1211,20 +1199,22 @@ def sample_new_product(conn: sqlite3.Connection, rng: random.Random) -> dict[str
 
 def eval_new_product(p: dict) -> dict[str, Any]:
     return state_eval(
-        {
-            "sql": "SELECT id FROM products WHERE sku = ? AND name = ? AND abs(price - ?) < 0.005 "
+        state_check(
+            "SELECT id FROM products WHERE sku = ? AND name = ? AND abs(price - ?) < 0.005 "
             "AND stock_qty = ? AND category_id = ? AND status = 'enabled'",
-            "params": [p["sku"], p["name"], float(p["price"]), int(p["qty"]), p["_category_id"]],
-            "row_count": 1,
-            "description": "the product exists with the requested name, SKU, price, quantity "
+            [p["sku"], p["name"], float(p["price"]), int(p["qty"]), p["_category_id"]],
+            row_count=1,
+            description="the product exists with the requested name, SKU, price, quantity "
             "and category, enabled",
-        },
-        {
-            "sql": "SELECT description FROM products WHERE sku = ?",
-            "params": [p["sku"]],
-            "must_include": [p["description"]],
-            "description": "the product has the requested description",
-        },
+            site=SITE,
+        ),
+        state_check(
+            "SELECT description FROM products WHERE sku = ?",
+            [p["sku"]],
+            must_include=[p["description"]],
+            description="the product has the requested description",
+            site=SITE,
+        ),
     )
 
 
@@ -1332,7 +1322,7 @@ TEMPLATES.add(
     intent="Which customer placed the order with the highest grand total in {month}, and "
     "what was that total? Answer like 'Jane Doe, $123.45'.",
     sample=sample_top_order,
-    evaluation=lambda p: string_eval("must_include", [p["_name"], p["_total"]]),
+    evaluation=lambda p: string_eval([p["_name"], p["_total"]], "must_include"),
     expert=expert_top_order,
     heldout=True,
     difficulty="6-9",
