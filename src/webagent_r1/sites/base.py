@@ -24,6 +24,7 @@ through :class:`webagent_r1.sites.server.RunningSites`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import html as _html
 import json
@@ -722,6 +723,53 @@ class Ctx:
         nxt = urllib.parse.quote(target, safe="/")
         return self.redirect(f"/login?next={nxt}", message, "notice")
 
+    def page_rows(
+        self,
+        columns: str,
+        source: str,
+        params: Sequence[Any],
+        order_by: str,
+        per_page: int,
+        *,
+        count: str = "COUNT(*)",
+        count_source: str | None = None,
+        total: int | None = None,
+        group_by: str | None = None,
+        order_params: Sequence[Any] = (),
+    ) -> tuple[list[sqlite3.Row], Pager]:
+        """One page of a SQL listing and its pager (the page number is the ``p`` argument).
+
+        Counts ``SELECT {count} {count_source or source}``, clamps the page, then runs
+        ``SELECT {columns} {source} [GROUP BY {group_by}] ORDER BY {order_by} LIMIT ? OFFSET ?``.
+
+        Args:
+            columns: the selected columns.
+            source: ``FROM … WHERE …`` (``?`` placeholders filled from ``params``).
+            params: the parameters of ``source``.
+            order_by: the ordering (with ``order_params`` for its placeholders).
+            per_page: rows per page.
+            count: what to count (``COUNT(DISTINCT …)`` for grouped listings).
+            count_source: a cheaper ``FROM … WHERE …`` with the same rows, for the count.
+            total: the row count when the caller knows it already (no count query).
+            group_by: ``GROUP BY`` expression of grouped listings.
+            order_params: parameters of ``order_by``.
+        """
+        if total is None:
+            sql = f"SELECT {count} {count_source or source}"
+            total = self.db.execute(sql, list(params)).fetchone()[0]
+        pager = paginate(self.request, total, self.int_arg("p"), per_page)
+        group = f" GROUP BY {group_by}" if group_by else ""
+        rows = self.db.execute(
+            f"SELECT {columns} {source}{group} ORDER BY {order_by} LIMIT ? OFFSET ?",
+            [*params, *order_params, per_page, pager.offset],
+        ).fetchall()
+        return rows, pager
+
+    def page_items(self, items: Sequence[Any], per_page: int) -> tuple[Sequence[Any], Pager]:
+        """One page of an in-memory listing and its pager (the page number is ``p``)."""
+        pager = paginate(self.request, len(items), self.int_arg("p"), per_page)
+        return items[pager.offset : pager.offset + per_page], pager
+
     def apply_cookies(self, response: Response) -> Response:
         """Set or delete the cookies queued during the request."""
         for name, value in self._cookies:
@@ -733,6 +781,22 @@ class Ctx:
 
 
 Handler = Callable[[Ctx], Awaitable[Response]]
+
+
+def login_required(message: str) -> Callable[[Handler], Handler]:
+    """Decorate a page handler that needs a signed-in user: anonymous requests are sent to
+    the login page with ``message``, and come back to the page after signing in."""
+
+    def decorate(handler: Handler) -> Handler:
+        @functools.wraps(handler)
+        async def guarded(ctx: Ctx) -> Response:
+            if ctx.user is None:
+                return ctx.login_redirect(message)
+            return await handler(ctx)
+
+        return guarded
+
+    return decorate
 
 
 def page(

@@ -37,9 +37,9 @@ from starlette.routing import BaseRoute
 from webagent_r1.sites.base import (
     Ctx,
     like_escape,
+    login_required,
     now_str,
     page,
-    paginate,
     parse_int,
     too_long,
 )
@@ -183,15 +183,13 @@ def _project_list(ctx: Ctx, where: str, params: tuple[Any, ...], title: str, tab
             "OR n.path LIKE ? ESCAPE '\\' OR n.name LIKE ? ESCAPE '\\')"
         )
         params = (*params, *[like_pattern(name)] * 4)
-    total = ctx.db.execute(f"SELECT COUNT(*) FROM {PROJECT_FROM} WHERE {where}", params).fetchone()[
-        0
-    ]
-    pager = paginate(ctx.request, total, ctx.int_arg("p"), PER_PAGE)
-    rows = ctx.db.execute(
-        f"SELECT {PROJECT_COLUMNS} FROM {PROJECT_FROM} WHERE {where} "
-        f"ORDER BY {PROJECT_SORTS[sort][1]} LIMIT ? OFFSET ?",
-        (*params, PER_PAGE, pager.offset),
-    ).fetchall()
+    rows, pager = ctx.page_rows(
+        PROJECT_COLUMNS,
+        f"FROM {PROJECT_FROM} WHERE {where}",
+        params,
+        PROJECT_SORTS[sort][1],
+        PER_PAGE,
+    )
     return ctx.render(
         "projects.html",
         title=title,
@@ -224,18 +222,16 @@ async def explore_projects(ctx: Ctx) -> Response:
     return _project_list(ctx, "1", (), "Explore projects", "explore")
 
 
+@login_required("Please sign in to see your projects.")
 async def dashboard_projects(ctx: Ctx) -> Response:
     """Projects the signed-in user is a member of."""
-    if ctx.user is None:
-        return ctx.login_redirect("Please sign in to see your projects.")
     where = "p.id IN (SELECT project_id FROM members WHERE user_id = ?)"
     return _project_list(ctx, where, (ctx.user["id"],), "Your projects", "yours")
 
 
+@login_required("Please sign in to see your starred projects.")
 async def dashboard_starred(ctx: Ctx) -> Response:
     """Projects the signed-in user has starred."""
-    if ctx.user is None:
-        return ctx.login_redirect("Please sign in to see your starred projects.")
     where = "p.id IN (SELECT project_id FROM stars WHERE user_id = ?)"
     return _project_list(ctx, where, (ctx.user["id"],), "Starred projects", "starred")
 
@@ -247,10 +243,9 @@ def _assignee_filter(ctx: Ctx) -> str:
     return name
 
 
+@login_required("Please sign in to see your issues.")
 async def dashboard_issues(ctx: Ctx) -> Response:
     """Issues across projects assigned to a user (you, by default)."""
-    if ctx.user is None:
-        return ctx.login_redirect("Please sign in to see your issues.")
     assignee = _assignee_filter(ctx)
     state = ctx.arg("state") or "opened"
     state = state if state in ISSUE_STATES else "opened"
@@ -260,13 +255,13 @@ async def dashboard_issues(ctx: Ctx) -> Response:
         "FROM issues i JOIN users u ON u.id = i.assignee_id JOIN projects p ON p.id = i.project_id "
         f"JOIN namespaces n ON n.id = p.namespace_id WHERE {where}"
     )
-    total = ctx.db.execute(f"SELECT COUNT(*) {base}", params).fetchone()[0]
-    pager = paginate(ctx.request, total, ctx.int_arg("p"), PER_PAGE)
-    rows = ctx.db.execute(
-        f"SELECT i.*, n.path || '/' || p.path AS full_path, p.name AS project_name {base} "
-        "ORDER BY i.created_at DESC, i.id DESC LIMIT ? OFFSET ?",
-        (*params, PER_PAGE, pager.offset),
-    ).fetchall()
+    rows, pager = ctx.page_rows(
+        "i.*, n.path || '/' || p.path AS full_path, p.name AS project_name",
+        base,
+        params,
+        "i.created_at DESC, i.id DESC",
+        PER_PAGE,
+    )
     return ctx.render(
         "dashboard_items.html",
         title="Issues",
@@ -279,10 +274,9 @@ async def dashboard_issues(ctx: Ctx) -> Response:
     )
 
 
+@login_required("Please sign in to see your merge requests.")
 async def dashboard_mrs(ctx: Ctx) -> Response:
     """Merge requests across projects assigned to a user (you, by default)."""
-    if ctx.user is None:
-        return ctx.login_redirect("Please sign in to see your merge requests.")
     assignee = _assignee_filter(ctx)
     state = ctx.arg("state") or "opened"
     state = state if state in MR_STATES else "opened"
@@ -293,13 +287,13 @@ async def dashboard_mrs(ctx: Ctx) -> Response:
         "JOIN projects p ON p.id = m.project_id JOIN namespaces n ON n.id = p.namespace_id "
         f"WHERE {where}"
     )
-    total = ctx.db.execute(f"SELECT COUNT(*) {base}", params).fetchone()[0]
-    pager = paginate(ctx.request, total, ctx.int_arg("p"), PER_PAGE)
-    rows = ctx.db.execute(
-        f"SELECT m.*, n.path || '/' || p.path AS full_path, p.name AS project_name {base} "
-        "ORDER BY m.created_at DESC, m.id DESC LIMIT ? OFFSET ?",
-        (*params, PER_PAGE, pager.offset),
-    ).fetchall()
+    rows, pager = ctx.page_rows(
+        "m.*, n.path || '/' || p.path AS full_path, p.name AS project_name",
+        base,
+        params,
+        "m.created_at DESC, m.id DESC",
+        PER_PAGE,
+    )
     return ctx.render(
         "dashboard_items.html",
         title="Merge requests",
@@ -366,10 +360,9 @@ async def namespace_page(ctx: Ctx) -> Response:
     return ctx.render("group.html", group=group, rows=rows)
 
 
+@login_required("Please sign in to create a project.")
 async def new_project(ctx: Ctx) -> Response:
     """GET: the new-project form. POST: create the project in one of your namespaces."""
-    if ctx.user is None:
-        return ctx.login_redirect("Please sign in to create a project.")
     spaces = ctx.db.execute(
         "SELECT * FROM namespaces WHERE owner_id = ? ORDER BY kind = 'group', path",
         (ctx.user["id"],),
@@ -603,13 +596,9 @@ async def commits(ctx: Ctx) -> Response:
         where += " AND u.username = ?"
         params.append(author)
     base = f"FROM commits c JOIN users u ON u.id = c.author_id WHERE {where}"
-    total = ctx.db.execute(f"SELECT COUNT(*) {base}", params).fetchone()[0]
-    pager = paginate(ctx.request, total, ctx.int_arg("p"), PER_PAGE)
-    rows = ctx.db.execute(
-        f"SELECT c.*, u.username, u.full_name {base} ORDER BY c.created_at DESC, c.id DESC "
-        "LIMIT ? OFFSET ?",
-        (*params, PER_PAGE, pager.offset),
-    ).fetchall()
+    rows, pager = ctx.page_rows(
+        "c.*, u.username, u.full_name", base, params, "c.created_at DESC, c.id DESC", PER_PAGE
+    )
     authors = ctx.db.execute(
         "SELECT DISTINCT u.username, u.full_name FROM commits c JOIN users u ON u.id = c.author_id "
         "WHERE c.project_id = ? ORDER BY u.full_name",
@@ -678,17 +667,18 @@ async def issues(ctx: Ctx) -> Response:
     counts["all"] = sum(counts.values())
     shown = where + ("" if state == "all" else " AND i.state = ?")
     shown_params = params + ([] if state == "all" else [state])
-    pager = paginate(ctx.request, counts.get(state, 0), ctx.int_arg("p"), PER_PAGE)
-    rows = ctx.db.execute(
-        "SELECT i.*, a.username AS author_username, a.full_name AS author_name, "
+    rows, pager = ctx.page_rows(
+        "i.*, a.username AS author_username, a.full_name AS author_name, "
         "s.username AS assignee_username, s.full_name AS assignee_name, "
         "(SELECT COUNT(*) FROM notes n WHERE n.noteable_type = 'issue' AND n.noteable_id = i.id "
-        "AND n.system = 0) AS n_comments "
+        "AND n.system = 0) AS n_comments",
         "FROM issues i JOIN users a ON a.id = i.author_id "
-        "LEFT JOIN users s ON s.id = i.assignee_id "
-        f"WHERE {shown} ORDER BY i.created_at DESC, i.id DESC LIMIT ? OFFSET ?",
-        (*shown_params, PER_PAGE, pager.offset),
-    ).fetchall()
+        f"LEFT JOIN users s ON s.id = i.assignee_id WHERE {shown}",
+        shown_params,
+        "i.created_at DESC, i.id DESC",
+        PER_PAGE,
+        total=counts.get(state, 0),
+    )
     return _render_project(
         ctx,
         "issues.html",
@@ -985,13 +975,14 @@ async def merge_requests(ctx: Ctx) -> Response:
     counts["all"] = sum(counts.values())
     where = "m.project_id = ?" + ("" if state == "all" else " AND m.state = ?")
     params = [project["id"]] + ([] if state == "all" else [state])
-    pager = paginate(ctx.request, counts.get(state, 0), ctx.int_arg("p"), PER_PAGE)
-    rows = ctx.db.execute(
-        "SELECT m.*, a.username AS author_username, a.full_name AS author_name "
-        f"FROM merge_requests m JOIN users a ON a.id = m.author_id WHERE {where} "
-        "ORDER BY m.created_at DESC, m.id DESC LIMIT ? OFFSET ?",
-        (*params, PER_PAGE, pager.offset),
-    ).fetchall()
+    rows, pager = ctx.page_rows(
+        "m.*, a.username AS author_username, a.full_name AS author_name",
+        f"FROM merge_requests m JOIN users a ON a.id = m.author_id WHERE {where}",
+        params,
+        "m.created_at DESC, m.id DESC",
+        PER_PAGE,
+        total=counts.get(state, 0),
+    )
     return _render_project(
         ctx,
         "merge_requests.html",

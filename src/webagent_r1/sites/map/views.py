@@ -21,7 +21,7 @@ from typing import Any
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
-from webagent_r1.sites.base import Ctx, page, paginate, parse_int
+from webagent_r1.sites.base import Ctx, page, parse_int
 from webagent_r1.sites.map import places as q
 from webagent_r1.sites.map.geo import (
     DAYS,
@@ -91,8 +91,7 @@ async def search_page(ctx: Ctx) -> Response:
         results = [{"place": p, "distance": fmt_distance(d)} for d, p in near]
     elif query:
         results = [{"place": p, "distance": None} for p in q.search(ctx.db, query)]
-    pager = paginate(ctx.request, len(results), ctx.int_arg("p"), PER_PAGE)
-    shown = results[pager.offset : pager.offset + PER_PAGE]
+    shown, pager = ctx.page_items(results, PER_PAGE)
     return ctx.render(
         "search.html",
         heading=heading,
@@ -118,13 +117,14 @@ async def category_page(ctx: Ctx) -> Response:
     if hood is not None:
         where += " AND p.neighbourhood_id = ?"
         params.append(hood["id"])
-    total = ctx.db.execute(f"SELECT COUNT(*) FROM places p WHERE {where}", params).fetchone()[0]
-    pager = paginate(ctx.request, total, ctx.int_arg("p"), PER_PAGE)
-    rows = ctx.db.execute(
-        f"SELECT {q.PLACE_COLUMNS} FROM {q.PLACE_FROM} WHERE {where} ORDER BY p.name "
-        "LIMIT ? OFFSET ?",
-        [*params, PER_PAGE, pager.offset],
-    ).fetchall()
+    rows, pager = ctx.page_rows(
+        q.PLACE_COLUMNS,
+        f"FROM {q.PLACE_FROM} WHERE {where}",
+        params,
+        "p.name",
+        PER_PAGE,
+        count_source=f"FROM places p WHERE {where}",
+    )
     facets = ctx.db.execute(
         "SELECT n.slug, n.name, COUNT(p.id) AS n FROM neighbourhoods n "
         "JOIN places p ON p.neighbourhood_id = n.id AND p.category_id = ? "
@@ -136,7 +136,7 @@ async def category_page(ctx: Ctx) -> Response:
         cat=cat,
         hood=hood,
         places=rows,
-        total=total,
+        total=pager.total,
         pager=pager,
         facets=facets,
         address=q.address,
@@ -175,16 +175,13 @@ async def nearby_page(ctx: Ctx) -> Response:
     if radius not in q.RADII:
         radius = q.DEFAULT_RADIUS
     found = q.nearby(ctx.db, place, cat["id"] if cat else None, radius)
-    pager = paginate(ctx.request, len(found), ctx.int_arg("p"), PER_PAGE)
+    shown, pager = ctx.page_items(found, PER_PAGE)
     what = cat["plural"].capitalize() if cat else "Places"
     return ctx.render(
         "nearby.html",
         place=place,
         heading=f"{what} within {fmt_radius(radius)} of {place['name']}",
-        results=[
-            {"place": p, "distance": fmt_distance(d)}
-            for d, p in found[pager.offset : pager.offset + PER_PAGE]
-        ],
+        results=[{"place": p, "distance": fmt_distance(d)} for d, p in shown],
         total=len(found),
         pager=pager,
         categories=q.categories(ctx.db),

@@ -30,7 +30,7 @@ from typing import Any
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
-from webagent_r1.sites.base import Ctx, now_str, page, paginate, parse_int, too_long
+from webagent_r1.sites.base import Ctx, login_required, now_str, page, parse_int, too_long
 from webagent_r1.sites.reddit.db import hot_rank
 from webagent_r1.sites.seed_utils import slugify
 
@@ -161,14 +161,9 @@ def search_ids(db: sqlite3.Connection, query: str) -> list[int]:
 
 
 def _listing(ctx: Ctx, where: str, params: list[Any], sort: str) -> tuple[list[Any], Any]:
-    total = ctx.db.execute(f"SELECT COUNT(*) FROM {POST_FROM} WHERE {where}", params).fetchone()[0]
-    pager = paginate(ctx.request, total, ctx.int_arg("p"), PER_PAGE)
-    posts = ctx.db.execute(
-        f"SELECT {POST_COLUMNS} FROM {POST_FROM} WHERE {where} ORDER BY {SORT_SQL[sort]} "
-        "LIMIT ? OFFSET ?",
-        [*params, PER_PAGE, pager.offset],
-    ).fetchall()
-    return posts, pager
+    return ctx.page_rows(
+        POST_COLUMNS, f"FROM {POST_FROM} WHERE {where}", params, SORT_SQL[sort], PER_PAGE
+    )
 
 
 def _forum_list(ctx: Ctx) -> list[sqlite3.Row]:
@@ -277,8 +272,7 @@ async def search(ctx: Ctx) -> Response:
     if not _tokens(q):
         return ctx.render("search.html", query=q, posts=[], pager=None, error=None)
     ids = search_ids(ctx.db, q)
-    pager = paginate(ctx.request, len(ids), ctx.int_arg("p"), PER_PAGE)
-    page_ids = ids[pager.offset : pager.offset + PER_PAGE]
+    page_ids, pager = ctx.page_items(ids, PER_PAGE)
     rows = {
         r["id"]: r
         for r in ctx.db.execute(
@@ -478,10 +472,9 @@ async def vote(ctx: Ctx) -> Response:
     return ctx.redirect(back, msg)
 
 
+@login_required("You must log in to submit a post.")
 async def submit(ctx: Ctx) -> Response:
     """GET: the new-post form. POST: create the post and open it."""
-    if ctx.user is None:
-        return ctx.login_redirect("You must log in to submit a post.")
     all_forums = _forum_list(ctx)
     values = {"forum": ctx.request.path_params.get("forum", ""), "title": "", "body": ""}
     if ctx.request.method == "POST":
@@ -538,14 +531,15 @@ async def profile(ctx: Ctx) -> Response:
     if tab == "posts":
         posts, pager = _listing(ctx, "s.user_id = ?", [person["id"]], "new")
     else:
-        pager = paginate(ctx.request, n_comments, ctx.int_arg("p"), PER_PAGE)
-        comments = ctx.db.execute(
-            "SELECT c.*, s.title AS post_title, s.id AS post_id, f.name AS forum "
+        comments, pager = ctx.page_rows(
+            "c.*, s.title AS post_title, s.id AS post_id, f.name AS forum",
             "FROM comments c JOIN submissions s ON s.id = c.submission_id "
-            "JOIN forums f ON f.id = s.forum_id WHERE c.user_id = ? "
-            "ORDER BY c.created_at DESC, c.id DESC LIMIT ? OFFSET ?",
-            (person["id"], PER_PAGE, pager.offset),
-        ).fetchall()
+            "JOIN forums f ON f.id = s.forum_id WHERE c.user_id = ?",
+            [person["id"]],
+            "c.created_at DESC, c.id DESC",
+            PER_PAGE,
+            total=n_comments,
+        )
     karma = ctx.db.execute(
         "SELECT (SELECT COALESCE(SUM(score), 0) FROM submissions WHERE user_id = ?) + "
         "(SELECT COALESCE(SUM(score), 0) FROM comments WHERE user_id = ?)",

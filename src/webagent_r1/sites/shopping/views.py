@@ -33,7 +33,6 @@ from webagent_r1.sites.base import (
     is_email,
     now_str,
     page,
-    paginate,
     parse_int,
     query_string,
     too_long,
@@ -265,21 +264,21 @@ def build_listing(
     ]
     full_where = f"{base}{price_sql}{color_sql}"
     full_params = [*params, *price_params, *color_params]
-    total = ctx.db.execute(
-        f"SELECT COUNT(*) FROM {PRODUCT_FROM_LITE} WHERE {full_where}", full_params
-    ).fetchone()[0]
-    pager = paginate(ctx.request, total, ctx.int_arg("p"), PER_PAGE)
     if sort:
         order, order_params = SORT_SQL[sort], []
     elif relevance is not None:
         order, order_params = relevance
     else:
         order, order_params = "p.id ASC", []
-    products = ctx.db.execute(
-        f"SELECT {PRODUCT_COLUMNS} FROM {PRODUCT_FROM} WHERE {full_where} "
-        f"ORDER BY {order} LIMIT ? OFFSET ?",
-        [*full_params, *order_params, PER_PAGE, pager.offset],
-    ).fetchall()
+    products, pager = ctx.page_rows(
+        PRODUCT_COLUMNS,
+        f"FROM {PRODUCT_FROM} WHERE {full_where}",
+        full_params,
+        order,
+        PER_PAGE,
+        count_source=f"FROM {PRODUCT_FROM_LITE} WHERE {full_where}",
+        order_params=order_params,
+    )
     sorts = dict(SORTS)
     if relevance is None:
         sorts[""] = "Position"
@@ -447,15 +446,13 @@ async def product(ctx: Ctx) -> Response:
     prod = get_product(ctx.db, pid) if pid is not None else None
     if prod is None or prod["status"] != "enabled":
         return ctx.not_found("product")
-    total = ctx.db.execute(
-        "SELECT COUNT(*) FROM reviews WHERE product_id = ? AND status = 'approved'", (pid,)
-    ).fetchone()[0]
-    pager = paginate(ctx.request, total, ctx.int_arg("p"), REVIEWS_PER_PAGE)
-    reviews = ctx.db.execute(
-        "SELECT * FROM reviews WHERE product_id = ? AND status = 'approved' "
-        "ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?",
-        (pid, REVIEWS_PER_PAGE, pager.offset),
-    ).fetchall()
+    reviews, pager = ctx.page_rows(
+        "*",
+        "FROM reviews WHERE product_id = ? AND status = 'approved'",
+        [pid],
+        "created_at DESC, id DESC",
+        REVIEWS_PER_PAGE,
+    )
     cust = customer_of(ctx)
     return ctx.render(
         "product.html",
@@ -818,15 +815,9 @@ async def account_orders(ctx: Ctx) -> Response:
     cust = await _require_customer(ctx)
     if isinstance(cust, Response):
         return cust
-    total = ctx.db.execute(
-        "SELECT COUNT(*) FROM orders WHERE customer_id = ?", (cust["id"],)
-    ).fetchone()[0]
-    pager = paginate(ctx.request, total, ctx.int_arg("p"), PER_PAGE)
-    orders = ctx.db.execute(
-        "SELECT * FROM orders WHERE customer_id = ? ORDER BY created_at DESC, id DESC "
-        "LIMIT ? OFFSET ?",
-        (cust["id"], PER_PAGE, pager.offset),
-    ).fetchall()
+    orders, pager = ctx.page_rows(
+        "*", "FROM orders WHERE customer_id = ?", [cust["id"]], "created_at DESC, id DESC", PER_PAGE
+    )
     return ctx.render("orders.html", orders=orders, pager=pager)
 
 
@@ -846,15 +837,13 @@ async def account_reviews(ctx: Ctx) -> Response:
     cust = await _require_customer(ctx)
     if isinstance(cust, Response):
         return cust
-    total = ctx.db.execute(
-        "SELECT COUNT(*) FROM reviews WHERE customer_id = ?", (cust["id"],)
-    ).fetchone()[0]
-    pager = paginate(ctx.request, total, ctx.int_arg("p"), PER_PAGE)
-    reviews = ctx.db.execute(
-        "SELECT r.*, p.name AS product_name FROM reviews r JOIN products p ON p.id = r.product_id "
-        "WHERE r.customer_id = ? ORDER BY r.created_at DESC, r.id DESC LIMIT ? OFFSET ?",
-        (cust["id"], PER_PAGE, pager.offset),
-    ).fetchall()
+    reviews, pager = ctx.page_rows(
+        "r.*, p.name AS product_name",
+        "FROM reviews r JOIN products p ON p.id = r.product_id WHERE r.customer_id = ?",
+        [cust["id"]],
+        "r.created_at DESC, r.id DESC",
+        PER_PAGE,
+    )
     return ctx.render("my_reviews.html", reviews=reviews, pager=pager)
 
 

@@ -30,7 +30,6 @@ from webagent_r1.sites.base import (
     is_email,
     now_str,
     page,
-    paginate,
     parse_int,
     too_long,
 )
@@ -169,13 +168,13 @@ async def orders(ctx: Ctx) -> Response:
     params += dparams
     sort = ctx.arg("sort") if ctx.arg("sort") in ORDER_SORTS else ""
     base = f"FROM orders o JOIN customers cu ON cu.id = o.customer_id WHERE {where}"
-    total = ctx.db.execute(f"SELECT COUNT(*) {base}", params).fetchone()[0]
-    pager = paginate(ctx.request, total, ctx.int_arg("p"), PER_PAGE)
-    rows = ctx.db.execute(
-        f"SELECT o.*, cu.first_name || ' ' || cu.last_name AS customer_name {base} "
-        f"ORDER BY {ORDER_SORTS[sort][1]} LIMIT ? OFFSET ?",
-        [*params, PER_PAGE, pager.offset],
-    ).fetchall()
+    rows, pager = ctx.page_rows(
+        "o.*, cu.first_name || ' ' || cu.last_name AS customer_name",
+        base,
+        params,
+        ORDER_SORTS[sort][1],
+        PER_PAGE,
+    )
     return ctx.render(
         "orders.html",
         rows=rows,
@@ -253,13 +252,9 @@ async def products(ctx: Ctx) -> Response:
         params.append(status)
     sort = ctx.arg("sort") if ctx.arg("sort") in PRODUCT_SORTS else ""
     base = f"FROM products p JOIN categories c ON c.id = p.category_id WHERE {where}"
-    total = ctx.db.execute(f"SELECT COUNT(*) {base}", params).fetchone()[0]
-    pager = paginate(ctx.request, total, ctx.int_arg("p"), PER_PAGE)
-    rows = ctx.db.execute(
-        f"SELECT p.*, c.name AS category_name {base} ORDER BY {PRODUCT_SORTS[sort][1]} "
-        "LIMIT ? OFFSET ?",
-        [*params, PER_PAGE, pager.offset],
-    ).fetchall()
+    rows, pager = ctx.page_rows(
+        "p.*, c.name AS category_name", base, params, PRODUCT_SORTS[sort][1], PER_PAGE
+    )
     return ctx.render(
         "products.html",
         rows=rows,
@@ -414,12 +409,7 @@ async def customers(ctx: Ctx) -> Response:
     if region:
         where += " AND lower(region) = lower(?)"
         params.append(region)
-    total = ctx.db.execute(f"SELECT COUNT(*) FROM customers WHERE {where}", params).fetchone()[0]
-    pager = paginate(ctx.request, total, ctx.int_arg("p"), PER_PAGE)
-    rows = ctx.db.execute(
-        f"SELECT * FROM customers WHERE {where} ORDER BY id LIMIT ? OFFSET ?",
-        [*params, PER_PAGE, pager.offset],
-    ).fetchall()
+    rows, pager = ctx.page_rows("*", f"FROM customers WHERE {where}", params, "id", PER_PAGE)
     regions = [r[0] for r in ctx.db.execute("SELECT DISTINCT region FROM customers ORDER BY 1")]
     return ctx.render(
         "customers.html", rows=rows, pager=pager, regions=regions, f={"q": q, "region": region}
@@ -466,15 +456,9 @@ async def customer_view(ctx: Ctx) -> Response:
                 )
             ctx.db.commit()
             return ctx.redirect(f"/customers/{cid}", "You saved the customer.")
-    total = ctx.db.execute("SELECT COUNT(*) FROM orders WHERE customer_id = ?", (cid,)).fetchone()[
-        0
-    ]
-    pager = paginate(ctx.request, total, ctx.int_arg("p"), PER_PAGE)
-    rows = ctx.db.execute(
-        "SELECT * FROM orders WHERE customer_id = ? ORDER BY created_at DESC, id DESC "
-        "LIMIT ? OFFSET ?",
-        (cid, PER_PAGE, pager.offset),
-    ).fetchall()
+    rows, pager = ctx.page_rows(
+        "*", "FROM orders WHERE customer_id = ?", [cid], "created_at DESC, id DESC", PER_PAGE
+    )
     username = None
     if cust["user_id"] is not None:
         row = ctx.db.execute("SELECT username FROM users WHERE id = ?", (cust["user_id"],))
@@ -517,13 +501,9 @@ async def reviews(ctx: Ctx) -> Response:
         where += " AND r.rating = ?"
         params.append(int(rating))
     base = f"FROM reviews r JOIN products p ON p.id = r.product_id WHERE {where}"
-    total = ctx.db.execute(f"SELECT COUNT(*) {base}", params).fetchone()[0]
-    pager = paginate(ctx.request, total, ctx.int_arg("p"), PER_PAGE)
-    rows = ctx.db.execute(
-        f"SELECT r.*, p.name AS product_name {base} ORDER BY r.created_at DESC, r.id DESC "
-        "LIMIT ? OFFSET ?",
-        [*params, PER_PAGE, pager.offset],
-    ).fetchall()
+    rows, pager = ctx.page_rows(
+        "r.*, p.name AS product_name", base, params, "r.created_at DESC, r.id DESC", PER_PAGE
+    )
     query = ctx.request.url.query
     return_to = ctx.request.url.path + (f"?{query}" if query else "")
     return ctx.render(
@@ -585,14 +565,16 @@ async def report_bestsellers(ctx: Ctx) -> Response:
         "FROM order_items oi JOIN orders o ON o.id = oi.order_id "
         f"WHERE o.status != 'canceled'{dsql}"
     )
-    total = ctx.db.execute(f"SELECT COUNT(DISTINCT oi.product_id) {base}", dparams).fetchone()[0]
-    pager = paginate(ctx.request, total, ctx.int_arg("p"), PER_PAGE)
-    rows = ctx.db.execute(
-        f"SELECT oi.product_id, oi.name, oi.sku, SUM(oi.qty) AS qty, "
-        f"ROUND(SUM(oi.row_total), 2) AS revenue {base} GROUP BY oi.product_id "
-        "ORDER BY qty DESC, revenue DESC, oi.name LIMIT ? OFFSET ?",
-        [*dparams, PER_PAGE, pager.offset],
-    ).fetchall()
+    rows, pager = ctx.page_rows(
+        "oi.product_id, oi.name, oi.sku, SUM(oi.qty) AS qty, "
+        "ROUND(SUM(oi.row_total), 2) AS revenue",
+        base,
+        dparams,
+        "qty DESC, revenue DESC, oi.name",
+        PER_PAGE,
+        count="COUNT(DISTINCT oi.product_id)",
+        group_by="oi.product_id",
+    )
     return ctx.render(
         "report_bestsellers.html",
         rows=rows,
@@ -611,15 +593,17 @@ async def report_sales(ctx: Ctx) -> Response:
     dsql, dparams = _date_where("created_at", d_from, d_to)
     key = f"strftime('{PERIODS[period]}', created_at)"
     base = f"FROM orders WHERE status != 'canceled'{dsql}"
-    total = ctx.db.execute(f"SELECT COUNT(DISTINCT {key}) {base}", dparams).fetchone()[0]
-    pager = paginate(ctx.request, total, ctx.int_arg("p"), 12)
-    rows = ctx.db.execute(
-        f"SELECT {key} AS period, COUNT(*) AS orders, SUM(total_qty) AS items, "
+    rows, pager = ctx.page_rows(
+        f"{key} AS period, COUNT(*) AS orders, SUM(total_qty) AS items, "
         "ROUND(SUM(subtotal), 2) AS subtotal, ROUND(SUM(shipping_amount), 2) AS shipping, "
-        f"ROUND(SUM(grand_total), 2) AS total {base} GROUP BY period ORDER BY period "
-        "LIMIT ? OFFSET ?",
-        [*dparams, 12, pager.offset],
-    ).fetchall()
+        "ROUND(SUM(grand_total), 2) AS total",
+        base,
+        dparams,
+        "period",
+        12,
+        count=f"COUNT(DISTINCT {key})",
+        group_by="period",
+    )
     summary = ctx.db.execute(
         "SELECT COUNT(*) AS orders, COALESCE(SUM(total_qty), 0) AS items, "
         f"COALESCE(ROUND(SUM(grand_total), 2), 0) AS total {base}",

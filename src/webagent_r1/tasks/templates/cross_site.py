@@ -18,7 +18,6 @@ import random
 import re
 import sqlite3
 from collections import Counter
-from collections.abc import Generator
 from typing import Any
 
 from webagent_r1.sites.map.geo import DAYS, fmt_distance, fmt_duration, fmt_latlon, fold
@@ -36,22 +35,31 @@ from webagent_r1.sites.reddit.views import search_ids as forum_search_ids
 from webagent_r1.sites.shopping.queries import PRODUCT_COLUMNS, PRODUCT_FROM
 from webagent_r1.sites.shopping.views import search_ids as shop_search_ids
 from webagent_r1.tasks.experts import (
-    Element,
     Expert,
     ExpertError,
-    Step,
     answer,
     click,
     elements,
     find,
     find_all,
-    maybe,
     scroll_down,
     search,
     select,
     type_text,
 )
-from webagent_r1.tasks.template import Template
+from webagent_r1.tasks.templates.common import (
+    Params,
+    Registry,
+    Sub,
+    db_memo,
+    grab,
+    line_after,
+    seek,
+    state_check,
+    state_eval,
+    string_eval,
+    user_id,
+)
 from webagent_r1.types import Observation
 
 SHOPPER = "emma.lopez"
@@ -84,27 +92,23 @@ FORUM_OF_CATEGORY = {
 }
 """The forum where a question about a place of a category fits."""
 
-Params = dict[str, Any]
-Sub = Generator["Step | None", Observation, Any]
-"""A sub-expert (used with ``yield from``): yields steps, returns what it found."""
 Conns = dict[str, sqlite3.Connection]
 
 # --------------------------------------------------------------------------------------------
 # Sampling helpers (read the pristine databases)
 # --------------------------------------------------------------------------------------------
 
-_CACHES: dict[str, dict[Any, Any]] = {}
 
+MAP_SHOP = ["map", "shopping"]
+SHOP_MAP = ["shopping", "map"]
 
-def _cache(conn: sqlite3.Connection) -> dict[Any, Any]:
-    """Memo for one pristine database file (its name carries the seed's version)."""
-    db_file = conn.execute("PRAGMA database_list").fetchone()[2] or ""
-    return _CACHES.setdefault(db_file, {}) if db_file else {}
+TEMPLATES = Registry()
+"""The module's templates, in the suite's order."""
 
 
 def _places(conn: sqlite3.Connection) -> list[Any]:
     """Map places a search for their full name lists first."""
-    memo = _cache(conn)
+    memo = db_memo(conn, __name__)
     if "places" not in memo:
         rows = all_places(conn)
         folded = Counter(fold(p["name"]) for p in rows)
@@ -117,7 +121,7 @@ def _places(conn: sqlite3.Connection) -> list[Any]:
 
 
 def _route(conn: sqlite3.Connection, a: Any, b: Any, mode: str) -> Any:
-    memo = _cache(conn)
+    memo = db_memo(conn, __name__)
     if "graph" not in memo:
         memo["graph"] = load_graph(conn)
     key = ("route", a["id"], b["id"], mode)
@@ -155,7 +159,7 @@ def _closest(
 
 def _products(conn: sqlite3.Connection) -> list[Any]:
     """Enabled shop products a search for their full name lists on the first page."""
-    memo = _cache(conn)
+    memo = db_memo(conn, __name__)
     if "products" not in memo:
         rows = conn.execute(
             f"SELECT {PRODUCT_COLUMNS} FROM {PRODUCT_FROM} WHERE p.status = 'enabled' ORDER BY p.id"
@@ -166,7 +170,7 @@ def _products(conn: sqlite3.Connection) -> list[Any]:
 
 def _pick_product(conn: sqlite3.Connection, rng: random.Random) -> Any | None:
     p = rng.choice(_products(conn))
-    memo = _cache(conn)
+    memo = db_memo(conn, __name__)
     key = ("findable", p["id"])
     if key not in memo:
         memo[key] = p["id"] in shop_search_ids(conn, p["name"])[:10]
@@ -177,13 +181,9 @@ def _price(p: Any) -> str:
     return f"${p['price']:,.2f}"
 
 
-def _user_id(conn: sqlite3.Connection, username: str) -> int:
-    return int(conn.execute("SELECT id FROM users WHERE username = ?", (username,)).fetchone()[0])
-
-
 def _forum_post(conn: sqlite3.Connection, rng: random.Random) -> Any | None:
     """A forum post a search for its full title lists first."""
-    memo = _cache(conn)
+    memo = db_memo(conn, __name__)
     if "posts" not in memo:
         memo["posts"] = conn.execute(
             "SELECT s.id, s.title, f.name AS forum FROM submissions s "
@@ -211,21 +211,21 @@ def _new_post_check(
     sql = "SELECT {} FROM submissions WHERE title = ? AND forum_id = ? AND user_id = ?"
     args = [p["title"], p["_forum_id"], p["_user"]]
     return [
-        {
-            "site": "reddit",
-            "sql": sql.format("id"),
-            "params": args,
-            "row_count": 1,
-            "description": "one post with this title in the forum",
-        },
-        {
-            "site": "reddit",
-            "sql": sql.format("body"),
-            "params": args,
-            "must_include": list(phrases),
-            **({"must_exclude": exclude} if exclude else {}),
-            "description": "the post's text gives the facts looked up",
-        },
+        state_check(
+            sql.format("id"),
+            args,
+            row_count=1,
+            description="one post with this title in the forum",
+            site="reddit",
+        ),
+        state_check(
+            sql.format("body"),
+            args,
+            must_include=list(phrases),
+            must_exclude=exclude,
+            description="the post's text gives the facts looked up",
+            site="reddit",
+        ),
     ]
 
 
@@ -236,54 +236,27 @@ def _new_issue_check(
     sql = "SELECT {} FROM issues WHERE project_id = ? AND title = ? AND author_id = ?"
     args = [p["_pid"], p["title"], p["_uid"]]
     return [
-        {
-            "site": "gitlab",
-            "sql": sql.format("id"),
-            "params": args,
-            "row_count": 1,
-            "description": "one issue with this title in the project",
-        },
-        {
-            "site": "gitlab",
-            "sql": sql.format("description"),
-            "params": args,
-            "must_include": list(phrases),
-            **({"must_exclude": exclude} if exclude else {}),
-            "description": "the issue's description gives the facts looked up",
-        },
+        state_check(
+            sql.format("id"),
+            args,
+            row_count=1,
+            description="one issue with this title in the project",
+            site="gitlab",
+        ),
+        state_check(
+            sql.format("description"),
+            args,
+            must_include=list(phrases),
+            must_exclude=exclude,
+            description="the issue's description gives the facts looked up",
+            site="gitlab",
+        ),
     ]
 
 
 # --------------------------------------------------------------------------------------------
 # Expert helpers (read the observation only)
 # --------------------------------------------------------------------------------------------
-
-
-def _grab(obs: Observation, pattern: str, what: str) -> str:
-    m = re.search(pattern, obs.text, re.MULTILINE)
-    if not m:
-        raise ExpertError(f"expert: no {what} on {obs.url}")
-    return m.group(1).strip()
-
-
-def _line_after(obs: Observation, el: Element) -> str:
-    lines = obs.text.splitlines()
-    for i, line in enumerate(lines):
-        if re.search(rf"(?:^|\s)\[{el.id}\] ", line):
-            return lines[i + 1] if i + 1 < len(lines) else ""
-    return ""
-
-
-def _seek(obs: Observation, role: str, name: str, why: str, exact: bool = True) -> Sub:
-    """Find an element, scrolling down (a few times at most) while the page continues."""
-    for _ in range(6):
-        el = maybe(obs, role, name, exact)
-        if el is not None:
-            return el, obs
-        if "scroll down to see more" not in obs.text:
-            break
-        obs = yield scroll_down(why)
-    return find(obs, role, name, exact), obs
 
 
 def _go_site(obs: Observation, site: str, why: str) -> Sub:
@@ -304,7 +277,7 @@ def _map_address(obs: Observation, place: str) -> Sub:
     """Search the map for a place; returns its full address from the result."""
     obs = yield from _map_search(obs, place, f"I look up '{place}' on the map.")
     link = find(obs, "link", place, exact=True)
-    m = re.search(r" · (.+, Riverton, PA \d{5})", _line_after(obs, link))
+    m = re.search(r" · (.+, Riverton, PA \d{5})", line_after(obs, link))
     if not m:
         raise ExpertError(f"expert: no address under {place} on {obs.url}")
     return m.group(1), obs
@@ -357,8 +330,8 @@ def _shop_price(obs: Observation, product: str) -> Sub:
     """Search the shop for a product; returns its price from the results."""
     box = find(obs, "textbox", "Search", exact=True)
     obs = yield search(box, product, f"I search the shop for '{product}'.")
-    link, obs = yield from _seek(obs, "link", product, "I scroll to the product.")
-    m = re.search(r"\$[\d,]+\.\d\d", _line_after(obs, link))
+    link, obs = yield from seek(obs, "link", product, "I scroll to the product.", exact=True)
+    m = re.search(r"\$[\d,]+\.\d\d", line_after(obs, link))
     if not m:
         raise ExpertError(f"expert: no price after {link.line!r}")
     return m.group(0), obs
@@ -383,7 +356,7 @@ def _forum_new_post(obs: Observation, forum: str, title: str, body: str) -> Sub:
 def _forum_reply(obs: Observation, title: str, text: str) -> Sub:
     box = find(obs, "textbox", "Search", exact=True)
     obs = yield search(box, title, f'I search the forum for the post "{title}".')
-    link, obs = yield from _seek(obs, "link", title, "I scroll to the post.")
+    link, obs = yield from seek(obs, "link", title, "I scroll to the post.", exact=True)
     obs = yield click(link, "I open the thread.")
     box = find(obs, "textbox", "Comment", exact=True)
     obs = yield type_text(box, text, "I write my reply.")
@@ -437,7 +410,7 @@ def _gitlab_comment(obs: Observation, project: str, issue: str, text: str) -> Su
     box = find(obs, "textbox", "Search", exact=True)
     obs = yield type_text(box, issue, f"I search the issues for '{issue}'.")
     obs = yield click(find(obs, "button", "Apply filters"), "I apply the search.")
-    link, obs = yield from _seek(obs, "link", issue, "I look for the issue.")
+    link, obs = yield from seek(obs, "link", issue, "I look for the issue.", exact=True)
     obs = yield click(link, f"I open the issue '{issue}'.")
     box = find(obs, "textbox", "Add a comment", exact=True)
     obs = yield type_text(box, text, "I write the comment.")
@@ -480,19 +453,18 @@ def eval_address_from_map(p: Params) -> dict[str, Any]:
         "country": "United States",
         "phone": p["_phone"],
     }
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "site": "shopping",
-                "sql": f"SELECT {col} FROM customers WHERE id = ?",
-                "params": [p["_cust"]],
-                "expected": value,
-                "description": f"my address: {col}",
-            }
+    return state_eval(
+        *[
+            state_check(
+                f"SELECT {col} FROM customers WHERE id = ?",
+                [p["_cust"]],
+                expected=value,
+                description=f"my address: {col}",
+                site="shopping",
+            )
             for col, value in expected.items()
-        ],
-    }
+        ]
+    )
 
 
 SHOP_ADDRESS_BOXES = (
@@ -515,14 +487,34 @@ def expert_address_from_map(p: Params) -> Expert:
         find(obs, "link", "Address Book", exact=True), "The default address is in the Address Book."
     )
     for label, key in SHOP_ADDRESS_BOXES:
-        box, obs = yield from _seek(obs, "textbox", label, f"I look for {label}.")
+        box, obs = yield from seek(obs, "textbox", label, f"I look for {label}.", exact=True)
         if box.value != values[key]:
             obs = yield type_text(box, values[key], f"{label}: {values[key]}.")
-    button, obs = yield from _seek(obs, "button", "Save Address", "I look for Save Address.")
+    button, obs = yield from seek(
+        obs, "button", "Save Address", "I look for Save Address.", exact=True
+    )
     obs = yield click(button, "The address of the place is filled in; I save it.")
     if "saved the address" not in obs.text:
         raise ExpertError(f"expert: the address was not saved on {obs.url}")
     yield answer("done", f"My default address is now {full}.")
+
+
+TEMPLATES.add(
+    id=600,
+    name="cross.address_from_map",
+    sites=MAP_SHOP,
+    kind="change",
+    intent="Look up {place} on the map and make its address my default address in the "
+    "shop: its street address, city Riverton, state Pennsylvania and its zip code. Keep my "
+    "name and phone number.",
+    start_url="__MAP__/",
+    sample=sample_address_from_map,
+    evaluation=eval_address_from_map,
+    expert=expert_address_from_map,
+    backend_sites=MAP_SHOP,
+    logins={"shopping": SHOPPER},
+    difficulty="10+",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -553,6 +545,22 @@ def expert_price_and_walk(p: Params) -> Expert:
     yield answer(f"{price}, {time}", f"The product costs {price} and the walk takes {time}.")
 
 
+TEMPLATES.add(
+    id=601,
+    name="cross.price_and_walking_time",
+    sites=SHOP_MAP,
+    kind="info",
+    intent="What is the price of the {product} in the shop, and how long does the map say "
+    "it takes to walk from {a} to {b}? Answer with both, like: $12.34, 25 min",
+    start_url="__SHOPPING__/",
+    sample=sample_price_and_walk,
+    evaluation=lambda p: string_eval([p["_price"], p["_walk"]], "must_include"),
+    expert=expert_price_and_walk,
+    backend_sites=SHOP_MAP,
+    difficulty="6-9",
+)
+
+
 # --------------------------------------------------------------------------------------------
 # 602 change (map -> GitLab): an issue with a cycling distance
 # --------------------------------------------------------------------------------------------
@@ -569,7 +577,7 @@ def sample_route_issue(conns: Conns, rng: random.Random) -> Params | None:
         "title": title,
         "_distance": fmt_distance(_route(conns["map"], a, b, "bicycle").distance_m),
         "_pid": project["id"],
-        "_uid": _user_id(conns["gitlab"], GITLAB_USER),
+        "_uid": user_id(conns["gitlab"], GITLAB_USER),
     }
 
 
@@ -580,6 +588,23 @@ def expert_route_issue(p: Params) -> Expert:
     desc = f"Cycling distance: {dist}"
     obs = yield from _gitlab_new_issue(obs, p["project"], p["title"], desc)
     yield answer("done", f"The issue '{p['title']}' records {dist}.")
+
+
+TEMPLATES.add(
+    id=602,
+    name="cross.bike_distance_issue",
+    sites=["map", "gitlab"],
+    kind="change",
+    intent='Open an issue titled "{title}" in the GitLab project {project}, with the '
+    "cycling distance from {a} to {b} as the map shows it (like 2.3 km) in its description.",
+    start_url="__MAP__/",
+    sample=sample_route_issue,
+    evaluation=lambda p: state_eval(*_new_issue_check(p, p["_distance"])),
+    expert=expert_route_issue,
+    backend_sites=["map", "gitlab"],
+    logins={"gitlab": GITLAB_USER},
+    difficulty="10+",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -604,19 +629,36 @@ def sample_hours_post(conns: Conns, rng: random.Random) -> Params | None:
         "day": DAYS[day],
         "_opens": h["opens"],
         "_forum_id": _forum_id(conns["reddit"], forum),
-        "_user": _user_id(conns["reddit"], FORUM_USER),
+        "_user": user_id(conns["reddit"], FORUM_USER),
     }
 
 
 def expert_hours_post(p: Params) -> Expert:
     obs = yield None
     obs = yield from _map_place(obs, p["place"])
-    h = _grab(obs, rf"^{p['day']} \| (.+)$", f"hours on {p['day']}")
+    h = grab(obs, rf"^{p['day']} \| (.+)$", f"hours on {p['day']}").strip()
     opens = h.split(" - ")[0]
     obs = yield from _go_site(obs, "reddit", f"It opens at {opens} on {p['day']}s; to the forum.")
     body = f"According to the map, {p['place']} opens at {opens} on {p['day']}s."
     obs = yield from _forum_new_post(obs, p["forum"], p["title"], body)
     yield answer("done", f'The post "{p["title"]}" gives the opening time {opens}.')
+
+
+TEMPLATES.add(
+    id=603,
+    name="cross.opening_time_post",
+    sites=["map", "reddit"],
+    kind="change",
+    intent='Post in the f/{forum} forum a new post titled "{title}" whose text says what '
+    "time {place} opens on {day}s according to the map (like 08:00).",
+    start_url="__MAP__/",
+    sample=sample_hours_post,
+    evaluation=lambda p: state_eval(*_new_post_check(p, p["_opens"])),
+    expert=expert_hours_post,
+    backend_sites=["map", "reddit"],
+    logins={"reddit": FORUM_USER},
+    difficulty="6-9",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -634,7 +676,7 @@ def sample_price_reply(conns: Conns, rng: random.Random) -> Params | None:
         "product": product["name"],
         "_price": _price(product),
         "_post_id": post["id"],
-        "_user": _user_id(conns["reddit"], FORUM_USER),
+        "_user": user_id(conns["reddit"], FORUM_USER),
     }
 
 
@@ -642,20 +684,17 @@ def _reply_check(
     p: Params, phrases: list[str], description: str, exclude: list[str] | None = None
 ) -> dict[str, Any]:
     """state_match: the user's newest top-level comment on the post holds the phrases."""
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "site": "reddit",
-                "sql": "SELECT body FROM comments WHERE submission_id = ? AND user_id = ? "
-                "AND parent_id IS NULL ORDER BY id DESC",
-                "params": [p["_post_id"], p["_user"]],
-                "must_include": phrases,
-                **({"must_exclude": exclude} if exclude else {}),
-                "description": description,
-            }
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT body FROM comments WHERE submission_id = ? AND user_id = ? "
+            "AND parent_id IS NULL ORDER BY id DESC",
+            [p["_post_id"], p["_user"]],
+            must_include=phrases,
+            must_exclude=exclude,
+            description=description,
+            site="reddit",
+        )
+    )
 
 
 def eval_price_reply(p: Params) -> dict[str, Any]:
@@ -669,6 +708,23 @@ def expert_price_reply(p: Params) -> Expert:
     text = f"The {p['product']} costs {price} at One Stop Market."
     obs = yield from _forum_reply(obs, p["post"], text)
     yield answer("done", f"My comment gives the price {price}.")
+
+
+TEMPLATES.add(
+    id=604,
+    name="cross.price_reply",
+    sites=["shopping", "reddit"],
+    kind="change",
+    intent='Reply to the forum post "{post}" with a comment giving the price of the '
+    "{product} in the One Stop Market shop (like $12.34).",
+    start_url="__SHOPPING__/",
+    sample=sample_price_reply,
+    evaluation=eval_price_reply,
+    expert=expert_price_reply,
+    backend_sites=["shopping", "reddit"],
+    logins={"reddit": FORUM_USER},
+    difficulty="6-9",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -695,24 +751,21 @@ def sample_price_issue_comment(conns: Conns, rng: random.Random) -> Params | Non
         "product": product["name"],
         "_price": _price(product),
         "_issue_id": issue["id"],
-        "_uid": _user_id(gl, GITLAB_USER),
+        "_uid": user_id(gl, GITLAB_USER),
     }
 
 
 def eval_price_issue_comment(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "site": "gitlab",
-                "sql": "SELECT body FROM notes WHERE noteable_type = 'issue' AND noteable_id = ? "
-                "AND author_id = ? AND system = 0 ORDER BY id DESC",
-                "params": [p["_issue_id"], p["_uid"]],
-                "must_include": [p["_price"]],
-                "description": "my newest comment on the issue gives the price",
-            }
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT body FROM notes WHERE noteable_type = 'issue' AND noteable_id = ? "
+            "AND author_id = ? AND system = 0 ORDER BY id DESC",
+            [p["_issue_id"], p["_uid"]],
+            must_include=[p["_price"]],
+            description="my newest comment on the issue gives the price",
+            site="gitlab",
+        )
+    )
 
 
 def expert_price_issue_comment(p: Params) -> Expert:
@@ -722,6 +775,23 @@ def expert_price_issue_comment(p: Params) -> Expert:
     text = f"Current shop price of the {p['product']}: {price}"
     obs = yield from _gitlab_comment(obs, SHOP_PROJECT, p["issue"], text)
     yield answer("done", f"The issue now has a comment with the price {price}.")
+
+
+TEMPLATES.add(
+    id=605,
+    name="cross.price_issue_comment",
+    sites=["shopping", "gitlab"],
+    kind="change",
+    intent='Comment on the issue "{issue}" of the GitLab project Storefront with the '
+    "current price of the {product} in the shop (like $12.34).",
+    start_url="__SHOPPING__/",
+    sample=sample_price_issue_comment,
+    evaluation=eval_price_issue_comment,
+    expert=expert_price_issue_comment,
+    backend_sites=["shopping", "gitlab"],
+    logins={"gitlab": GITLAB_USER},
+    difficulty="10+",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -744,7 +814,7 @@ def sample_closest_reply(conns: Conns, rng: random.Random) -> Params | None:
         "_street": street_address(best),
         "_rivals": [r["name"] for r in rivals] + [street_address(r) for r in rivals],
         "_post_id": post["id"],
-        "_user": _user_id(conns["reddit"], FORUM_USER),
+        "_user": user_id(conns["reddit"], FORUM_USER),
     }
 
 
@@ -772,6 +842,23 @@ def expert_closest_reply(p: Params) -> Expert:
     yield answer("done", f"My comment names {name} and its address.")
 
 
+TEMPLATES.add(
+    id=606,
+    name="cross.closest_place_reply",
+    sites=["map", "reddit"],
+    kind="change",
+    intent="Find the {category} closest to {place} on the map (straight-line distance) and "
+    'reply to the forum post "{post}" with its name and street address.',
+    start_url="__MAP__/",
+    sample=sample_closest_reply,
+    evaluation=eval_closest_reply,
+    expert=expert_closest_reply,
+    backend_sites=["map", "reddit"],
+    logins={"reddit": FORUM_USER},
+    difficulty="10+",
+)
+
+
 # --------------------------------------------------------------------------------------------
 # 640 held out, change (map -> GitLab): an issue naming the closest place of a category
 # --------------------------------------------------------------------------------------------
@@ -791,7 +878,7 @@ def sample_closest_issue(conns: Conns, rng: random.Random) -> Params | None:
         "_name": best["name"],
         "_rivals": [r["name"] for r in rivals],
         "_pid": project["id"],
-        "_uid": _user_id(conns["gitlab"], GITLAB_USER),
+        "_uid": user_id(conns["gitlab"], GITLAB_USER),
     }
 
 
@@ -802,6 +889,25 @@ def expert_closest_issue(p: Params) -> Expert:
     desc = f"The {p['category']} closest to {p['place']} is {name}."
     obs = yield from _gitlab_new_issue(obs, p["project"], p["title"], desc)
     yield answer("done", f"The issue names {name}.")
+
+
+TEMPLATES.add(
+    id=640,
+    name="cross.closest_place_issue",
+    sites=["map", "gitlab"],
+    kind="change",
+    intent='Open an issue titled "{title}" in the GitLab project {project} whose '
+    "description names the {category} closest to {place} on the map (straight-line "
+    "distance).",
+    start_url="__MAP__/",
+    sample=sample_closest_issue,
+    evaluation=lambda p: state_eval(*_new_issue_check(p, p["_name"], exclude=p["_rivals"])),
+    expert=expert_closest_issue,
+    backend_sites=["map", "gitlab"],
+    logins={"gitlab": GITLAB_USER},
+    heldout=True,
+    difficulty="10+",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -825,7 +931,7 @@ def sample_cheaper_post(conns: Conns, rng: random.Random) -> Params | None:
         "_name": cheap["name"],
         "_price": _price(cheap),
         "_forum_id": _forum_id(conns["reddit"], "personalfinance"),
-        "_user": _user_id(conns["reddit"], FORUM_USER),
+        "_user": user_id(conns["reddit"], FORUM_USER),
     }
 
 
@@ -842,6 +948,24 @@ def expert_cheaper_post(p: Params) -> Expert:
     body = f"The {name} is cheaper: {price} at One Stop Market."
     obs = yield from _forum_new_post(obs, p["forum"], p["title"], body)
     yield answer("done", f"The post says {name} is cheaper at {price}.")
+
+
+TEMPLATES.add(
+    id=641,
+    name="cross.cheaper_product_post",
+    sites=["shopping", "reddit"],
+    kind="change",
+    intent="Which is cheaper in the shop, the {a} or the {b}? Post in the f/{forum} forum a "
+    'new post titled "{title}" whose text names the cheaper one and its price.',
+    start_url="__SHOPPING__/",
+    sample=sample_cheaper_post,
+    evaluation=lambda p: state_eval(*_new_post_check(p, p["_name"], p["_price"])),
+    expert=expert_cheaper_post,
+    backend_sites=["shopping", "reddit"],
+    logins={"reddit": FORUM_USER},
+    heldout=True,
+    difficulty="10+",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -866,194 +990,29 @@ def expert_sku_and_place(p: Params) -> Expert:
     obs = yield None
     box = find(obs, "textbox", "Search", exact=True)
     obs = yield search(box, p["product"], f"I search the shop for '{p['product']}'.")
-    link, obs = yield from _seek(obs, "link", p["product"], "I scroll to the product.")
+    link, obs = yield from seek(obs, "link", p["product"], "I scroll to the product.", exact=True)
     obs = yield click(link, "The SKU is on the product page; I open it.")
-    sku = _grab(obs, r"SKU: (\w+)", "SKU")
+    sku = grab(obs, r"SKU: (\w+)", "SKU")
     obs = yield from _go_site(obs, "map", f"The SKU is {sku}; now the coordinates on the map.")
     obs = yield from _map_search(obs, p["coords"], "The map's search takes coordinates.")
-    first = next((el for el in elements(obs.text) if " 0 m away" in _line_after(obs, el)), None)
+    first = next((el for el in elements(obs.text) if " 0 m away" in line_after(obs, el)), None)
     if first is None:
         raise ExpertError(f"expert: no place exactly at {p['coords']} on {obs.url}")
     yield answer(f"{sku}, {first.name}", f"SKU {sku}; {first.name} is at {p['coords']}.")
 
 
-# --------------------------------------------------------------------------------------------
-# The templates
-# --------------------------------------------------------------------------------------------
-
-MAP_SHOP = ["map", "shopping"]
-SHOP_MAP = ["shopping", "map"]
-
-TEMPLATES: list[Template] = [
-    Template(
-        id=600,
-        name="cross.address_from_map",
-        sites=MAP_SHOP,
-        kind="change",
-        intent="Look up {place} on the map and make its address my default address in the "
-        "shop: its street address, city Riverton, state Pennsylvania and its zip code. Keep my "
-        "name and phone number.",
-        start_url="__MAP__/",
-        sample=sample_address_from_map,
-        evaluation=eval_address_from_map,
-        expert=expert_address_from_map,
-        backend_sites=MAP_SHOP,
-        logins={"shopping": SHOPPER},
-        difficulty="10+",
-    ),
-    Template(
-        id=601,
-        name="cross.price_and_walking_time",
-        sites=SHOP_MAP,
-        kind="info",
-        intent="What is the price of the {product} in the shop, and how long does the map say "
-        "it takes to walk from {a} to {b}? Answer with both, like: $12.34, 25 min",
-        start_url="__SHOPPING__/",
-        sample=sample_price_and_walk,
-        evaluation=lambda p: {
-            "eval_types": ["string_match"],
-            "reference_answers": {"must_include": [p["_price"], p["_walk"]]},
-        },
-        expert=expert_price_and_walk,
-        backend_sites=SHOP_MAP,
-        difficulty="6-9",
-    ),
-    Template(
-        id=602,
-        name="cross.bike_distance_issue",
-        sites=["map", "gitlab"],
-        kind="change",
-        intent='Open an issue titled "{title}" in the GitLab project {project}, with the '
-        "cycling distance from {a} to {b} as the map shows it (like 2.3 km) in its description.",
-        start_url="__MAP__/",
-        sample=sample_route_issue,
-        evaluation=lambda p: {
-            "eval_types": ["state_match"],
-            "state_checks": _new_issue_check(p, p["_distance"]),
-        },
-        expert=expert_route_issue,
-        backend_sites=["map", "gitlab"],
-        logins={"gitlab": GITLAB_USER},
-        difficulty="10+",
-    ),
-    Template(
-        id=603,
-        name="cross.opening_time_post",
-        sites=["map", "reddit"],
-        kind="change",
-        intent='Post in the f/{forum} forum a new post titled "{title}" whose text says what '
-        "time {place} opens on {day}s according to the map (like 08:00).",
-        start_url="__MAP__/",
-        sample=sample_hours_post,
-        evaluation=lambda p: {
-            "eval_types": ["state_match"],
-            "state_checks": _new_post_check(p, p["_opens"]),
-        },
-        expert=expert_hours_post,
-        backend_sites=["map", "reddit"],
-        logins={"reddit": FORUM_USER},
-        difficulty="6-9",
-    ),
-    Template(
-        id=604,
-        name="cross.price_reply",
-        sites=["shopping", "reddit"],
-        kind="change",
-        intent='Reply to the forum post "{post}" with a comment giving the price of the '
-        "{product} in the One Stop Market shop (like $12.34).",
-        start_url="__SHOPPING__/",
-        sample=sample_price_reply,
-        evaluation=eval_price_reply,
-        expert=expert_price_reply,
-        backend_sites=["shopping", "reddit"],
-        logins={"reddit": FORUM_USER},
-        difficulty="6-9",
-    ),
-    Template(
-        id=605,
-        name="cross.price_issue_comment",
-        sites=["shopping", "gitlab"],
-        kind="change",
-        intent='Comment on the issue "{issue}" of the GitLab project Storefront with the '
-        "current price of the {product} in the shop (like $12.34).",
-        start_url="__SHOPPING__/",
-        sample=sample_price_issue_comment,
-        evaluation=eval_price_issue_comment,
-        expert=expert_price_issue_comment,
-        backend_sites=["shopping", "gitlab"],
-        logins={"gitlab": GITLAB_USER},
-        difficulty="10+",
-    ),
-    Template(
-        id=606,
-        name="cross.closest_place_reply",
-        sites=["map", "reddit"],
-        kind="change",
-        intent="Find the {category} closest to {place} on the map (straight-line distance) and "
-        'reply to the forum post "{post}" with its name and street address.',
-        start_url="__MAP__/",
-        sample=sample_closest_reply,
-        evaluation=eval_closest_reply,
-        expert=expert_closest_reply,
-        backend_sites=["map", "reddit"],
-        logins={"reddit": FORUM_USER},
-        difficulty="10+",
-    ),
-    Template(
-        id=640,
-        name="cross.closest_place_issue",
-        sites=["map", "gitlab"],
-        kind="change",
-        intent='Open an issue titled "{title}" in the GitLab project {project} whose '
-        "description names the {category} closest to {place} on the map (straight-line "
-        "distance).",
-        start_url="__MAP__/",
-        sample=sample_closest_issue,
-        evaluation=lambda p: {
-            "eval_types": ["state_match"],
-            "state_checks": _new_issue_check(p, p["_name"], exclude=p["_rivals"]),
-        },
-        expert=expert_closest_issue,
-        backend_sites=["map", "gitlab"],
-        logins={"gitlab": GITLAB_USER},
-        heldout=True,
-        difficulty="10+",
-    ),
-    Template(
-        id=641,
-        name="cross.cheaper_product_post",
-        sites=["shopping", "reddit"],
-        kind="change",
-        intent="Which is cheaper in the shop, the {a} or the {b}? Post in the f/{forum} forum a "
-        'new post titled "{title}" whose text names the cheaper one and its price.',
-        start_url="__SHOPPING__/",
-        sample=sample_cheaper_post,
-        evaluation=lambda p: {
-            "eval_types": ["state_match"],
-            "state_checks": _new_post_check(p, p["_name"], p["_price"]),
-        },
-        expert=expert_cheaper_post,
-        backend_sites=["shopping", "reddit"],
-        logins={"reddit": FORUM_USER},
-        heldout=True,
-        difficulty="10+",
-    ),
-    Template(
-        id=642,
-        name="cross.sku_and_place_at_coordinates",
-        sites=SHOP_MAP,
-        kind="info",
-        intent="What is the SKU of the {product} in the shop, and which place is at the "
-        "coordinates {coords} on the map? Answer with both, like: ABC123, Blue Owl Café",
-        start_url="__SHOPPING__/",
-        sample=sample_sku_and_place,
-        evaluation=lambda p: {
-            "eval_types": ["string_match"],
-            "reference_answers": {"must_include": [p["_sku"], p["_name"]]},
-        },
-        expert=expert_sku_and_place,
-        backend_sites=SHOP_MAP,
-        heldout=True,
-        difficulty="6-9",
-    ),
-]
+TEMPLATES.add(
+    id=642,
+    name="cross.sku_and_place_at_coordinates",
+    sites=SHOP_MAP,
+    kind="info",
+    intent="What is the SKU of the {product} in the shop, and which place is at the "
+    "coordinates {coords} on the map? Answer with both, like: ABC123, Blue Owl Café",
+    start_url="__SHOPPING__/",
+    sample=sample_sku_and_place,
+    evaluation=lambda p: string_eval([p["_sku"], p["_name"]], "must_include"),
+    expert=expert_sku_and_place,
+    backend_sites=SHOP_MAP,
+    heldout=True,
+    difficulty="6-9",
+)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import random
 import re
 import sqlite3
-from collections.abc import Generator
 from typing import Any
 
 from webagent_r1.sites.gitlab.content import ROLES
@@ -26,28 +25,37 @@ from webagent_r1.tasks.experts import (
     Element,
     Expert,
     ExpertError,
-    Step,
     answer,
     click,
     elements,
     find,
     find_all,
-    maybe,
     scroll_down,
     search,
     select,
     type_text,
 )
-from webagent_r1.tasks.template import Template
+from webagent_r1.tasks.templates.common import (
+    Params,
+    Registry,
+    Sub,
+    answer_eval,
+    grab,
+    line_after,
+    more_below,
+    page_check,
+    seek,
+    state_check,
+    state_eval,
+    url_eval,
+    user_id,
+)
 from webagent_r1.types import Observation
 
 START = "__GITLAB__/"
 USER = MAIN_USER
 """Every task runs logged in as WebArena's GitLab user."""
 
-Params = dict[str, Any]
-Sub = Generator["Step | None", Observation, Any]
-"""A sub-expert (used with ``yield from``): yields steps, returns what it found."""
 
 ISSUE_TITLES = (
     "Add a changelog for the next release",
@@ -107,13 +115,13 @@ COMMIT_FIELDS = {"author": "author's full name", "message": "message"}
 COUNTED = {"stars": r"★ (\d+)", "open issues": r"(\d+) open issues"}
 
 
+TEMPLATES = Registry(sites=["gitlab"], start_url=START, user=USER)
+"""The module's templates, in the suite's order."""
+
+
 # --------------------------------------------------------------------------------------------
 # Sampling helpers (read the pristine database)
 # --------------------------------------------------------------------------------------------
-
-
-def _string_eval(ref: str) -> dict[str, Any]:
-    return {"eval_types": ["string_match"], "reference_answers": {"exact_match": ref}}
 
 
 def _projects(conn: sqlite3.Connection) -> list[Any]:
@@ -121,10 +129,6 @@ def _projects(conn: sqlite3.Connection) -> list[Any]:
         "SELECT p.*, n.path AS ns_path, n.name AS ns_name, n.path || '/' || p.path AS full_path "
         "FROM projects p JOIN namespaces n ON n.id = p.namespace_id ORDER BY p.id"
     ).fetchall()
-
-
-def _user_id(conn: sqlite3.Connection, username: str = USER) -> int:
-    return int(conn.execute("SELECT id FROM users WHERE username = ?", (username,)).fetchone()[0])
 
 
 def _level(conn: sqlite3.Connection, project_id: int, username: str = USER) -> int:
@@ -191,40 +195,6 @@ def _file_values(content: str) -> dict[str, str]:
 # --------------------------------------------------------------------------------------------
 
 
-def _more_below(obs: Observation) -> bool:
-    return "scroll down to see more" in obs.text
-
-
-def _seek(
-    obs: Observation, role: str, name: str, why: str, exact: bool = False
-) -> Generator[Step, Observation, tuple[Element, Observation]]:
-    """Find an element, scrolling down (a few times at most) while the page continues."""
-    for _ in range(6):
-        el = maybe(obs, role, name, exact)
-        if el is not None:
-            return el, obs
-        if not _more_below(obs):
-            break
-        obs = yield scroll_down(why)
-    return find(obs, role, name, exact), obs
-
-
-def _grab(obs: Observation, pattern: str, what: str) -> str:
-    m = re.search(pattern, obs.text, re.MULTILINE)
-    if not m:
-        raise ExpertError(f"expert: no {what} on {obs.url}")
-    return m.group(1)
-
-
-def _line_after(obs: Observation, el: Element) -> str:
-    """The text line right after an element's line."""
-    lines = obs.text.splitlines()
-    for i, line in enumerate(lines):
-        if re.search(rf"(?:^|\s)\[{el.id}\] ", line):
-            return lines[i + 1] if i + 1 < len(lines) else ""
-    return ""
-
-
 def _project_link(obs: Observation, project: str) -> Element | None:
     """The link ``<namespace> / <project>`` of a project list."""
     for el in find_all(obs, "link"):
@@ -241,7 +211,7 @@ def _search_project(obs: Observation, project: str) -> Sub:
         link = _project_link(obs, project)
         if link is not None:
             return link, obs
-        if not _more_below(obs):
+        if not more_below(obs):
             break
         obs = yield scroll_down(f"'{project}' should be among the results; I scroll.")
     raise ExpertError(f"expert: project {project!r} not in the results on {obs.url}")
@@ -308,7 +278,7 @@ def _open_issue_by_title(obs: Observation, project: str, title: str) -> Sub:
     obs = yield from _open_project(obs, project)
     obs = yield from _open_menu(obs, "Issues", f"I open the issues of '{project}'.")
     obs = yield from _filter_issues(obs, query=title)
-    link, obs = yield from _seek(obs, "link", title, "I look for the issue.", exact=True)
+    link, obs = yield from seek(obs, "link", title, "I look for the issue.", exact=True)
     obs = yield click(link, f"I open the issue '{title}'.")
     return obs
 
@@ -335,8 +305,21 @@ def expert_label_count(p: Params) -> Expert:
     obs = yield from _open_project(obs, p["project"])
     obs = yield from _open_menu(obs, "Issues", "The open issues are under Issues.")
     obs = yield from _filter_issues(obs, label=p["label"])
-    n = _grab(obs, r"^Open (\d+)", "open issue count")
+    n = grab(obs, r"^Open (\d+)", "open issue count")
     yield answer(n, f"With the label filter '{p['label']}' the Open tab shows {n} issues.")
+
+
+TEMPLATES.add(
+    id=400,
+    name="gitlab.open_issues_with_label",
+    kind="info",
+    intent='How many open issues labelled "{label}" does the project {project} have? Answer with a '
+    "number.",
+    sample=sample_label_count,
+    evaluation=answer_eval,
+    expert=expert_label_count,
+    difficulty="3-5",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -360,11 +343,24 @@ def expert_latest_commit(p: Params) -> Expert:
     obs = yield None
     obs = yield from _open_project(obs, p["project"])
     if p["field"] == "author":
-        name = _grab(obs, r"^· (.+?) authored ", "last commit author")
+        name = grab(obs, r"^· (.+?) authored ", "last commit author")
         yield answer(name, f"The overview's 'Last commit' line says {name} authored it.")
         return
-    title = _grab(obs, r'^Last commit:\n\[\d+\] link "(.+)"$', "last commit message")
+    title = grab(obs, r'^Last commit:\n\[\d+\] link "(.+)"$', "last commit message")
     yield answer(title, f"The overview's 'Last commit' line shows the message '{title}'.")
+
+
+TEMPLATES.add(
+    id=401,
+    name="gitlab.latest_commit_author",
+    kind="info",
+    intent="What is the {field} of the latest commit of the project {project}? Answer with the "
+    "author's full name or the commit message as shown.",
+    sample=sample_latest_commit,
+    evaluation=answer_eval,
+    expert=expert_latest_commit,
+    difficulty="1-2",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -394,9 +390,9 @@ def _open_file(obs: Observation, project: str, path: str) -> Sub:
     parts = path.split("/")
     for k, folder in enumerate(parts[:-1]):
         where = "/".join(parts[:k]) or "the repository root"
-        link, obs = yield from _seek(obs, "link", folder + "/", "I look for the folder.", True)
+        link, obs = yield from seek(obs, "link", folder + "/", "I look for the folder.", True)
         obs = yield click(link, f"'{path}' is inside '{folder}/' in {where}; I open the folder.")
-    link, obs = yield from _seek(obs, "link", parts[-1], "I look for the file.", exact=True)
+    link, obs = yield from seek(obs, "link", parts[-1], "I look for the file.", exact=True)
     obs = yield click(link, f"I open the file '{parts[-1]}'.")
     return obs
 
@@ -412,10 +408,23 @@ def expert_file_value(p: Params) -> Expert:
             if pair is not None and pair[0] == p["key"]:
                 yield answer(pair[1], f"The line '{m.group(1)}' sets {p['key']} to {pair[1]}.")  # type: ignore[union-attr]
                 return
-        if not _more_below(obs):
+        if not more_below(obs):
             break
         obs = yield scroll_down(f"I look further down for '{p['key']}'.")
     raise ExpertError(f"expert: no line setting {p['key']} on {obs.url}")
+
+
+TEMPLATES.add(
+    id=402,
+    name="gitlab.file_value",
+    kind="info",
+    intent="In the project {project}, what value does the file {file} set for {key}? Answer with "
+    "the value only.",
+    sample=sample_file_value,
+    evaluation=answer_eval,
+    expert=expert_file_value,
+    difficulty="3-5",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -438,11 +447,23 @@ def sample_star_count(conn: sqlite3.Connection, rng: random.Random) -> Params | 
 def expert_star_count(p: Params) -> Expert:
     obs = yield None
     link, obs = yield from _search_project(obs, p["project"])
-    line = _line_after(obs, link)
+    line = line_after(obs, link)
     m = re.search(COUNTED[p["what"]], line)
     if not m:
         raise ExpertError(f"expert: no count of {p['what']} in {line!r}")
     yield answer(m.group(1), f"The search result for '{p['project']}' shows {m.group(0)}.")
+
+
+TEMPLATES.add(
+    id=403,
+    name="gitlab.star_count",
+    kind="info",
+    intent="How many {what} does the project {project} have? Answer with a number.",
+    sample=sample_star_count,
+    evaluation=answer_eval,
+    expert=expert_star_count,
+    difficulty="1-2",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -472,8 +493,21 @@ def sample_issue_assignee(conn: sqlite3.Connection, rng: random.Random) -> Param
 def expert_issue_assignee(p: Params) -> Expert:
     obs = yield None
     obs = yield from _open_issue_by_title(obs, p["project"], p["title"])
-    name = _grab(obs, r'^Assignee \| \[\d+\] link "([^"]+)"', "assignee")
+    name = grab(obs, r'^Assignee \| \[\d+\] link "([^"]+)"', "assignee")
     yield answer(name, f"The issue page lists {name} as the assignee.")
+
+
+TEMPLATES.add(
+    id=404,
+    name="gitlab.issue_assignee",
+    kind="info",
+    intent='Who is assigned to the open issue "{title}" of the project {project}? Answer with the '
+    "full name.",
+    sample=sample_issue_assignee,
+    evaluation=answer_eval,
+    expert=expert_issue_assignee,
+    difficulty="6-9",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -496,7 +530,7 @@ def expert_member_role(p: Params) -> Expert:
     obs = yield None
     obs = yield from _open_project(obs, p["project"])
     obs = yield from _open_menu(obs, "Members", "Roles are listed on the Members page.")
-    link, obs = yield from _seek(obs, "link", p["name"], "I look for the member.", exact=True)
+    link, obs = yield from seek(obs, "link", p["name"], "I look for the member.", exact=True)
     # The signed-in user's name also appears in the header: take the members table's row.
     rows = [el for el in find_all(obs, "link", p["name"], exact=True) if el.line.count(" | ") >= 2]
     link = rows[0] if rows else link
@@ -504,6 +538,18 @@ def expert_member_role(p: Params) -> Expert:
     if role not in ROLES.values():
         raise ExpertError(f"expert: no role in {link.line!r}")
     yield answer(role, f"The members table lists {p['name']} as {role}.")
+
+
+TEMPLATES.add(
+    id=405,
+    name="gitlab.member_role",
+    kind="info",
+    intent="What role does {name} have in the project {project}? Answer with the role name.",
+    sample=sample_member_role,
+    evaluation=answer_eval,
+    expert=expert_member_role,
+    difficulty="3-5",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -524,10 +570,7 @@ def sample_open_file(conn: sqlite3.Connection, rng: random.Random) -> Params | N
 
 
 def eval_open_file(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["url_match"],
-        "reference_url": f"__GITLAB__/{p['_full']}/-/blob/main/{p['file']}",
-    }
+    return url_eval(f"__GITLAB__/{p['_full']}/-/blob/main/{p['file']}")
 
 
 def expert_open_file(p: Params) -> Expert:
@@ -535,6 +578,18 @@ def expert_open_file(p: Params) -> Expert:
     obs = yield from _open_project(obs, p["project"])
     obs = yield from _open_file(obs, p["project"], p["file"])
     yield answer("done", f"This page shows the file {p['file']}.")
+
+
+TEMPLATES.add(
+    id=406,
+    name="gitlab.open_file",
+    kind="nav",
+    intent="Open the file {file} of the project {project}.",
+    sample=sample_open_file,
+    evaluation=eval_open_file,
+    expert=expert_open_file,
+    difficulty="3-5",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -552,11 +607,10 @@ def sample_filtered_issues(conn: sqlite3.Connection, rng: random.Random) -> Para
 
 
 def eval_filtered_issues(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["url_match"],
-        "reference_url": f"__GITLAB__/{p['_full']}/-/issues?state={STATE_WORDS[p['state']]}"
-        f"&label_name[]={p['label']}",
-    }
+    return url_eval(
+        f"__GITLAB__/{p['_full']}/-/issues?state={STATE_WORDS[p['state']]}"
+        f"&label_name[]={p['label']}"
+    )
 
 
 def expert_filtered_issues(p: Params) -> Expert:
@@ -571,6 +625,18 @@ def expert_filtered_issues(p: Params) -> Expert:
         obs = yield click(closed, "The task wants closed issues; I switch to the Closed tab.")
     obs = yield from _filter_issues(obs, label=p["label"])
     yield answer("done", f"The list shows the {p['state']} issues labelled '{p['label']}'.")
+
+
+TEMPLATES.add(
+    id=407,
+    name="gitlab.filtered_issues",
+    kind="nav",
+    intent='Show me the {state} issues of the project {project} that have the label "{label}".',
+    sample=sample_filtered_issues,
+    evaluation=eval_filtered_issues,
+    expert=expert_filtered_issues,
+    difficulty="3-5",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -590,30 +656,22 @@ def sample_create_issue(conn: sqlite3.Connection, rng: random.Random) -> Params 
         "title": title,
         "description": rng.choice(ISSUE_DESCRIPTIONS),
         "_pid": p["id"],
-        "_uid": _user_id(conn),
+        "_uid": user_id(conn, USER),
     }
 
 
 def eval_create_issue(p: Params) -> dict[str, Any]:
     sql = "SELECT {} FROM issues WHERE project_id = ? AND title = ? AND author_id = ?"
     args = [p["_pid"], p["title"], p["_uid"]]
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "sql": sql.format("description"),
-                "params": args,
-                "expected": p["description"],
-                "description": "the issue exists with the description",
-            },
-            {
-                "sql": sql.format("id"),
-                "params": args,
-                "row_count": 1,
-                "description": "exactly one such issue",
-            },
-        ],
-    }
+    return state_eval(
+        state_check(
+            sql.format("description"),
+            args,
+            expected=p["description"],
+            description="the issue exists with the description",
+        ),
+        state_check(sql.format("id"), args, row_count=1, description="exactly one such issue"),
+    )
 
 
 def _new_issue_form(obs: Observation, p: Params) -> Sub:
@@ -637,6 +695,19 @@ def expert_create_issue(p: Params) -> Expert:
     yield answer("done", "GitLab confirms the issue was created.")
 
 
+TEMPLATES.add(
+    id=408,
+    name="gitlab.create_issue",
+    kind="change",
+    intent='Create an issue in the project {project} titled "{title}" with the description '
+    '"{description}".',
+    sample=sample_create_issue,
+    evaluation=eval_create_issue,
+    expert=expert_create_issue,
+    difficulty="6-9",
+)
+
+
 # --------------------------------------------------------------------------------------------
 # 409 change: close an issue by number
 # --------------------------------------------------------------------------------------------
@@ -655,23 +726,20 @@ def sample_close_issue(conn: sqlite3.Connection, rng: random.Random) -> Params |
 
 
 def eval_close_issue(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "sql": "SELECT state FROM issues WHERE project_id = ? AND iid = ?",
-                "params": [p["_pid"], p["iid"]],
-                "expected": "closed",
-                "description": "the issue is closed",
-            },
-            {
-                "sql": "SELECT COUNT(*) FROM issues WHERE project_id = ? AND state = 'closed'",
-                "params": [p["_pid"]],
-                "expected": p["_closed"],
-                "description": "no other issue was closed",
-            },
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT state FROM issues WHERE project_id = ? AND iid = ?",
+            [p["_pid"], p["iid"]],
+            expected="closed",
+            description="the issue is closed",
+        ),
+        state_check(
+            "SELECT COUNT(*) FROM issues WHERE project_id = ? AND state = 'closed'",
+            [p["_pid"]],
+            expected=p["_closed"],
+            description="no other issue was closed",
+        ),
+    )
 
 
 def _close_current(obs: Observation, what: str) -> Sub:
@@ -686,6 +754,18 @@ def expert_close_issue(p: Params) -> Expert:
     obs = yield from _open_issue_by_number(obs, p["project"], p["iid"])
     obs = yield from _close_current(obs, f"issue #{p['iid']}")
     yield answer("done", f"Issue #{p['iid']} is now closed.")
+
+
+TEMPLATES.add(
+    id=409,
+    name="gitlab.close_issue",
+    kind="change",
+    intent="Close issue #{iid} of the project {project}.",
+    sample=sample_close_issue,
+    evaluation=eval_close_issue,
+    expert=expert_close_issue,
+    difficulty="6-9",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -713,17 +793,14 @@ def sample_add_member(conn: sqlite3.Connection, rng: random.Random) -> Params | 
 
 
 def eval_add_member(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "sql": "SELECT access_level FROM members WHERE project_id = ? AND user_id = ?",
-                "params": [p["_pid"], p["_uid"]],
-                "expected": p["_level"],
-                "description": f"the user is a member with the role {p['role']}",
-            }
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT access_level FROM members WHERE project_id = ? AND user_id = ?",
+            [p["_pid"], p["_uid"]],
+            expected=p["_level"],
+            description=f"the user is a member with the role {p['role']}",
+        )
+    )
 
 
 def expert_add_member(p: Params) -> Expert:
@@ -740,13 +817,25 @@ def expert_add_member(p: Params) -> Expert:
     yield answer("done", f"GitLab confirms {p['username']} was added as {p['role']}.")
 
 
+TEMPLATES.add(
+    id=410,
+    name="gitlab.add_member",
+    kind="change",
+    intent="Add the user {username} to the project {project} as a {role}.",
+    sample=sample_add_member,
+    evaluation=eval_add_member,
+    expert=expert_add_member,
+    difficulty="6-9",
+)
+
+
 # --------------------------------------------------------------------------------------------
 # 411 change: star a project
 # --------------------------------------------------------------------------------------------
 
 
 def sample_star(conn: sqlite3.Connection, rng: random.Random) -> Params | None:
-    uid = _user_id(conn)
+    uid = user_id(conn, USER)
     p = _pick_project(conn, rng)
     if conn.execute(
         "SELECT 1 FROM stars WHERE project_id = ? AND user_id = ?", (p["id"], uid)
@@ -757,23 +846,20 @@ def sample_star(conn: sqlite3.Connection, rng: random.Random) -> Params | None:
 
 
 def eval_star(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "sql": "SELECT 1 FROM stars WHERE project_id = ? AND user_id = ?",
-                "params": [p["_pid"], p["_uid"]],
-                "row_count": 1,
-                "description": "the project is starred",
-            },
-            {
-                "sql": "SELECT COUNT(*) FROM stars WHERE user_id = ?",
-                "params": [p["_uid"]],
-                "expected": p["_count"],
-                "description": "no other project was starred or unstarred",
-            },
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT 1 FROM stars WHERE project_id = ? AND user_id = ?",
+            [p["_pid"], p["_uid"]],
+            row_count=1,
+            description="the project is starred",
+        ),
+        state_check(
+            "SELECT COUNT(*) FROM stars WHERE user_id = ?",
+            [p["_uid"]],
+            expected=p["_count"],
+            description="no other project was starred or unstarred",
+        ),
+    )
 
 
 def expert_star(p: Params) -> Expert:
@@ -783,6 +869,18 @@ def expert_star(p: Params) -> Expert:
     if "You starred" not in obs.text:
         raise ExpertError(f"expert: the project was not starred on {obs.url}")
     yield answer("done", f"GitLab confirms I starred {p['project']}.")
+
+
+TEMPLATES.add(
+    id=411,
+    name="gitlab.star_project",
+    kind="change",
+    intent="Star the project {project}.",
+    sample=sample_star,
+    evaluation=eval_star,
+    expert=expert_star,
+    difficulty="3-5",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -816,17 +914,14 @@ def sample_assign(conn: sqlite3.Connection, rng: random.Random) -> Params | None
 
 
 def eval_assign(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "sql": "SELECT assignee_id FROM issues WHERE id = ?",
-                "params": [p["_issue"]],
-                "expected": p["_uid"],
-                "description": "the issue is assigned to the user",
-            }
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT assignee_id FROM issues WHERE id = ?",
+            [p["_issue"]],
+            expected=p["_uid"],
+            description="the issue is assigned to the user",
+        )
+    )
 
 
 def _assign_current(obs: Observation, name: str) -> Sub:
@@ -843,6 +938,18 @@ def expert_assign(p: Params) -> Expert:
     obs = yield from _open_issue_by_title(obs, p["project"], p["title"])
     obs = yield from _assign_current(obs, p["name"])
     yield answer("done", f"The issue is now assigned to {p['name']}.")
+
+
+TEMPLATES.add(
+    id=412,
+    name="gitlab.assign_issue",
+    kind="change",
+    intent='Assign the issue "{title}" of the project {project} to {name}.',
+    sample=sample_assign,
+    evaluation=eval_assign,
+    expert=expert_assign,
+    difficulty="6-9",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -872,30 +979,28 @@ def sample_comment_mr(conn: sqlite3.Connection, rng: random.Random) -> Params | 
         "_mr": mr["id"],
         "_iid": mr["iid"],
         "_full": p["full_path"],
-        "_uid": _user_id(conn),
+        "_uid": user_id(conn, USER),
     }
 
 
 def eval_comment_mr(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match", "program_html"],
-        "state_checks": [
-            {
-                "sql": "SELECT body FROM notes WHERE noteable_type = 'merge_request' "
-                "AND noteable_id = ? AND author_id = ? AND system = 0 ORDER BY id DESC",
-                "params": [p["_mr"], p["_uid"]],
-                "expected": p["comment"],
-                "description": "my latest comment on the merge request",
-            }
+    return state_eval(
+        state_check(
+            "SELECT body FROM notes WHERE noteable_type = 'merge_request' "
+            "AND noteable_id = ? AND author_id = ? AND system = 0 ORDER BY id DESC",
+            [p["_mr"], p["_uid"]],
+            expected=p["comment"],
+            description="my latest comment on the merge request",
+        ),
+        pages=[
+            page_check(
+                [p["comment"]],
+                "document.querySelector('#notes').parentElement.innerText",
+                f"__GITLAB__/{p['_full']}/-/merge_requests/{p['_iid']}",
+                kind="must_include",
+            )
         ],
-        "program_html": [
-            {
-                "url": f"__GITLAB__/{p['_full']}/-/merge_requests/{p['_iid']}",
-                "locator": "document.querySelector('#notes').parentElement.innerText",
-                "required_contents": {"must_include": [p["comment"]]},
-            }
-        ],
-    }
+    )
 
 
 def _open_mr(obs: Observation, project: str, title: str, all_states: bool) -> Sub:
@@ -905,7 +1010,7 @@ def _open_mr(obs: Observation, project: str, title: str, all_states: bool) -> Su
         tab = next((el for el in find_all(obs, "link") if re.fullmatch(r"All \d+", el.name)), None)
         if tab is not None:
             obs = yield click(tab, "The merge request may be merged or closed; I list All.")
-    link, obs = yield from _seek(obs, "link", title, "I look for the merge request.", exact=True)
+    link, obs = yield from seek(obs, "link", title, "I look for the merge request.", exact=True)
     obs = yield click(link, f"I open the merge request '{title}'.")
     return obs
 
@@ -913,13 +1018,25 @@ def _open_mr(obs: Observation, project: str, title: str, all_states: bool) -> Su
 def expert_comment_mr(p: Params) -> Expert:
     obs = yield None
     obs = yield from _open_mr(obs, p["project"], p["title"], all_states=False)
-    box, obs = yield from _seek(obs, "textbox", "Add a comment", "I look for the comment box.")
+    box, obs = yield from seek(obs, "textbox", "Add a comment", "I look for the comment box.")
     obs = yield type_text(box, p["comment"], "I type the comment.")
-    button, obs = yield from _seek(obs, "button", "Comment", "I look for the button.", exact=True)
+    button, obs = yield from seek(obs, "button", "Comment", "I look for the button.", exact=True)
     obs = yield click(button, "I post the comment.")
     if "Your comment was added" not in obs.text:
         raise ExpertError(f"expert: the comment was not added on {obs.url}")
     yield answer("done", "GitLab shows my comment on the merge request.")
+
+
+TEMPLATES.add(
+    id=413,
+    name="gitlab.comment_merge_request",
+    kind="change",
+    intent='Comment "{comment}" on the merge request "{title}" of the project {project}.',
+    sample=sample_comment_mr,
+    evaluation=eval_comment_mr,
+    expert=expert_comment_mr,
+    difficulty="6-9",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -934,31 +1051,28 @@ def sample_create_project(conn: sqlite3.Connection, rng: random.Random) -> Param
     return {
         "visibility": rng.choice(("private", "public")),
         "name": name,
-        "_uid": _user_id(conn),
+        "_uid": user_id(conn, USER),
     }
 
 
 def eval_create_project(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "sql": "SELECT p.visibility FROM projects p JOIN namespaces n "
-                "ON n.id = p.namespace_id WHERE n.path = ? AND p.name = ?",
-                "params": [USER, p["name"]],
-                "expected": p["visibility"],
-                "description": "the project exists in my namespace with the visibility",
-            },
-            {
-                "sql": "SELECT m.access_level FROM members m "
-                "JOIN projects p ON p.id = m.project_id "
-                "WHERE p.name = ? AND m.user_id = ?",
-                "params": [p["name"], p["_uid"]],
-                "expected": 50,
-                "description": "I own it",
-            },
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT p.visibility FROM projects p JOIN namespaces n "
+            "ON n.id = p.namespace_id WHERE n.path = ? AND p.name = ?",
+            [USER, p["name"]],
+            expected=p["visibility"],
+            description="the project exists in my namespace with the visibility",
+        ),
+        state_check(
+            "SELECT m.access_level FROM members m "
+            "JOIN projects p ON p.id = m.project_id "
+            "WHERE p.name = ? AND m.user_id = ?",
+            [p["name"], p["_uid"]],
+            expected=50,
+            description="I own it",
+        ),
+    )
 
 
 def expert_create_project(p: Params) -> Expert:
@@ -974,6 +1088,18 @@ def expert_create_project(p: Params) -> Expert:
     if "was successfully created" not in obs.text:
         raise ExpertError(f"expert: the project was not created on {obs.url}")
     yield answer("done", f"GitLab confirms the project '{p['name']}' was created.")
+
+
+TEMPLATES.add(
+    id=414,
+    name="gitlab.create_project",
+    kind="change",
+    intent='Create a new {visibility} project named "{name}".',
+    sample=sample_create_project,
+    evaluation=eval_create_project,
+    expert=expert_create_project,
+    difficulty="3-5",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1005,17 +1131,14 @@ def sample_label_issue(conn: sqlite3.Connection, rng: random.Random) -> Params |
 
 
 def eval_label_issue(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "sql": "SELECT 1 FROM issue_labels WHERE issue_id = ? AND label_id = ?",
-                "params": [p["_issue"], p["_label"]],
-                "row_count": 1,
-                "description": "the issue has the label",
-            }
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT 1 FROM issue_labels WHERE issue_id = ? AND label_id = ?",
+            [p["_issue"], p["_label"]],
+            row_count=1,
+            description="the issue has the label",
+        )
+    )
 
 
 def expert_label_issue(p: Params) -> Expert:
@@ -1027,6 +1150,18 @@ def expert_label_issue(p: Params) -> Expert:
     if f"Added the label {p['label']}" not in obs.text:
         raise ExpertError(f"expert: label not added on {obs.url}")
     yield answer("done", f"Issue #{p['iid']} now has the label '{p['label']}'.")
+
+
+TEMPLATES.add(
+    id=415,
+    name="gitlab.label_issue",
+    kind="change",
+    intent='Add the label "{label}" to issue #{iid} of the project {project}.',
+    sample=sample_label_issue,
+    evaluation=eval_label_issue,
+    expert=expert_label_issue,
+    difficulty="6-9",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1059,24 +1194,21 @@ def sample_close_labelled(conn: sqlite3.Connection, rng: random.Random) -> Param
 
 
 def eval_close_labelled(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "sql": "SELECT COUNT(*) FROM issues i JOIN issue_labels il ON il.issue_id = i.id "
-                "WHERE il.label_id = ? AND i.state = 'opened'",
-                "params": [p["_label"]],
-                "expected": 0,
-                "description": "no open issue has the label",
-            },
-            {
-                "sql": "SELECT COUNT(*) FROM issues WHERE project_id = ? AND state = 'opened'",
-                "params": [p["_pid"]],
-                "expected": p["_open"],
-                "description": "no other issue was closed",
-            },
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT COUNT(*) FROM issues i JOIN issue_labels il ON il.issue_id = i.id "
+            "WHERE il.label_id = ? AND i.state = 'opened'",
+            [p["_label"]],
+            expected=0,
+            description="no open issue has the label",
+        ),
+        state_check(
+            "SELECT COUNT(*) FROM issues WHERE project_id = ? AND state = 'opened'",
+            [p["_pid"]],
+            expected=p["_open"],
+            description="no other issue was closed",
+        ),
+    )
 
 
 def expert_close_labelled(p: Params) -> Expert:
@@ -1093,6 +1225,18 @@ def expert_close_labelled(p: Params) -> Expert:
         obs = yield click(link, f"'{link.name}' is {why} open issue with the label; I open it.")
         obs = yield from _close_current(obs, f"'{link.name}'")
     raise ExpertError("expert: too many issues to close")
+
+
+TEMPLATES.add(
+    id=416,
+    name="gitlab.close_labelled_issues",
+    kind="change",
+    intent='Close every open issue of the project {project} that has the label "{label}".',
+    sample=sample_close_labelled,
+    evaluation=eval_close_labelled,
+    expert=expert_close_labelled,
+    difficulty="10+",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1132,7 +1276,7 @@ def expert_most_starred(p: Params) -> Expert:
     counts: dict[str, int] = {}
     for el in find_all(obs, "link"):
         if el.name.startswith(prefix):
-            m = re.search(COUNTED[p["what"]], _line_after(obs, el))
+            m = re.search(COUNTED[p["what"]], line_after(obs, el))
             if m:
                 counts[el.name[len(prefix) :]] = int(m.group(1))
     if not counts:
@@ -1140,6 +1284,19 @@ def expert_most_starred(p: Params) -> Expert:
     best = max(counts, key=lambda k: counts[k])  # the first of equal counts: the sorted order
     listing = ", ".join(f"{k}: {v}" for k, v in counts.items())
     yield answer(best, f"The projects of {p['group']} have {p['what']} {listing}; {best} leads.")
+
+
+TEMPLATES.add(
+    id=440,
+    name="gitlab.most_starred_in_group",
+    kind="info",
+    intent="Which project of the group {group} has the most {what}? Answer with the project name.",
+    sample=sample_most_starred,
+    evaluation=answer_eval,
+    expert=expert_most_starred,
+    difficulty="3-5",
+    heldout=True,
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1165,8 +1322,21 @@ def expert_commits_by(p: Params) -> Expert:
     box = find(obs, "combobox", "Author", exact=True)
     obs = yield select(box, p["name"], f"I filter the commits by {p['name']}.")
     obs = yield click(find(obs, "button", "Filter", exact=True), "I apply the author filter.")
-    n = _grab(obs, r"^(\d+) commits? by ", "commit count")
+    n = grab(obs, r"^(\d+) commits? by ", "commit count")
     yield answer(n, f"The filtered list says {n} commits.")
+
+
+TEMPLATES.add(
+    id=441,
+    name="gitlab.commits_by_author",
+    kind="info",
+    intent="How many commits has {name} made to the project {project}? Answer with a number.",
+    sample=sample_commits_by,
+    evaluation=answer_eval,
+    expert=expert_commits_by,
+    difficulty="6-9",
+    heldout=True,
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1184,16 +1354,26 @@ def sample_mr_page(conn: sqlite3.Connection, rng: random.Random) -> Params | Non
 
 
 def eval_mr_page(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["url_match"],
-        "reference_url": f"__GITLAB__/{p['_full']}/-/merge_requests/{p['_iid']}",
-    }
+    return url_eval(f"__GITLAB__/{p['_full']}/-/merge_requests/{p['_iid']}")
 
 
 def expert_mr_page(p: Params) -> Expert:
     obs = yield None
     obs = yield from _open_mr(obs, p["project"], p["title"], all_states=True)
     yield answer("done", f"This is the merge request '{p['title']}'.")
+
+
+TEMPLATES.add(
+    id=442,
+    name="gitlab.merge_request_page",
+    kind="nav",
+    intent='Open the merge request "{title}" of the project {project}.',
+    sample=sample_mr_page,
+    evaluation=eval_mr_page,
+    expert=expert_mr_page,
+    difficulty="6-9",
+    heldout=True,
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1231,24 +1411,21 @@ def sample_create_full(conn: sqlite3.Connection, rng: random.Random) -> Params |
 def eval_create_full(p: Params) -> dict[str, Any]:
     where = "FROM issues i WHERE i.project_id = ? AND i.title = ? AND i.author_id = ?"
     args = [p["_pid"], p["title"], p["_uid"]]
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "sql": f"SELECT i.assignee_id {where}",
-                "params": args,
-                "expected": p["_assignee"],
-                "description": "the new issue is assigned to the user",
-            },
-            {
-                "sql": f"SELECT (SELECT COUNT(*) FROM issue_labels il WHERE il.issue_id = i.id "
-                f"AND il.label_id = ?) {where}",
-                "params": [p["_label"], *args],
-                "expected": 1,
-                "description": "the new issue has the label",
-            },
-        ],
-    }
+    return state_eval(
+        state_check(
+            f"SELECT i.assignee_id {where}",
+            args,
+            expected=p["_assignee"],
+            description="the new issue is assigned to the user",
+        ),
+        state_check(
+            f"SELECT (SELECT COUNT(*) FROM issue_labels il WHERE il.issue_id = i.id "
+            f"AND il.label_id = ?) {where}",
+            [p["_label"], *args],
+            expected=1,
+            description="the new issue has the label",
+        ),
+    )
 
 
 def expert_create_full(p: Params) -> Expert:
@@ -1264,261 +1441,15 @@ def expert_create_full(p: Params) -> Expert:
     yield answer("done", "GitLab confirms the issue was created.")
 
 
-# --------------------------------------------------------------------------------------------
-# The templates
-# --------------------------------------------------------------------------------------------
-
-
-def _t(
-    id_: int,
-    name: str,
-    kind: str,
-    intent: str,
-    sample,
-    evaluation,
-    expert,
-    difficulty: str,
-    heldout: bool = False,
-) -> Template:  # noqa: ANN001, E501
-    return Template(
-        id=id_,
-        name=f"gitlab.{name}",
-        sites=["gitlab"],
-        kind=kind,  # type: ignore[arg-type]
-        intent=intent,
-        start_url=START,
-        sample=sample,
-        evaluation=evaluation,
-        expert=expert,
-        user=USER,
-        heldout=heldout,
-        difficulty=difficulty,
-    )
-
-
-def _answer_eval(p: Params) -> dict[str, Any]:
-    return _string_eval(p["_answer"])
-
-
-TEMPLATES: list[Template] = [
-    _t(
-        400,
-        "open_issues_with_label",
-        "info",
-        'How many open issues labelled "{label}" does the project {project} have? Answer with a '
-        "number.",
-        sample_label_count,
-        _answer_eval,
-        expert_label_count,
-        "3-5",
-    ),
-    _t(
-        401,
-        "latest_commit_author",
-        "info",
-        "What is the {field} of the latest commit of the project {project}? Answer with the "
-        "author's full name or the commit message as shown.",
-        sample_latest_commit,
-        _answer_eval,
-        expert_latest_commit,
-        "1-2",
-    ),
-    _t(
-        402,
-        "file_value",
-        "info",
-        "In the project {project}, what value does the file {file} set for {key}? Answer with "
-        "the value only.",
-        sample_file_value,
-        _answer_eval,
-        expert_file_value,
-        "3-5",
-    ),
-    _t(
-        403,
-        "star_count",
-        "info",
-        "How many {what} does the project {project} have? Answer with a number.",
-        sample_star_count,
-        _answer_eval,
-        expert_star_count,
-        "1-2",
-    ),
-    _t(
-        404,
-        "issue_assignee",
-        "info",
-        'Who is assigned to the open issue "{title}" of the project {project}? Answer with the '
-        "full name.",
-        sample_issue_assignee,
-        _answer_eval,
-        expert_issue_assignee,
-        "6-9",
-    ),
-    _t(
-        405,
-        "member_role",
-        "info",
-        "What role does {name} have in the project {project}? Answer with the role name.",
-        sample_member_role,
-        _answer_eval,
-        expert_member_role,
-        "3-5",
-    ),
-    _t(
-        406,
-        "open_file",
-        "nav",
-        "Open the file {file} of the project {project}.",
-        sample_open_file,
-        eval_open_file,
-        expert_open_file,
-        "3-5",
-    ),
-    _t(
-        407,
-        "filtered_issues",
-        "nav",
-        'Show me the {state} issues of the project {project} that have the label "{label}".',
-        sample_filtered_issues,
-        eval_filtered_issues,
-        expert_filtered_issues,
-        "3-5",
-    ),
-    _t(
-        408,
-        "create_issue",
-        "change",
-        'Create an issue in the project {project} titled "{title}" with the description '
-        '"{description}".',
-        sample_create_issue,
-        eval_create_issue,
-        expert_create_issue,
-        "6-9",
-    ),
-    _t(
-        409,
-        "close_issue",
-        "change",
-        "Close issue #{iid} of the project {project}.",
-        sample_close_issue,
-        eval_close_issue,
-        expert_close_issue,
-        "6-9",
-    ),
-    _t(
-        410,
-        "add_member",
-        "change",
-        "Add the user {username} to the project {project} as a {role}.",
-        sample_add_member,
-        eval_add_member,
-        expert_add_member,
-        "6-9",
-    ),
-    _t(
-        411,
-        "star_project",
-        "change",
-        "Star the project {project}.",
-        sample_star,
-        eval_star,
-        expert_star,
-        "3-5",
-    ),
-    _t(
-        412,
-        "assign_issue",
-        "change",
-        'Assign the issue "{title}" of the project {project} to {name}.',
-        sample_assign,
-        eval_assign,
-        expert_assign,
-        "6-9",
-    ),
-    _t(
-        413,
-        "comment_merge_request",
-        "change",
-        'Comment "{comment}" on the merge request "{title}" of the project {project}.',
-        sample_comment_mr,
-        eval_comment_mr,
-        expert_comment_mr,
-        "6-9",
-    ),
-    _t(
-        414,
-        "create_project",
-        "change",
-        'Create a new {visibility} project named "{name}".',
-        sample_create_project,
-        eval_create_project,
-        expert_create_project,
-        "3-5",
-    ),
-    _t(
-        415,
-        "label_issue",
-        "change",
-        'Add the label "{label}" to issue #{iid} of the project {project}.',
-        sample_label_issue,
-        eval_label_issue,
-        expert_label_issue,
-        "6-9",
-    ),
-    _t(
-        416,
-        "close_labelled_issues",
-        "change",
-        'Close every open issue of the project {project} that has the label "{label}".',
-        sample_close_labelled,
-        eval_close_labelled,
-        expert_close_labelled,
-        "10+",
-    ),
-    _t(
-        440,
-        "most_starred_in_group",
-        "info",
-        "Which project of the group {group} has the most {what}? Answer with the project name.",
-        sample_most_starred,
-        _answer_eval,
-        expert_most_starred,
-        "3-5",
-        heldout=True,
-    ),
-    _t(
-        441,
-        "commits_by_author",
-        "info",
-        "How many commits has {name} made to the project {project}? Answer with a number.",
-        sample_commits_by,
-        _answer_eval,
-        expert_commits_by,
-        "6-9",
-        heldout=True,
-    ),
-    _t(
-        442,
-        "merge_request_page",
-        "nav",
-        'Open the merge request "{title}" of the project {project}.',
-        sample_mr_page,
-        eval_mr_page,
-        expert_mr_page,
-        "6-9",
-        heldout=True,
-    ),
-    _t(
-        443,
-        "create_issue_assigned_labelled",
-        "change",
-        'Create an issue in the project {project} titled "{title}", assigned to {name} and '
-        'labelled "{label}".',
-        sample_create_full,
-        eval_create_full,
-        expert_create_full,
-        "6-9",
-        heldout=True,
-    ),
-]
+TEMPLATES.add(
+    id=443,
+    name="gitlab.create_issue_assigned_labelled",
+    kind="change",
+    intent='Create an issue in the project {project} titled "{title}", assigned to {name} and '
+    'labelled "{label}".',
+    sample=sample_create_full,
+    evaluation=eval_create_full,
+    expert=expert_create_full,
+    difficulty="6-9",
+    heldout=True,
+)

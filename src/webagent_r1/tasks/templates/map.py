@@ -18,7 +18,6 @@ import random
 import re
 import sqlite3
 from collections import Counter
-from collections.abc import Generator
 from typing import Any
 
 from webagent_r1.sites.map.geo import (
@@ -46,7 +45,6 @@ from webagent_r1.tasks.experts import (
     Element,
     Expert,
     ExpertError,
-    Step,
     answer,
     click,
     elements,
@@ -56,13 +54,20 @@ from webagent_r1.tasks.experts import (
     type_text,
 )
 from webagent_r1.tasks.experts import search as search_step
-from webagent_r1.tasks.template import Template
+from webagent_r1.tasks.templates.common import (
+    Params,
+    Registry,
+    Sub,
+    answer_eval,
+    db_memo,
+    grab,
+    line_after,
+    string_eval,
+    url_eval,
+)
 from webagent_r1.types import Observation
 
 START = "__MAP__/"
-Params = dict[str, Any]
-Sub = Generator["Step | None", Observation, Any]
-"""A sub-expert (used with ``yield from``): yields steps, returns what it found."""
 
 # mode -> (engine URL value, option label of the Mode dropdown, phrase in intents)
 MODES = {
@@ -78,19 +83,14 @@ TURN_RE = re.compile(r"^Turn (?:slight |sharp )?(?:left|right) onto (.+?) · ", 
 # Sampling helpers (read the pristine database)
 # --------------------------------------------------------------------------------------------
 
-_CACHES: dict[str, dict[Any, Any]] = {}
 
-
-def _cache(conn: sqlite3.Connection) -> dict[Any, Any]:
-    """Memo of query results for one database file (the pristine file's name carries the
-    seed's version, so its contents never change); a throw-away dict for other databases."""
-    db_file = conn.execute("PRAGMA database_list").fetchone()[2] or ""
-    return _CACHES.setdefault(db_file, {}) if db_file else {}
+TEMPLATES = Registry(sites=["map"], start_url=START)
+"""The module's templates, in the suite's order."""
 
 
 def _places(conn: sqlite3.Connection) -> list[Any]:
     """Places a search for their full name lists first (unique names that are no category)."""
-    memo = _cache(conn)
+    memo = db_memo(conn, __name__)
     if "places" not in memo:
         rows = all_places(conn)
         folded = Counter(fold(p["name"]) for p in rows)
@@ -103,7 +103,7 @@ def _places(conn: sqlite3.Connection) -> list[Any]:
 
 
 def _graph(conn: sqlite3.Connection) -> Graph:
-    memo = _cache(conn)
+    memo = db_memo(conn, __name__)
     if "graph" not in memo:
         memo["graph"] = load_graph(conn)
     return memo["graph"]
@@ -114,7 +114,7 @@ def _anchor(place: Any) -> Anchor:
 
 
 def _route(conn: sqlite3.Connection, a: Any, b: Any, mode: str) -> Route:
-    memo = _cache(conn)
+    memo = db_memo(conn, __name__)
     key = ("route", a["id"], b["id"], mode)
     if key not in memo:
         r = route(_graph(conn), _anchor(a), _anchor(b), mode)
@@ -144,14 +144,6 @@ def _route_param(a: Any, b: Any) -> str:
 
 def _directions_url(a: Any, b: Any, mode: str) -> str:
     return f"__MAP__/directions?engine={MODES[mode][0]}&route={_route_param(a, b)}"
-
-
-def _exact(ref: str) -> dict[str, Any]:
-    return {"eval_types": ["string_match"], "reference_answers": {"exact_match": ref}}
-
-
-def _includes(*phrases: str) -> dict[str, Any]:
-    return {"eval_types": ["string_match"], "reference_answers": {"must_include": list(phrases)}}
 
 
 def _category_label(cat: Any) -> str:
@@ -191,22 +183,6 @@ def display_meters(text: str) -> float:
 # --------------------------------------------------------------------------------------------
 # Expert helpers (read the observation only)
 # --------------------------------------------------------------------------------------------
-
-
-def _grab(obs: Observation, pattern: str, what: str) -> str:
-    m = re.search(pattern, obs.text, re.MULTILINE)
-    if not m:
-        raise ExpertError(f"expert: no {what} on {obs.url}")
-    return m.group(1)
-
-
-def _line_after(obs: Observation, el: Element) -> str:
-    """The text line right after an element's line (a result's details line)."""
-    lines = obs.text.splitlines()
-    for i, line in enumerate(lines):
-        if re.search(rf"(?:^|\s)\[{el.id}\] ", line):
-            return lines[i + 1] if i + 1 < len(lines) else ""
-    return ""
 
 
 def _search_map(obs: Observation, query: str, why: str) -> Sub:
@@ -300,8 +276,21 @@ def sample_coordinates(conn: sqlite3.Connection, rng: random.Random) -> Params |
 def expert_coordinates(p: Params) -> Expert:
     obs = yield None
     obs = yield from _open_place(obs, p["place"])
-    coords = _grab(obs, r"^Coordinates \| (.+)$", "coordinates").strip()
+    coords = grab(obs, r"^Coordinates \| (.+)$", "coordinates").strip()
     yield answer(coords, f"The place page lists Coordinates: {coords}.")
+
+
+TEMPLATES.add(
+    id=500,
+    name="map.place_coordinates",
+    kind="info",
+    intent="What are the coordinates of {place}? Answer with latitude and longitude as the "
+    "map shows them, like 40.43012, -80.00512.",
+    sample=sample_coordinates,
+    evaluation=lambda p: string_eval([p["_lat"], p["_lon"]], "must_include"),
+    expert=expert_coordinates,
+    difficulty="3-5",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -321,12 +310,25 @@ def sample_opening_time(conn: sqlite3.Connection, rng: random.Random) -> Params 
 def expert_opening_time(p: Params) -> Expert:
     obs = yield None
     obs = yield from _open_place(obs, p["place"])
-    h = _grab(obs, rf"^{p['day']} \| (.+)$", f"hours for {p['day']}").strip()
+    h = grab(obs, rf"^{p['day']} \| (.+)$", f"hours for {p['day']}").strip()
     if h == "Closed":
         yield answer("closed", f"The opening hours say {p['day']}: Closed.")
         return
     opens = h.split(" - ")[0]
     yield answer(opens, f"On {p['day']} it is open {h}, so it opens at {opens}.")
+
+
+TEMPLATES.add(
+    id=501,
+    name="map.opening_time",
+    kind="info",
+    intent="What time does {place} open on {day}s? Answer with the time like 08:00, or "
+    "closed if it does not open that day.",
+    sample=sample_opening_time,
+    evaluation=answer_eval,
+    expert=expert_opening_time,
+    difficulty="3-5",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -343,10 +345,23 @@ def expert_address(p: Params) -> Expert:
     obs = yield None
     obs = yield from _search_map(obs, p["place"], f"I search the map for '{p['place']}'.")
     link = find(obs, "link", p["place"], exact=True)
-    m = re.search(r" · (.+?), Riverton", _line_after(obs, link))
+    m = re.search(r" · (.+?), Riverton", line_after(obs, link))
     if not m:
         raise ExpertError(f"expert: no address under {p['place']}")
     yield answer(m.group(1), f"The result for {p['place']} shows the address {m.group(1)}.")
+
+
+TEMPLATES.add(
+    id=502,
+    name="map.street_address",
+    kind="info",
+    intent="What is the street address of {place}? Answer with the house number and the "
+    "street, like 412 Water Street.",
+    sample=sample_address,
+    evaluation=answer_eval,
+    expert=expert_address,
+    difficulty="1-2",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -367,6 +382,19 @@ def expert_walk_time(p: Params) -> Expert:
     yield answer(time, f"The walking route takes {time}.")
 
 
+TEMPLATES.add(
+    id=503,
+    name="map.walking_time",
+    kind="info",
+    intent="How long does it take to walk from {a} to {b}? Answer with the time as the map "
+    "shows it, like 25 min.",
+    sample=sample_walk_time,
+    evaluation=answer_eval,
+    expert=expert_walk_time,
+    difficulty="6-9",
+)
+
+
 # --------------------------------------------------------------------------------------------
 # 504 info: driving distance between two places
 # --------------------------------------------------------------------------------------------
@@ -383,6 +411,19 @@ def expert_drive_distance(p: Params) -> Expert:
     obs = yield from _directions(obs, p["a"], p["b"], "car")
     dist, _ = _summary(obs)
     yield answer(dist, f"The car route is {dist} long.")
+
+
+TEMPLATES.add(
+    id=504,
+    name="map.driving_distance",
+    kind="info",
+    intent="What is the driving distance from {a} to {b}? Answer with the distance as the "
+    "map shows it, like 2.3 km or 850 m.",
+    sample=sample_drive_distance,
+    evaluation=answer_eval,
+    expert=expert_drive_distance,
+    difficulty="3-5",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -423,6 +464,18 @@ def expert_closest(p: Params) -> Expert:
     yield answer(first.name, f"The nearest {p['category']} listed first is {first.name}.")
 
 
+TEMPLATES.add(
+    id=505,
+    name="map.closest_of_category",
+    kind="info",
+    intent="Which {category} is closest to {place} in a straight line? Answer with its name.",
+    sample=sample_closest,
+    evaluation=answer_eval,
+    expert=expert_closest,
+    difficulty="6-9",
+)
+
+
 # --------------------------------------------------------------------------------------------
 # 506 info: how many places of a category within a radius
 # --------------------------------------------------------------------------------------------
@@ -457,8 +510,21 @@ def expert_count_nearby(p: Params) -> Expert:
     obs = yield None
     obs = yield from _open_place(obs, p["place"])
     obs = yield from _find_nearby(obs, _option_for(obs, p["plural"]), p["radius"])
-    n = _grab(obs, r"^(\d+) results?, nearest first", "result count")
+    n = grab(obs, r"^(\d+) results?, nearest first", "result count")
     yield answer(n, f"The list says {n} {p['plural']} are within {p['radius']}.")
+
+
+TEMPLATES.add(
+    id=506,
+    name="map.count_nearby",
+    kind="info",
+    intent="How many {plural} are within {radius} of {place} in a straight line? Answer "
+    "with a number.",
+    sample=sample_count_nearby,
+    evaluation=answer_eval,
+    expert=expert_count_nearby,
+    difficulty="6-9",
+)
 
 
 def _plural(option: str) -> str:
@@ -493,6 +559,18 @@ def expert_directions(p: Params) -> Expert:
     yield answer("done", f"The map shows the route from {p['a']} to {p['b']} {p['how']}.")
 
 
+TEMPLATES.add(
+    id=507,
+    name="map.directions",
+    kind="nav",
+    intent="Show me directions from {a} to {b} {how}.",
+    sample=sample_directions,
+    evaluation=lambda p: url_eval(p["_url"]),
+    expert=expert_directions,
+    difficulty="6-9",
+)
+
+
 # --------------------------------------------------------------------------------------------
 # 508 nav: the page of a place
 # --------------------------------------------------------------------------------------------
@@ -504,17 +582,7 @@ def sample_place_page(conn: sqlite3.Connection, rng: random.Random) -> Params | 
 
 
 def eval_place_page(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["url_match", "program_html"],
-        "reference_url": f"__MAP__/place/{p['_id']}",
-        "program_html": [
-            {
-                "url": "last",
-                "locator": "document.querySelector('h1').innerText",
-                "required_contents": {"exact_match": p["place"]},
-            }
-        ],
-    }
+    return url_eval(f"__MAP__/place/{p['_id']}", shows=p["place"])
 
 
 def expert_place_page(p: Params) -> Expert:
@@ -523,13 +591,25 @@ def expert_place_page(p: Params) -> Expert:
     yield answer("done", f"This is the map page of {p['place']}.")
 
 
+TEMPLATES.add(
+    id=508,
+    name="map.place_page",
+    kind="nav",
+    intent="Open the map page of {place}.",
+    sample=sample_place_page,
+    evaluation=eval_place_page,
+    expert=expert_place_page,
+    difficulty="3-5",
+)
+
+
 # --------------------------------------------------------------------------------------------
 # 509 nav: a category's places in one neighbourhood
 # --------------------------------------------------------------------------------------------
 
 
 def _hood_counts(conn: sqlite3.Connection) -> list[Any]:
-    memo = _cache(conn)
+    memo = db_memo(conn, __name__)
     if "hoods" not in memo:
         memo["hoods"] = conn.execute(
             "SELECT c.slug, c.plural, n.slug AS hood_slug, n.name AS hood, COUNT(p.id) AS n "
@@ -575,6 +655,18 @@ def expert_category_area(p: Params) -> Expert:
     yield answer("done", f"The page lists the {p['plural']} in {p['hood']}.")
 
 
+TEMPLATES.add(
+    id=509,
+    name="map.category_in_neighbourhood",
+    kind="nav",
+    intent="Show me the list of {plural} in the {hood} neighbourhood.",
+    sample=sample_category_area,
+    evaluation=lambda p: url_eval(p["_url"]),
+    expert=expert_category_area,
+    difficulty="3-5",
+)
+
+
 # --------------------------------------------------------------------------------------------
 # 510 nav: places of a category within a radius of a place
 # --------------------------------------------------------------------------------------------
@@ -599,6 +691,18 @@ def expert_nearby_page(p: Params) -> Expert:
     yield answer("done", f"The page lists the {p['plural']} within {p['radius']}.")
 
 
+TEMPLATES.add(
+    id=510,
+    name="map.nearby_page",
+    kind="nav",
+    intent="Show me the {plural} within {radius} of {place}.",
+    sample=sample_nearby_page,
+    evaluation=lambda p: url_eval(p["_url"]),
+    expert=expert_nearby_page,
+    difficulty="6-9",
+)
+
+
 # --------------------------------------------------------------------------------------------
 # 511 info: the first street a route turns onto
 # --------------------------------------------------------------------------------------------
@@ -619,8 +723,21 @@ def expert_first_turn(p: Params) -> Expert:
     obs = yield None
     mode = next(m for m, v in VERBS.items() if v == p["verb"])
     obs = yield from _directions(obs, p["a"], p["b"], mode)
-    street = _grab(obs, TURN_RE.pattern, "turn")
+    street = grab(obs, TURN_RE.pattern, "turn")
     yield answer(street, f"The first 'Turn' step of the route goes onto {street}.")
+
+
+TEMPLATES.add(
+    id=511,
+    name="map.first_turn",
+    kind="info",
+    intent="If you {verb} from {a} to {b} along the route the map suggests, onto which "
+    "street do you turn first? Answer with the street name.",
+    sample=sample_first_turn,
+    evaluation=answer_eval,
+    expert=expert_first_turn,
+    difficulty="6-9",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -631,8 +748,20 @@ def expert_first_turn(p: Params) -> Expert:
 def expert_category_count(p: Params) -> Expert:
     obs = yield None
     obs = yield from _category_area_sub(obs, p["plural"], p["hood"])
-    n = _grab(obs, rf"^(\d+) .* in {re.escape(p['hood'])}", "count")
+    n = grab(obs, rf"^(\d+) .* in {re.escape(p['hood'])}", "count")
     yield answer(n, f"The filtered list says {n} {p['plural']} in {p['hood']}.")
+
+
+TEMPLATES.add(
+    id=512,
+    name="map.count_in_neighbourhood",
+    kind="info",
+    intent="How many {plural} does the map list in the {hood} neighbourhood? Answer with a number.",
+    sample=sample_category_area,
+    evaluation=answer_eval,
+    expert=expert_category_count,
+    difficulty="3-5",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -650,13 +779,25 @@ def expert_at_coordinates(p: Params) -> Expert:
     obs = yield from _search_map(
         obs, p["coords"], "The search box accepts coordinates and lists the nearest places."
     )
-    first = next((el for el in elements(obs.text) if " away" in _line_after(obs, el)), None)
+    first = next((el for el in elements(obs.text) if " away" in line_after(obs, el)), None)
     if first is None:
         raise ExpertError(f"expert: no results on {obs.url}")
-    detail = _line_after(obs, first)
+    detail = line_after(obs, first)
     if "· 0 m away" not in detail:
         raise ExpertError(f"expert: nothing exactly at {p['coords']}: {detail!r}")
     yield answer(first.name, f"{first.name} is listed 0 m from these coordinates.")
+
+
+TEMPLATES.add(
+    id=513,
+    name="map.place_at_coordinates",
+    kind="info",
+    intent="Which place is at the coordinates {coords}? Answer with its name.",
+    sample=sample_at_coordinates,
+    evaluation=answer_eval,
+    expert=expert_at_coordinates,
+    difficulty="1-2",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -679,6 +820,20 @@ def expert_time_saved(p: Params) -> Expert:
     bike = _summary(obs)[1]
     saved = display_minutes(walk) - display_minutes(bike)
     yield answer(str(saved), f"Walking takes {walk} and cycling {bike}: {saved} minutes saved.")
+
+
+TEMPLATES.add(
+    id=540,
+    name="map.cycling_time_saved",
+    kind="info",
+    intent="How many minutes do you save by cycling instead of walking from {a} to {b}, "
+    "going by the travel times the map shows? Answer with a number.",
+    sample=sample_time_saved,
+    evaluation=answer_eval,
+    expert=expert_time_saved,
+    heldout=True,
+    difficulty="6-9",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -712,6 +867,20 @@ def expert_walk_to_closest(p: Params) -> Expert:
     yield answer("done", f"The map shows the walking route to {first.name}.")
 
 
+TEMPLATES.add(
+    id=541,
+    name="map.walk_to_closest",
+    kind="nav",
+    intent="Show me walking directions from {place} to the {category} closest to it in a "
+    "straight line.",
+    sample=sample_walk_to_closest,
+    evaluation=lambda p: url_eval(p["_url"]),
+    expert=expert_walk_to_closest,
+    heldout=True,
+    difficulty="10+",
+)
+
+
 # --------------------------------------------------------------------------------------------
 # 542 held out, info: is a place open on a day at a time
 # --------------------------------------------------------------------------------------------
@@ -738,7 +907,7 @@ def sample_open_at(conn: sqlite3.Connection, rng: random.Random) -> Params | Non
 def expert_open_at(p: Params) -> Expert:
     obs = yield None
     obs = yield from _open_place(obs, p["place"])
-    h = _grab(obs, rf"^{p['day']} \| (.+)$", f"hours for {p['day']}").strip()
+    h = grab(obs, rf"^{p['day']} \| (.+)$", f"hours for {p['day']}").strip()
     if h == "Closed":
         yield answer("no", f"It is closed all day on {p['day']}.")
         return
@@ -748,6 +917,19 @@ def expert_open_at(p: Params) -> Expert:
     yield answer(
         verdict, f"On {p['day']} it is open {h}; {p['time']} is {'' if yes else 'not '}within."
     )
+
+
+TEMPLATES.add(
+    id=542,
+    name="map.open_at_time",
+    kind="info",
+    intent="Is {place} open on {day} at {time}? Answer yes or no.",
+    sample=sample_open_at,
+    evaluation=answer_eval,
+    expert=expert_open_at,
+    heldout=True,
+    difficulty="3-5",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -785,240 +967,15 @@ def expert_shortest_of_three(p: Params) -> Expert:
     yield answer(best[2], f"Walking distances: {listing}; {best[2]} is the shortest.")
 
 
-# --------------------------------------------------------------------------------------------
-# The templates
-# --------------------------------------------------------------------------------------------
-
-TEMPLATES: list[Template] = [
-    Template(
-        id=500,
-        name="map.place_coordinates",
-        sites=["map"],
-        kind="info",
-        intent="What are the coordinates of {place}? Answer with latitude and longitude as the "
-        "map shows them, like 40.43012, -80.00512.",
-        start_url=START,
-        sample=sample_coordinates,
-        evaluation=lambda p: _includes(p["_lat"], p["_lon"]),
-        expert=expert_coordinates,
-        difficulty="3-5",
-    ),
-    Template(
-        id=501,
-        name="map.opening_time",
-        sites=["map"],
-        kind="info",
-        intent="What time does {place} open on {day}s? Answer with the time like 08:00, or "
-        "closed if it does not open that day.",
-        start_url=START,
-        sample=sample_opening_time,
-        evaluation=lambda p: _exact(p["_answer"]),
-        expert=expert_opening_time,
-        difficulty="3-5",
-    ),
-    Template(
-        id=502,
-        name="map.street_address",
-        sites=["map"],
-        kind="info",
-        intent="What is the street address of {place}? Answer with the house number and the "
-        "street, like 412 Water Street.",
-        start_url=START,
-        sample=sample_address,
-        evaluation=lambda p: _exact(p["_answer"]),
-        expert=expert_address,
-        difficulty="1-2",
-    ),
-    Template(
-        id=503,
-        name="map.walking_time",
-        sites=["map"],
-        kind="info",
-        intent="How long does it take to walk from {a} to {b}? Answer with the time as the map "
-        "shows it, like 25 min.",
-        start_url=START,
-        sample=sample_walk_time,
-        evaluation=lambda p: _exact(p["_answer"]),
-        expert=expert_walk_time,
-        difficulty="6-9",
-    ),
-    Template(
-        id=504,
-        name="map.driving_distance",
-        sites=["map"],
-        kind="info",
-        intent="What is the driving distance from {a} to {b}? Answer with the distance as the "
-        "map shows it, like 2.3 km or 850 m.",
-        start_url=START,
-        sample=sample_drive_distance,
-        evaluation=lambda p: _exact(p["_answer"]),
-        expert=expert_drive_distance,
-        difficulty="3-5",
-    ),
-    Template(
-        id=505,
-        name="map.closest_of_category",
-        sites=["map"],
-        kind="info",
-        intent="Which {category} is closest to {place} in a straight line? Answer with its name.",
-        start_url=START,
-        sample=sample_closest,
-        evaluation=lambda p: _exact(p["_answer"]),
-        expert=expert_closest,
-        difficulty="6-9",
-    ),
-    Template(
-        id=506,
-        name="map.count_nearby",
-        sites=["map"],
-        kind="info",
-        intent="How many {plural} are within {radius} of {place} in a straight line? Answer "
-        "with a number.",
-        start_url=START,
-        sample=sample_count_nearby,
-        evaluation=lambda p: _exact(p["_answer"]),
-        expert=expert_count_nearby,
-        difficulty="6-9",
-    ),
-    Template(
-        id=507,
-        name="map.directions",
-        sites=["map"],
-        kind="nav",
-        intent="Show me directions from {a} to {b} {how}.",
-        start_url=START,
-        sample=sample_directions,
-        evaluation=lambda p: {"eval_types": ["url_match"], "reference_url": p["_url"]},
-        expert=expert_directions,
-        difficulty="6-9",
-    ),
-    Template(
-        id=508,
-        name="map.place_page",
-        sites=["map"],
-        kind="nav",
-        intent="Open the map page of {place}.",
-        start_url=START,
-        sample=sample_place_page,
-        evaluation=eval_place_page,
-        expert=expert_place_page,
-        difficulty="3-5",
-    ),
-    Template(
-        id=509,
-        name="map.category_in_neighbourhood",
-        sites=["map"],
-        kind="nav",
-        intent="Show me the list of {plural} in the {hood} neighbourhood.",
-        start_url=START,
-        sample=sample_category_area,
-        evaluation=lambda p: {"eval_types": ["url_match"], "reference_url": p["_url"]},
-        expert=expert_category_area,
-        difficulty="3-5",
-    ),
-    Template(
-        id=510,
-        name="map.nearby_page",
-        sites=["map"],
-        kind="nav",
-        intent="Show me the {plural} within {radius} of {place}.",
-        start_url=START,
-        sample=sample_nearby_page,
-        evaluation=lambda p: {"eval_types": ["url_match"], "reference_url": p["_url"]},
-        expert=expert_nearby_page,
-        difficulty="6-9",
-    ),
-    Template(
-        id=511,
-        name="map.first_turn",
-        sites=["map"],
-        kind="info",
-        intent="If you {verb} from {a} to {b} along the route the map suggests, onto which "
-        "street do you turn first? Answer with the street name.",
-        start_url=START,
-        sample=sample_first_turn,
-        evaluation=lambda p: _exact(p["_answer"]),
-        expert=expert_first_turn,
-        difficulty="6-9",
-    ),
-    Template(
-        id=512,
-        name="map.count_in_neighbourhood",
-        sites=["map"],
-        kind="info",
-        intent="How many {plural} does the map list in the {hood} neighbourhood? Answer with a "
-        "number.",
-        start_url=START,
-        sample=sample_category_area,
-        evaluation=lambda p: _exact(p["_answer"]),
-        expert=expert_category_count,
-        difficulty="3-5",
-    ),
-    Template(
-        id=513,
-        name="map.place_at_coordinates",
-        sites=["map"],
-        kind="info",
-        intent="Which place is at the coordinates {coords}? Answer with its name.",
-        start_url=START,
-        sample=sample_at_coordinates,
-        evaluation=lambda p: _exact(p["_answer"]),
-        expert=expert_at_coordinates,
-        difficulty="1-2",
-    ),
-    Template(
-        id=540,
-        name="map.cycling_time_saved",
-        sites=["map"],
-        kind="info",
-        intent="How many minutes do you save by cycling instead of walking from {a} to {b}, "
-        "going by the travel times the map shows? Answer with a number.",
-        start_url=START,
-        sample=sample_time_saved,
-        evaluation=lambda p: _exact(p["_answer"]),
-        expert=expert_time_saved,
-        heldout=True,
-        difficulty="6-9",
-    ),
-    Template(
-        id=541,
-        name="map.walk_to_closest",
-        sites=["map"],
-        kind="nav",
-        intent="Show me walking directions from {place} to the {category} closest to it in a "
-        "straight line.",
-        start_url=START,
-        sample=sample_walk_to_closest,
-        evaluation=lambda p: {"eval_types": ["url_match"], "reference_url": p["_url"]},
-        expert=expert_walk_to_closest,
-        heldout=True,
-        difficulty="10+",
-    ),
-    Template(
-        id=542,
-        name="map.open_at_time",
-        sites=["map"],
-        kind="info",
-        intent="Is {place} open on {day} at {time}? Answer yes or no.",
-        start_url=START,
-        sample=sample_open_at,
-        evaluation=lambda p: _exact(p["_answer"]),
-        expert=expert_open_at,
-        heldout=True,
-        difficulty="3-5",
-    ),
-    Template(
-        id=543,
-        name="map.shortest_walk_of_three",
-        sites=["map"],
-        kind="info",
-        intent="Which of these is the shortest walk from {origin}: {a}, {b} or {c}? Answer with "
-        "the place's name.",
-        start_url=START,
-        sample=sample_shortest_of_three,
-        evaluation=lambda p: _exact(p["_answer"]),
-        expert=expert_shortest_of_three,
-        heldout=True,
-        difficulty="10+",
-    ),
-]
+TEMPLATES.add(
+    id=543,
+    name="map.shortest_walk_of_three",
+    kind="info",
+    intent="Which of these is the shortest walk from {origin}: {a}, {b} or {c}? Answer with "
+    "the place's name.",
+    sample=sample_shortest_of_three,
+    evaluation=answer_eval,
+    expert=expert_shortest_of_three,
+    heldout=True,
+    difficulty="10+",
+)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import random
 import re
 import sqlite3
-from collections.abc import Generator
 from typing import Any
 
 from webagent_r1.sites.base import fmt_date
@@ -34,7 +33,6 @@ from webagent_r1.tasks.experts import (
     Element,
     Expert,
     ExpertError,
-    Step,
     answer,
     click,
     elements,
@@ -45,16 +43,27 @@ from webagent_r1.tasks.experts import (
     select,
     type_text,
 )
-from webagent_r1.tasks.template import Template
+from webagent_r1.tasks.templates.common import (
+    Params,
+    Registry,
+    Sub,
+    answer_eval,
+    db_memo,
+    grab,
+    more_below,
+    page_check,
+    seek,
+    state_check,
+    state_eval,
+    url_eval,
+    user_id,
+)
 from webagent_r1.types import Observation
 
 USER = DEFAULT_USER
 """The account that tasks which change something log in as."""
 START = "__REDDIT__/"
 
-Params = dict[str, Any]
-Sub = Generator["Step | None", Observation, Any]
-"""A sub-expert (used with ``yield from``): yields steps, returns what it found."""
 
 NEW_TITLES = (
     "Weekly discussion: {s}",
@@ -83,19 +92,15 @@ REPLIES = (
 # --------------------------------------------------------------------------------------------
 
 
-_CACHES: dict[str, dict[Any, Any]] = {}
+ANSWER_NUMBER = "Answer with a number."
 
-
-def _cache(conn: sqlite3.Connection) -> dict[Any, Any]:
-    """Memo of query results for one database file (the pristine file's name carries the
-    seed's version, so its contents never change); a throw-away dict for other databases."""
-    db_file = conn.execute("PRAGMA database_list").fetchone()[2] or ""
-    return _CACHES.setdefault(db_file, {}) if db_file else {}
+TEMPLATES = Registry(sites=["reddit"], start_url=START)
+"""The module's templates, in the suite's order."""
 
 
 def _posts(conn: sqlite3.Connection) -> list[Any]:
     """Every post with its forum, author and comment count, by id."""
-    memo = _cache(conn)
+    memo = db_memo(conn, __name__)
     if "posts" not in memo:
         memo["posts"] = conn.execute(
             "SELECT s.*, f.name AS forum, u.username AS author, u.created_at AS joined, "
@@ -109,7 +114,7 @@ def _posts(conn: sqlite3.Connection) -> list[Any]:
 
 def _findable(conn: sqlite3.Connection, post: Any) -> bool:
     """A search for the post's full title lists it first."""
-    memo = _cache(conn)
+    memo = db_memo(conn, __name__)
     key = ("findable", post["id"])
     if key not in memo:
         memo[key] = search_ids(conn, post["title"])[:1] == [post["id"]]
@@ -122,10 +127,6 @@ def _pick_post(conn: sqlite3.Connection, rng: random.Random, ok: Any = None) -> 
         return None
     p = rng.choice(rows)
     return p if _findable(conn, p) else None
-
-
-def _user_id(conn: sqlite3.Connection, username: str = USER) -> int:
-    return int(conn.execute("SELECT id FROM users WHERE username = ?", (username,)).fetchone()[0])
 
 
 def _forums(conn: sqlite3.Connection) -> list[Any]:
@@ -152,10 +153,6 @@ def _ranked(conn: sqlite3.Connection, forum_id: int, order: str) -> list[Any]:
     ).fetchall()
 
 
-def _string_eval(ref: str) -> dict[str, Any]:
-    return {"eval_types": ["string_match"], "reference_answers": {"exact_match": ref}}
-
-
 def _new_text(rng: random.Random) -> str:
     """A new comment: a whole-sentence opener ("Great post.") and a reply sentence."""
     openers = [o for o in COMMENT_OPENERS if o.endswith((".", "!"))]
@@ -165,31 +162,6 @@ def _new_text(rng: random.Random) -> str:
 # --------------------------------------------------------------------------------------------
 # Expert helpers (read the observation only)
 # --------------------------------------------------------------------------------------------
-
-
-def _more_below(obs: Observation) -> bool:
-    return "scroll down to see more" in obs.text
-
-
-def _seek(
-    obs: Observation, role: str, name: str, why: str, exact: bool = False
-) -> Generator[Step, Observation, tuple[Element, Observation]]:
-    """Find an element, scrolling down (a few times at most) while the page continues."""
-    for _ in range(6):
-        el = maybe(obs, role, name, exact)
-        if el is not None:
-            return el, obs
-        if not _more_below(obs):
-            break
-        obs = yield scroll_down(why)
-    return find(obs, role, name, exact), obs
-
-
-def _grab(obs: Observation, pattern: str, what: str) -> str:
-    m = re.search(pattern, obs.text, re.MULTILINE)
-    if not m:
-        raise ExpertError(f"expert: no {what} on {obs.url}")
-    return m.group(1)
 
 
 def _after(obs: Observation, el: Element, role: str, name: str | None = None) -> Element:
@@ -206,7 +178,7 @@ def _search_post(obs: Observation, title: str) -> Sub:
     """Search for a post by its full title; returns its link in the results."""
     box = find(obs, "textbox", "Search")
     obs = yield search(box, title, f'I search the forum for the post titled "{title}".')
-    link, obs = yield from _seek(
+    link, obs = yield from seek(
         obs, "link", title, "The post should be among the results; I scroll.", exact=True
     )
     return link, obs
@@ -284,7 +256,7 @@ def _find_comment(obs: Observation, text: str, why: str) -> Sub:
         lines = obs.text.splitlines()
         if any(line.strip() == text for line in lines):
             break
-        if not _more_below(obs):
+        if not more_below(obs):
             break
         obs = yield scroll_down(why)
     i = _comment_text_line(obs, text)
@@ -331,6 +303,18 @@ def expert_comment_count(p: Params) -> Expert:
     yield answer(n, f'The result "{p["title"]}" shows "{count.name}", so it has {n}.')
 
 
+TEMPLATES.add(
+    id=300,
+    name="reddit.post_comment_count",
+    kind="info",
+    intent=f'How many comments does the post "{{title}}" have? {ANSWER_NUMBER}',
+    sample=sample_comment_count,
+    evaluation=answer_eval,
+    expert=expert_comment_count,
+    difficulty="1-2",
+)
+
+
 # --------------------------------------------------------------------------------------------
 # 301 info: who submitted a post
 # --------------------------------------------------------------------------------------------
@@ -348,6 +332,18 @@ def expert_post_author(p: Params) -> Expert:
     link, obs = yield from _search_post(obs, p["title"])
     author = _after(obs, link, "link")
     yield answer(author.name, f'The result "{p["title"]}" was submitted by {author.name}.')
+
+
+TEMPLATES.add(
+    id=301,
+    name="reddit.post_author",
+    kind="info",
+    intent='Which user submitted the post "{title}"? Answer with the username.',
+    sample=sample_post_author,
+    evaluation=answer_eval,
+    expert=expert_post_author,
+    difficulty="1-2",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -375,17 +371,7 @@ def sample_top_post(conn: sqlite3.Connection, rng: random.Random) -> Params | No
 
 def eval_top_post(p: Params) -> dict[str, Any]:
     # url_match accepts any longer path (the slug), so the heading must also be the post's.
-    return {
-        "eval_types": ["url_match", "program_html"],
-        "reference_url": f"__REDDIT__/f/{p['forum']}/{p['_id']}",
-        "program_html": [
-            {
-                "url": "last",
-                "locator": "document.querySelector('h1').innerText",
-                "required_contents": {"exact_match": p["_title"]},
-            }
-        ],
-    }
+    return url_eval(f"__REDDIT__/f/{p['forum']}/{p['_id']}", shows=p["_title"])
 
 
 def _nth_post(obs: Observation, k: int) -> Element:
@@ -406,13 +392,25 @@ def expert_top_post(p: Params) -> Expert:
     yield answer("done", f"This is the {p['rank']} post of all time in f/{p['forum']}.")
 
 
+TEMPLATES.add(
+    id=302,
+    name="reddit.top_post",
+    kind="nav",
+    intent="Open the {rank} post of all time in the forum f/{forum}.",
+    sample=sample_top_post,
+    evaluation=eval_top_post,
+    expert=expert_top_post,
+    difficulty="3-5",
+)
+
+
 # --------------------------------------------------------------------------------------------
 # 303 change: upvote a post
 # --------------------------------------------------------------------------------------------
 
 
 def sample_upvote(conn: sqlite3.Connection, rng: random.Random) -> Params | None:
-    uid = _user_id(conn)
+    uid = user_id(conn, USER)
     voted = {
         r[0]
         for r in conn.execute(
@@ -426,19 +424,15 @@ def sample_upvote(conn: sqlite3.Connection, rng: random.Random) -> Params | None
 
 
 def eval_upvote(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "site": "reddit",
-                "sql": "SELECT choice FROM submission_votes WHERE user_id = ? "
-                "AND submission_id = ?",
-                "params": [p["_user"], p["_id"]],
-                "expected": 1,
-                "description": "the user upvoted the post",
-            }
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT choice FROM submission_votes WHERE user_id = ? AND submission_id = ?",
+            [p["_user"], p["_id"]],
+            expected=1,
+            description="the user upvoted the post",
+            site="reddit",
+        )
+    )
 
 
 def expert_upvote(p: Params) -> Expert:
@@ -451,13 +445,26 @@ def expert_upvote(p: Params) -> Expert:
     yield answer("done", "The site confirms that my upvote was recorded.")
 
 
+TEMPLATES.add(
+    id=303,
+    name="reddit.upvote_post",
+    kind="change",
+    intent='Upvote the post "{title}".',
+    sample=sample_upvote,
+    evaluation=eval_upvote,
+    expert=expert_upvote,
+    user=USER,
+    difficulty="3-5",
+)
+
+
 # --------------------------------------------------------------------------------------------
 # 304 change: subscribe to and/or unsubscribe from forums
 # --------------------------------------------------------------------------------------------
 
 
 def sample_subscriptions(conn: sqlite3.Connection, rng: random.Random) -> Params | None:
-    uid = _user_id(conn)
+    uid = user_id(conn, USER)
     mine = {
         r[0] for r in conn.execute("SELECT forum_id FROM subscriptions WHERE user_id = ?", (uid,))
     }
@@ -480,19 +487,16 @@ def sample_subscriptions(conn: sqlite3.Connection, rng: random.Random) -> Params
 
 
 def eval_subscriptions(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "site": "reddit",
-                "sql": "SELECT group_concat(forum_id, ',') FROM (SELECT forum_id FROM "
-                "subscriptions WHERE user_id = ? ORDER BY forum_id)",
-                "params": [p["_user"]],
-                "expected": p["_after"],
-                "description": "the user's subscriptions are exactly the requested ones",
-            }
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT group_concat(forum_id, ',') FROM (SELECT forum_id FROM "
+            "subscriptions WHERE user_id = ? ORDER BY forum_id)",
+            [p["_user"]],
+            expected=p["_after"],
+            description="the user's subscriptions are exactly the requested ones",
+            site="reddit",
+        )
+    )
 
 
 def expert_subscriptions(p: Params) -> Expert:
@@ -514,6 +518,19 @@ def expert_subscriptions(p: Params) -> Expert:
     yield answer("done", f"The site confirms each change: {p['changes']}.")
 
 
+TEMPLATES.add(
+    id=304,
+    name="reddit.update_subscriptions",
+    kind="change",
+    intent="Update my forum subscriptions: {changes}.",
+    sample=sample_subscriptions,
+    evaluation=eval_subscriptions,
+    expert=expert_subscriptions,
+    user=USER,
+    difficulty="3-5",
+)
+
+
 # --------------------------------------------------------------------------------------------
 # 305 change: create a post in a forum
 # --------------------------------------------------------------------------------------------
@@ -531,24 +548,20 @@ def sample_create_post(conn: sqlite3.Connection, rng: random.Random) -> Params |
         "title": title,
         "body": rng.choice(NEW_BODIES),
         "_forum_id": fid,
-        "_user": _user_id(conn),
+        "_user": user_id(conn, USER),
     }
 
 
 def eval_create_post(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "site": "reddit",
-                "sql": "SELECT body FROM submissions WHERE title = ? AND forum_id = ? "
-                "AND user_id = ?",
-                "params": [p["title"], p["_forum_id"], p["_user"]],
-                "expected": p["body"],
-                "description": "the post exists in the forum with this title and text",
-            }
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT body FROM submissions WHERE title = ? AND forum_id = ? AND user_id = ?",
+            [p["title"], p["_forum_id"], p["_user"]],
+            expected=p["body"],
+            description="the post exists in the forum with this title and text",
+            site="reddit",
+        )
+    )
 
 
 def _write_post(obs: Observation, forum: str, title: str, body: str) -> Sub:
@@ -570,6 +583,19 @@ def expert_create_post(p: Params) -> Expert:
     yield answer("done", f'The post "{p["title"]}" is now in f/{p["forum"]}.')
 
 
+TEMPLATES.add(
+    id=305,
+    name="reddit.create_post",
+    kind="change",
+    intent='Post in the forum f/{forum} a thread titled "{title}" saying "{body}"',
+    sample=sample_create_post,
+    evaluation=eval_create_post,
+    expert=expert_create_post,
+    user=USER,
+    difficulty="6-9",
+)
+
+
 # --------------------------------------------------------------------------------------------
 # 306 change: reply to a post
 # --------------------------------------------------------------------------------------------
@@ -584,31 +610,26 @@ def sample_reply_post(conn: sqlite3.Connection, rng: random.Random) -> Params | 
         "text": _new_text(rng),
         "_id": p["id"],
         "_forum": p["forum"],
-        "_user": _user_id(conn),
+        "_user": user_id(conn, USER),
     }
 
 
 def eval_reply_post(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match", "program_html"],
-        "state_checks": [
-            {
-                "site": "reddit",
-                "sql": "SELECT id FROM comments WHERE submission_id = ? AND parent_id IS NULL "
-                "AND user_id = ? AND body = ?",
-                "params": [p["_id"], p["_user"], p["text"]],
-                "row_count": 1,
-                "description": "one top-level comment of the user with this text",
-            }
+    return state_eval(
+        state_check(
+            "SELECT id FROM comments WHERE submission_id = ? AND parent_id IS NULL "
+            "AND user_id = ? AND body = ?",
+            [p["_id"], p["_user"], p["text"]],
+            row_count=1,
+            description="one top-level comment of the user with this text",
+            site="reddit",
+        ),
+        pages=[
+            page_check(
+                [p["text"]], "", f"__REDDIT__/f/{p['_forum']}/{p['_id']}", kind="must_include"
+            )
         ],
-        "program_html": [
-            {
-                "url": f"__REDDIT__/f/{p['_forum']}/{p['_id']}",
-                "locator": "",
-                "required_contents": {"must_include": [p["text"]]},
-            }
-        ],
-    }
+    )
 
 
 def expert_reply_post(p: Params) -> Expert:
@@ -623,13 +644,26 @@ def expert_reply_post(p: Params) -> Expert:
     yield answer("done", "The site confirms that my comment was posted.")
 
 
+TEMPLATES.add(
+    id=306,
+    name="reddit.reply_post",
+    kind="change",
+    intent='Reply to the post "{title}" with the comment "{text}"',
+    sample=sample_reply_post,
+    evaluation=eval_reply_post,
+    expert=expert_reply_post,
+    user=USER,
+    difficulty="3-5",
+)
+
+
 # --------------------------------------------------------------------------------------------
 # 307 change: edit your own post
 # --------------------------------------------------------------------------------------------
 
 
 def sample_edit_post(conn: sqlite3.Connection, rng: random.Random) -> Params | None:
-    uid = _user_id(conn)
+    uid = user_id(conn, USER)
     p = _pick_post(conn, rng, lambda r: r["user_id"] == uid)
     if p is None:
         return None
@@ -640,32 +674,29 @@ def sample_edit_post(conn: sqlite3.Connection, rng: random.Random) -> Params | N
 
 
 def eval_edit_post(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "site": "reddit",
-                "sql": "SELECT body FROM submissions WHERE id = ?",
-                "params": [p["_id"]],
-                "expected": p["text"],
-                "description": "the post's text is the new one",
-            },
-            {
-                "site": "reddit",
-                "sql": "SELECT title FROM submissions WHERE id = ?",
-                "params": [p["_id"]],
-                "expected": p["title"],
-                "description": "the title is unchanged",
-            },
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT body FROM submissions WHERE id = ?",
+            [p["_id"]],
+            expected=p["text"],
+            description="the post's text is the new one",
+            site="reddit",
+        ),
+        state_check(
+            "SELECT title FROM submissions WHERE id = ?",
+            [p["_id"]],
+            expected=p["title"],
+            description="the title is unchanged",
+            site="reddit",
+        ),
+    )
 
 
 def expert_edit_post(p: Params) -> Expert:
     obs = yield None
     me = find(obs, "link", USER, exact=True)
     obs = yield click(me, "My profile lists the posts I submitted.")
-    link, obs = yield from _seek(
+    link, obs = yield from seek(
         obs, "link", p["title"], "I look for my post on my profile.", exact=True
     )
     obs = yield click(link, f'I open my post "{p["title"]}".')
@@ -677,6 +708,19 @@ def expert_edit_post(p: Params) -> Expert:
     if "was edited" not in obs.text:
         raise ExpertError(f"expert: the post was not edited ({obs.url})")
     yield answer("done", "The site confirms that the post was edited.")
+
+
+TEMPLATES.add(
+    id=307,
+    name="reddit.edit_post",
+    kind="change",
+    intent='Edit your post "{title}" so that its text says "{text}"',
+    sample=sample_edit_post,
+    evaluation=eval_edit_post,
+    expert=expert_edit_post,
+    user=USER,
+    difficulty="6-9",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -704,6 +748,19 @@ def expert_newest_title(p: Params) -> Expert:
     yield answer(post.name, f'Sorted by New, the {p["which"]} post is "{post.name}".')
 
 
+TEMPLATES.add(
+    id=308,
+    name="reddit.newest_post_title",
+    kind="info",
+    intent="What is the title of the {which} post in the forum f/{forum}? Answer with the "
+    "exact title.",
+    sample=sample_newest_title,
+    evaluation=answer_eval,
+    expert=expert_newest_title,
+    difficulty="3-5",
+)
+
+
 # --------------------------------------------------------------------------------------------
 # 309 info (held out): when the author of a comment joined
 # --------------------------------------------------------------------------------------------
@@ -722,8 +779,23 @@ def expert_comment_joined(p: Params) -> Expert:
     obs = yield from _open_post(obs, p["title"])
     author, obs = yield from _find_comment(obs, p["comment"], "I scroll to find the comment.")
     obs = yield click(author, f"The comment was written by {author.name}; I open their profile.")
-    date = _grab(obs, r"Registered on (\w{3} \d{1,2}, \d{4})", "join date")
+    date = grab(obs, r"Registered on (\w{3} \d{1,2}, \d{4})", "join date")
     yield answer(date, f"{author.name}'s profile says 'Registered on {date}'.")
+
+
+TEMPLATES.add(
+    id=309,
+    name="reddit.comment_author_joined",
+    kind="info",
+    intent='In the post "{title}", find the user who wrote the comment "{comment}" and tell '
+    "me when they joined the site. Answer with the date as the site shows it, like "
+    "Jan 5, 2021.",
+    sample=sample_comment_joined,
+    evaluation=answer_eval,
+    expert=expert_comment_joined,
+    heldout=True,
+    difficulty="3-5",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -744,17 +816,11 @@ def eval_forum_sorted(p: Params) -> dict[str, Any]:
     urls = [f"__REDDIT__/f/{p['forum']}/{p['order'].lower()}{query}"]
     if p["order"] == "Hot":
         urls.append(f"__REDDIT__/f/{p['forum']}{query}")
-    return {
-        "eval_types": ["url_match", "program_html"],
-        "reference_url": " |OR| ".join(urls),
-        "program_html": [
-            {
-                "url": "last",
-                "locator": "document.querySelector('nav.tabs strong').innerText",
-                "required_contents": {"exact_match": p["order"]},
-            }
-        ],
-    }
+    return url_eval(
+        " |OR| ".join(urls),
+        shows=p["order"],
+        locator="document.querySelector('nav.tabs strong').innerText",
+    )
 
 
 def expert_forum_sorted(p: Params) -> Expert:
@@ -762,9 +828,21 @@ def expert_forum_sorted(p: Params) -> Expert:
     obs = yield from _open_forum(obs, p["forum"])
     obs = yield from _sort_tab(obs, p["order"], f"I sort the posts by {p['order']}.")
     if p["which"] == "second":
-        nxt, obs = yield from _seek(obs, "link", "Next", "The page links are below.", exact=True)
+        nxt, obs = yield from seek(obs, "link", "Next", "The page links are below.", exact=True)
         obs = yield click(nxt, "I go to the second page of the listing.")
     yield answer("done", f"This is the {p['which']} page of f/{p['forum']} by {p['order']}.")
+
+
+TEMPLATES.add(
+    id=310,
+    name="reddit.forum_sorted_page",
+    kind="nav",
+    intent="Show me the {which} page of the posts in the forum f/{forum} sorted by {order}.",
+    sample=sample_forum_sorted,
+    evaluation=eval_forum_sorted,
+    expert=expert_forum_sorted,
+    difficulty="3-5",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -783,23 +861,20 @@ def sample_reply_comment(conn: sqlite3.Connection, rng: random.Random) -> Params
         "comment": c["body"],
         "text": _new_text(rng),
         "_id": c["id"],
-        "_user": _user_id(conn),
+        "_user": user_id(conn, USER),
     }
 
 
 def eval_reply_comment(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "site": "reddit",
-                "sql": "SELECT id FROM comments WHERE parent_id = ? AND user_id = ? AND body = ?",
-                "params": [p["_id"], p["_user"], p["text"]],
-                "row_count": 1,
-                "description": "one reply of the user to the comment with this text",
-            }
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT id FROM comments WHERE parent_id = ? AND user_id = ? AND body = ?",
+            [p["_id"], p["_user"], p["text"]],
+            row_count=1,
+            description="one reply of the user to the comment with this text",
+            site="reddit",
+        )
+    )
 
 
 def expert_reply_comment(p: Params) -> Expert:
@@ -814,6 +889,20 @@ def expert_reply_comment(p: Params) -> Expert:
     if "comment was posted" not in obs.text:
         raise ExpertError(f"expert: the reply was not posted ({obs.url})")
     yield answer("done", "The site confirms that my reply was posted.")
+
+
+TEMPLATES.add(
+    id=311,
+    name="reddit.reply_comment",
+    kind="change",
+    intent='In the post "{title}", reply to the comment by {author} that says "{comment}" '
+    'with "{text}"',
+    sample=sample_reply_comment,
+    evaluation=eval_reply_comment,
+    expert=expert_reply_comment,
+    user=USER,
+    difficulty="6-9",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -835,7 +924,7 @@ def expert_forum_count(p: Params) -> Expert:
     obs = yield click(
         find(obs, "link", "Forums", exact=True), f"The Forums page has a {column} column."
     )
-    header = _grab(obs, r"^(Forum \| .*)$", "forum table").split(" | ")
+    header = grab(obs, r"^(Forum \| .*)$", "forum table").split(" | ")
     col = header.index(column)
     for line in obs.text.splitlines():
         cells = [c.strip() for c in line.split(" | ")]
@@ -846,13 +935,25 @@ def expert_forum_count(p: Params) -> Expert:
     raise ExpertError(f"expert: no row of f/{p['forum']} on {obs.url}")
 
 
+TEMPLATES.add(
+    id=312,
+    name="reddit.forum_count",
+    kind="info",
+    intent=f"How many {{what}} does the forum f/{{forum}} have? {ANSWER_NUMBER}",
+    sample=sample_forum_count,
+    evaluation=answer_eval,
+    expert=expert_forum_count,
+    difficulty="1-2",
+)
+
+
 # --------------------------------------------------------------------------------------------
 # 313 change (held out): downvote a comment
 # --------------------------------------------------------------------------------------------
 
 
 def sample_downvote_comment(conn: sqlite3.Connection, rng: random.Random) -> Params | None:
-    uid = _user_id(conn)
+    uid = user_id(conn, USER)
     p = _pick_post(conn, rng, lambda r: r["comment_count"] > 0)
     if p is None:
         return None
@@ -874,18 +975,15 @@ def sample_downvote_comment(conn: sqlite3.Connection, rng: random.Random) -> Par
 
 
 def eval_downvote_comment(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "site": "reddit",
-                "sql": "SELECT choice FROM comment_votes WHERE user_id = ? AND comment_id = ?",
-                "params": [p["_user"], p["_id"]],
-                "expected": -1,
-                "description": "the user downvoted the comment",
-            }
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT choice FROM comment_votes WHERE user_id = ? AND comment_id = ?",
+            [p["_user"], p["_id"]],
+            expected=-1,
+            description="the user downvoted the comment",
+            site="reddit",
+        )
+    )
 
 
 def expert_downvote_comment(p: Params) -> Expert:
@@ -897,6 +995,20 @@ def expert_downvote_comment(p: Params) -> Expert:
     if "downvote was recorded" not in obs.text:
         raise ExpertError(f"expert: the downvote was not recorded on {obs.url}")
     yield answer("done", "The site confirms that my downvote was recorded.")
+
+
+TEMPLATES.add(
+    id=313,
+    name="reddit.downvote_comment",
+    kind="change",
+    intent='In the post "{title}", downvote the comment by {author} that says "{comment}"',
+    sample=sample_downvote_comment,
+    evaluation=eval_downvote_comment,
+    expert=expert_downvote_comment,
+    user=USER,
+    heldout=True,
+    difficulty="3-5",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -916,8 +1028,21 @@ def expert_author_posts(p: Params) -> Expert:
     link, obs = yield from _search_post(obs, p["title"])
     author = _after(obs, link, "link")
     obs = yield click(author, f"The post was submitted by {author.name}; I open the profile.")
-    n = _grab(obs, r"Registered on [^·]*· (\d+) submissions?", "submission count")
+    n = grab(obs, r"Registered on [^·]*· (\d+) submissions?", "submission count")
     yield answer(n, f"{author.name}'s profile says {n} submissions.")
+
+
+TEMPLATES.add(
+    id=314,
+    name="reddit.author_post_count",
+    kind="info",
+    intent=f'How many posts has the author of the post "{{title}}" submitted in all? '
+    f"{ANSWER_NUMBER}",
+    sample=sample_author_posts,
+    evaluation=answer_eval,
+    expert=expert_author_posts,
+    difficulty="3-5",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -942,8 +1067,20 @@ def expert_search_count(p: Params) -> Expert:
     obs = yield None
     box = find(obs, "textbox", "Search")
     obs = yield search(box, p["query"], f'I search the forum for "{p["query"]}".')
-    n = _grab(obs, r"^(\d+) posts? found for", "result count")
+    n = grab(obs, r"^(\d+) posts? found for", "result count")
     yield answer(n, f"The search page says {n} posts were found.")
+
+
+TEMPLATES.add(
+    id=315,
+    name="reddit.search_count",
+    kind="info",
+    intent=f'How many posts does a forum search for "{{query}}" find? {ANSWER_NUMBER}',
+    sample=sample_search_count,
+    evaluation=answer_eval,
+    expert=expert_search_count,
+    difficulty="1-2",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -963,24 +1100,20 @@ def sample_copy_post(conn: sqlite3.Connection, rng: random.Random) -> Params | N
         "_title": top["title"],
         "_body": top["body"],
         "_forum_id": dst["id"],
-        "_user": _user_id(conn),
+        "_user": user_id(conn, USER),
     }
 
 
 def eval_copy_post(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "site": "reddit",
-                "sql": "SELECT body FROM submissions WHERE title = ? AND forum_id = ? "
-                "AND user_id = ?",
-                "params": [p["_title"], p["_forum_id"], p["_user"]],
-                "expected": p["_body"],
-                "description": "the copy exists in the target forum with the same text",
-            }
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT body FROM submissions WHERE title = ? AND forum_id = ? AND user_id = ?",
+            [p["_title"], p["_forum_id"], p["_user"]],
+            expected=p["_body"],
+            description="the copy exists in the target forum with the same text",
+            site="reddit",
+        )
+    )
 
 
 def expert_copy_post(p: Params) -> Expert:
@@ -989,7 +1122,7 @@ def expert_copy_post(p: Params) -> Expert:
     obs = yield from _sort_tab(obs, "New", "The New tab lists the newest post first.")
     first = _first_post(obs)
     obs = yield click(first, f'The newest post is "{first.name}"; I open it to read its text.')
-    title = _grab(obs, r'^heading "(.*)"$', "post title")
+    title = grab(obs, r'^heading "(.*)"$', "post title")
     lines = obs.text.splitlines()
     # The post's vote buttons come first (its Upvote reads "Retract upvote" if I upvoted it).
     up = next(e for e in elements(obs.text) if e.name in ("Upvote", "Retract upvote"))
@@ -999,6 +1132,21 @@ def expert_copy_post(p: Params) -> Expert:
         raise ExpertError(f"expert: no post text above the vote buttons on {obs.url}")
     obs = yield from _write_post(obs, p["dst"], title, body)
     yield answer("done", f'The post "{title}" is now copied to f/{p["dst"]}.')
+
+
+TEMPLATES.add(
+    id=316,
+    name="reddit.copy_newest_post",
+    kind="change",
+    intent="Copy the newest post of the forum f/{src} to the forum f/{dst}: post there a "
+    "thread with the same title and the same text.",
+    sample=sample_copy_post,
+    evaluation=eval_copy_post,
+    expert=expert_copy_post,
+    user=USER,
+    heldout=True,
+    difficulty="10+",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1014,17 +1162,7 @@ def sample_author_profile(conn: sqlite3.Connection, rng: random.Random) -> Param
 
 
 def eval_author_profile(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["url_match", "program_html"],
-        "reference_url": f"__REDDIT__/user/{p['_author']}",
-        "program_html": [
-            {
-                "url": "last",
-                "locator": "document.querySelector('h1').innerText",
-                "required_contents": {"exact_match": p["_author"]},
-            }
-        ],
-    }
+    return url_eval(f"__REDDIT__/user/{p['_author']}", shows=p["_author"])
 
 
 def expert_author_profile(p: Params) -> Expert:
@@ -1035,246 +1173,14 @@ def expert_author_profile(p: Params) -> Expert:
     yield answer("done", f"This is the profile page of {author.name}.")
 
 
-# --------------------------------------------------------------------------------------------
-# The templates
-# --------------------------------------------------------------------------------------------
-
-ANSWER_NUMBER = "Answer with a number."
-
-TEMPLATES = [
-    Template(
-        id=300,
-        name="reddit.post_comment_count",
-        sites=["reddit"],
-        kind="info",
-        intent=f'How many comments does the post "{{title}}" have? {ANSWER_NUMBER}',
-        start_url=START,
-        sample=sample_comment_count,
-        evaluation=lambda p: _string_eval(p["_answer"]),
-        expert=expert_comment_count,
-        difficulty="1-2",
-    ),
-    Template(
-        id=301,
-        name="reddit.post_author",
-        sites=["reddit"],
-        kind="info",
-        intent='Which user submitted the post "{title}"? Answer with the username.',
-        start_url=START,
-        sample=sample_post_author,
-        evaluation=lambda p: _string_eval(p["_answer"]),
-        expert=expert_post_author,
-        difficulty="1-2",
-    ),
-    Template(
-        id=302,
-        name="reddit.top_post",
-        sites=["reddit"],
-        kind="nav",
-        intent="Open the {rank} post of all time in the forum f/{forum}.",
-        start_url=START,
-        sample=sample_top_post,
-        evaluation=eval_top_post,
-        expert=expert_top_post,
-        difficulty="3-5",
-    ),
-    Template(
-        id=303,
-        name="reddit.upvote_post",
-        sites=["reddit"],
-        kind="change",
-        intent='Upvote the post "{title}".',
-        start_url=START,
-        sample=sample_upvote,
-        evaluation=eval_upvote,
-        expert=expert_upvote,
-        user=USER,
-        difficulty="3-5",
-    ),
-    Template(
-        id=304,
-        name="reddit.update_subscriptions",
-        sites=["reddit"],
-        kind="change",
-        intent="Update my forum subscriptions: {changes}.",
-        start_url=START,
-        sample=sample_subscriptions,
-        evaluation=eval_subscriptions,
-        expert=expert_subscriptions,
-        user=USER,
-        difficulty="3-5",
-    ),
-    Template(
-        id=305,
-        name="reddit.create_post",
-        sites=["reddit"],
-        kind="change",
-        intent='Post in the forum f/{forum} a thread titled "{title}" saying "{body}"',
-        start_url=START,
-        sample=sample_create_post,
-        evaluation=eval_create_post,
-        expert=expert_create_post,
-        user=USER,
-        difficulty="6-9",
-    ),
-    Template(
-        id=306,
-        name="reddit.reply_post",
-        sites=["reddit"],
-        kind="change",
-        intent='Reply to the post "{title}" with the comment "{text}"',
-        start_url=START,
-        sample=sample_reply_post,
-        evaluation=eval_reply_post,
-        expert=expert_reply_post,
-        user=USER,
-        difficulty="3-5",
-    ),
-    Template(
-        id=307,
-        name="reddit.edit_post",
-        sites=["reddit"],
-        kind="change",
-        intent='Edit your post "{title}" so that its text says "{text}"',
-        start_url=START,
-        sample=sample_edit_post,
-        evaluation=eval_edit_post,
-        expert=expert_edit_post,
-        user=USER,
-        difficulty="6-9",
-    ),
-    Template(
-        id=308,
-        name="reddit.newest_post_title",
-        sites=["reddit"],
-        kind="info",
-        intent="What is the title of the {which} post in the forum f/{forum}? Answer with the "
-        "exact title.",
-        start_url=START,
-        sample=sample_newest_title,
-        evaluation=lambda p: _string_eval(p["_answer"]),
-        expert=expert_newest_title,
-        difficulty="3-5",
-    ),
-    Template(
-        id=309,
-        name="reddit.comment_author_joined",
-        sites=["reddit"],
-        kind="info",
-        intent='In the post "{title}", find the user who wrote the comment "{comment}" and tell '
-        "me when they joined the site. Answer with the date as the site shows it, like "
-        "Jan 5, 2021.",
-        start_url=START,
-        sample=sample_comment_joined,
-        evaluation=lambda p: _string_eval(p["_answer"]),
-        expert=expert_comment_joined,
-        heldout=True,
-        difficulty="3-5",
-    ),
-    Template(
-        id=310,
-        name="reddit.forum_sorted_page",
-        sites=["reddit"],
-        kind="nav",
-        intent="Show me the {which} page of the posts in the forum f/{forum} sorted by {order}.",
-        start_url=START,
-        sample=sample_forum_sorted,
-        evaluation=eval_forum_sorted,
-        expert=expert_forum_sorted,
-        difficulty="3-5",
-    ),
-    Template(
-        id=311,
-        name="reddit.reply_comment",
-        sites=["reddit"],
-        kind="change",
-        intent='In the post "{title}", reply to the comment by {author} that says "{comment}" '
-        'with "{text}"',
-        start_url=START,
-        sample=sample_reply_comment,
-        evaluation=eval_reply_comment,
-        expert=expert_reply_comment,
-        user=USER,
-        difficulty="6-9",
-    ),
-    Template(
-        id=312,
-        name="reddit.forum_count",
-        sites=["reddit"],
-        kind="info",
-        intent=f"How many {{what}} does the forum f/{{forum}} have? {ANSWER_NUMBER}",
-        start_url=START,
-        sample=sample_forum_count,
-        evaluation=lambda p: _string_eval(p["_answer"]),
-        expert=expert_forum_count,
-        difficulty="1-2",
-    ),
-    Template(
-        id=313,
-        name="reddit.downvote_comment",
-        sites=["reddit"],
-        kind="change",
-        intent='In the post "{title}", downvote the comment by {author} that says "{comment}"',
-        start_url=START,
-        sample=sample_downvote_comment,
-        evaluation=eval_downvote_comment,
-        expert=expert_downvote_comment,
-        user=USER,
-        heldout=True,
-        difficulty="3-5",
-    ),
-    Template(
-        id=314,
-        name="reddit.author_post_count",
-        sites=["reddit"],
-        kind="info",
-        intent=f'How many posts has the author of the post "{{title}}" submitted in all? '
-        f"{ANSWER_NUMBER}",
-        start_url=START,
-        sample=sample_author_posts,
-        evaluation=lambda p: _string_eval(p["_answer"]),
-        expert=expert_author_posts,
-        difficulty="3-5",
-    ),
-    Template(
-        id=315,
-        name="reddit.search_count",
-        sites=["reddit"],
-        kind="info",
-        intent=f'How many posts does a forum search for "{{query}}" find? {ANSWER_NUMBER}',
-        start_url=START,
-        sample=sample_search_count,
-        evaluation=lambda p: _string_eval(p["_answer"]),
-        expert=expert_search_count,
-        difficulty="1-2",
-    ),
-    Template(
-        id=316,
-        name="reddit.copy_newest_post",
-        sites=["reddit"],
-        kind="change",
-        intent="Copy the newest post of the forum f/{src} to the forum f/{dst}: post there a "
-        "thread with the same title and the same text.",
-        start_url=START,
-        sample=sample_copy_post,
-        evaluation=eval_copy_post,
-        expert=expert_copy_post,
-        user=USER,
-        heldout=True,
-        difficulty="10+",
-    ),
-    Template(
-        id=317,
-        name="reddit.author_profile",
-        sites=["reddit"],
-        kind="nav",
-        intent='Open the profile page of the user who submitted the post "{title}".',
-        start_url=START,
-        sample=sample_author_profile,
-        evaluation=eval_author_profile,
-        expert=expert_author_profile,
-        heldout=True,
-        difficulty="3-5",
-    ),
-]
-"""The forum's templates (ids 300-317)."""
+TEMPLATES.add(
+    id=317,
+    name="reddit.author_profile",
+    kind="nav",
+    intent='Open the profile page of the user who submitted the post "{title}".',
+    sample=sample_author_profile,
+    evaluation=eval_author_profile,
+    expert=expert_author_profile,
+    heldout=True,
+    difficulty="3-5",
+)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import random
 import re
 import sqlite3
-from collections.abc import Generator
 from typing import Any
 
 from webagent_r1.agent.actions import format_action
@@ -34,12 +33,23 @@ from webagent_r1.tasks.experts import (
     find,
     find_all,
     maybe,
-    scroll_down,
     search,
     select,
     type_text,
 )
-from webagent_r1.tasks.template import Template
+from webagent_r1.tasks.templates.common import (
+    Params,
+    Registry,
+    Sub,
+    answer_eval,
+    db_memo,
+    grab,
+    line_after,
+    seek,
+    state_check,
+    state_eval,
+    url_eval,
+)
 from webagent_r1.types import Action, Observation
 
 SHOPPER = "emma.lopez"
@@ -48,9 +58,6 @@ START = "__SHOPPING__/"
 PER_PAGE = 10
 """Products per listing page (the shop's page size)."""
 
-Params = dict[str, Any]
-Sub = Generator["Step | None", Observation, Any]
-"""A sub-expert (used with ``yield from``): yields steps, returns what it found."""
 
 # Sort dropdown option for each way of ordering a listing an intent may ask for.
 SORTS = {
@@ -94,19 +101,13 @@ RATING_WORDS = {1: "1 star", 2: "2 stars", 3: "3 stars", 4: "4 stars", 5: "5 sta
 # --------------------------------------------------------------------------------------------
 
 
-_CACHES: dict[str, dict[Any, Any]] = {}
-
-
-def _cache(conn: sqlite3.Connection) -> dict[Any, Any]:
-    """Memo of query results for one database file (the pristine file's name carries the
-    seed's version, so its contents never change); a throw-away dict for other databases."""
-    db_file = conn.execute("PRAGMA database_list").fetchone()[2] or ""
-    return _CACHES.setdefault(db_file, {}) if db_file else {}
+TEMPLATES = Registry(sites=["shopping"], start_url=START)
+"""The module's templates, in the suite's order."""
 
 
 def _products(conn: sqlite3.Connection, where: str = "1", params: tuple = ()) -> list[Any]:
     """Enabled products with category names and rating summary, by id."""
-    memo = _cache(conn)
+    memo = db_memo(conn, __name__)
     key = ("products", where, params)
     if key not in memo:
         memo[key] = conn.execute(
@@ -129,7 +130,7 @@ def _options(conn: sqlite3.Connection, pid: int, kind: str) -> list[str]:
 
 def _findable(conn: sqlite3.Connection, product: Any) -> bool:
     """A search for the product's full name lists it on the first result page."""
-    memo = _cache(conn)
+    memo = db_memo(conn, __name__)
     key = ("findable", product["id"])
     if key not in memo:
         memo[key] = product["id"] in search_ids(conn, product["name"])[:PER_PAGE]
@@ -176,54 +177,16 @@ def _max_order_id(conn: sqlite3.Connection) -> int:
     return int(conn.execute("SELECT COALESCE(MAX(id), 0) FROM orders").fetchone()[0])
 
 
-def _string_eval(ref: str) -> dict[str, Any]:
-    return {"eval_types": ["string_match"], "reference_answers": {"exact_match": ref}}
-
-
 # --------------------------------------------------------------------------------------------
 # Expert helpers (read the observation only)
 # --------------------------------------------------------------------------------------------
-
-
-def _line_after(obs: Observation, el: Element) -> str:
-    """The text line right after an element's line (a listing's price and rating line)."""
-    lines = obs.text.splitlines()
-    for i, line in enumerate(lines):
-        if re.search(rf"(?:^|\s)\[{el.id}\] ", line):
-            return lines[i + 1] if i + 1 < len(lines) else ""
-    return ""
-
-
-def _grab(obs: Observation, pattern: str, what: str) -> str:
-    m = re.search(pattern, obs.text, re.MULTILINE)
-    if not m:
-        raise ExpertError(f"expert: no {what} on {obs.url}")
-    return m.group(1)
-
-
-def _more_below(obs: Observation) -> bool:
-    return "scroll down to see more" in obs.text
-
-
-def _seek(
-    obs: Observation, role: str, name: str, why: str, exact: bool = False
-) -> Generator[Step, Observation, tuple[Element, Observation]]:
-    """Find an element, scrolling down (a few times at most) while the page continues."""
-    for _ in range(6):
-        el = maybe(obs, role, name, exact)
-        if el is not None:
-            return el, obs
-        if not _more_below(obs):
-            break
-        obs = yield scroll_down(why)
-    return find(obs, role, name, exact), obs
 
 
 def _open_product(obs: Observation, product: str) -> Sub:
     """Search the store for a product by its full name and open its page."""
     box = find(obs, "textbox", "Search")
     obs = yield search(box, product, f"I search the store for '{product}' to find its page.")
-    link, obs = yield from _seek(
+    link, obs = yield from seek(
         obs, "link", product, f"'{product}' should be among the results; I scroll.", exact=True
     )
     obs = yield click(link, f"The results list '{product}'; I open its product page.")
@@ -238,7 +201,7 @@ def _open_leaf(obs: Observation, top: str, leaf: str) -> Sub:
         obs = yield click(home, "I go to the home page, which lists the categories.")
         link = find(obs, "link", top, exact=True)
     obs = yield click(link, f"'{leaf}' is a subcategory of '{top}'; I open '{top}' first.")
-    leaf_link, obs = yield from _seek(
+    leaf_link, obs = yield from seek(
         obs, "link", leaf, f"I look for the '{leaf}' subcategory link.", exact=True
     )
     obs = yield click(leaf_link, f"The '{top}' page lists its subcategories; I open '{leaf}'.")
@@ -304,14 +267,26 @@ def expert_price(p: Params) -> Expert:
     obs = yield None
     box = find(obs, "textbox", "Search")
     obs = yield search(box, p["product"], f"I search for '{p['product']}' to see its price.")
-    link, obs = yield from _seek(
+    link, obs = yield from seek(
         obs, "link", p["product"], "I scroll to find the product in the results.", exact=True
     )
-    line = _line_after(obs, link)
+    line = line_after(obs, link)
     m = re.search(r"\$[\d,]+\.\d\d", line)
     if not m:
         raise ExpertError(f"expert: no price after {link.line!r}")
     yield answer(m.group(0), f"The result '{p['product']}' is listed at {m.group(0)}.")
+
+
+TEMPLATES.add(
+    id=100,
+    name="shopping.product_price",
+    kind="info",
+    intent="What is the price of the {product}? Answer with the price only, like $12.34.",
+    sample=sample_price,
+    evaluation=answer_eval,
+    expert=expert_price,
+    difficulty="1-2",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -333,8 +308,21 @@ def sample_rating(conn: sqlite3.Connection, rng: random.Random) -> Params | None
 def expert_rating(p: Params) -> Expert:
     obs = yield None
     obs = yield from _open_product(obs, p["product"])
-    rating = _grab(obs, r"^Rating: ([\d.]+) out of 5", "rating")
+    rating = grab(obs, r"^Rating: ([\d.]+) out of 5", "rating")
     yield answer(rating, f"The product page shows 'Rating: {rating} out of 5'.")
+
+
+TEMPLATES.add(
+    id=101,
+    name="shopping.product_rating",
+    kind="info",
+    intent="What is the average customer rating of the {product}? Answer with the number "
+    "of stars out of 5 as the site shows it, like 4.3.",
+    sample=sample_rating,
+    evaluation=answer_eval,
+    expert=expert_rating,
+    difficulty="3-5",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -352,8 +340,20 @@ def sample_sku(conn: sqlite3.Connection, rng: random.Random) -> Params | None:
 def expert_sku(p: Params) -> Expert:
     obs = yield None
     obs = yield from _open_product(obs, p["product"])
-    sku = _grab(obs, r"SKU: (\w+)", "SKU")
+    sku = grab(obs, r"SKU: (\w+)", "SKU")
     yield answer(sku, f"The product details line shows SKU: {sku}.")
+
+
+TEMPLATES.add(
+    id=102,
+    name="shopping.product_sku",
+    kind="info",
+    intent="What is the SKU of the {product}? Answer with the SKU only.",
+    sample=sample_sku,
+    evaluation=answer_eval,
+    expert=expert_sku,
+    difficulty="3-5",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -379,6 +379,19 @@ def expert_extreme(p: Params) -> Expert:
     )
     first = _first_listed(obs)
     yield answer(first.name, f"Sorted by price, the first product is '{first.name}'.")
+
+
+TEMPLATES.add(
+    id=103,
+    name="shopping.category_price_extreme",
+    kind="info",
+    intent="What is the {which} product in the {leaf} category (under {top})? Answer with "
+    "the exact product name.",
+    sample=sample_extreme,
+    evaluation=answer_eval,
+    expert=expert_extreme,
+    difficulty="3-5",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -414,8 +427,20 @@ def expert_search_count(p: Params) -> Expert:
     obs = yield None
     box = find(obs, "textbox", "Search")
     obs = yield search(box, p["query"], f"I search the store for '{p['query']}'.")
-    n = _grab(obs, r"Items \d+-\d+ of (\d+)", "result count")
+    n = grab(obs, r"Items \d+-\d+ of (\d+)", "result count")
     yield answer(n, f"The results header says 'Items ... of {n}', so the search finds {n}.")
+
+
+TEMPLATES.add(
+    id=104,
+    name="shopping.search_result_count",
+    kind="info",
+    intent='How many products does a store search for "{query}" return? Answer with a number.',
+    sample=sample_search_count,
+    evaluation=answer_eval,
+    expert=expert_search_count,
+    difficulty="1-2",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -498,8 +523,21 @@ def expert_order_detail(p: Params) -> Expert:
         raise ExpertError(f"expert: no View Order link in the row of {number}")
     obs = yield click(view[0], f"The {field} is on the order's own page; I open order {number}.")
     label = {"subtotal": "Subtotal", "shipping & handling fee": "Shipping & Handling"}[field]
-    value = _grab(obs, rf"^{re.escape(label)} \| (\$[\d,]+\.\d\d)", field)
+    value = grab(obs, rf"^{re.escape(label)} \| (\$[\d,]+\.\d\d)", field)
     yield answer(value, f"The order totals show {label}: {value}.")
+
+
+TEMPLATES.add(
+    id=105,
+    name="shopping.my_order_detail",
+    kind="info",
+    intent="What is the {field} of my order number {order}? {answer_format}",
+    sample=sample_order_detail,
+    evaluation=answer_eval,
+    expert=expert_order_detail,
+    user=SHOPPER,
+    difficulty="3-5",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -517,23 +555,25 @@ def sample_product_page(conn: sqlite3.Connection, rng: random.Random) -> Params 
 def eval_product_page(p: Params) -> dict[str, Any]:
     # url_match alone accepts /product/123 for /product/12 (path containment), so the page's
     # heading must also be the product's name.
-    return {
-        "eval_types": ["url_match", "program_html"],
-        "reference_url": f"__SHOPPING__/product/{p['_id']}",
-        "program_html": [
-            {
-                "url": "last",
-                "locator": "document.querySelector('h1').innerText",
-                "required_contents": {"exact_match": p["product"]},
-            }
-        ],
-    }
+    return url_eval(f"__SHOPPING__/product/{p['_id']}", shows=p["product"])
 
 
 def expert_product_page(p: Params) -> Expert:
     obs = yield None
     obs = yield from _open_product(obs, p["product"])
     yield answer("done", f"This is the product page of '{p['product']}'.")
+
+
+TEMPLATES.add(
+    id=106,
+    name="shopping.product_page",
+    kind="nav",
+    intent="Open the product page of the {product}.",
+    sample=sample_product_page,
+    evaluation=eval_product_page,
+    expert=expert_product_page,
+    difficulty="3-5",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -549,10 +589,7 @@ def sample_sorted_category(conn: sqlite3.Connection, rng: random.Random) -> Para
 
 def eval_sorted_category(p: Params) -> dict[str, Any]:
     key = SORTS[p["order"]][0]
-    return {
-        "eval_types": ["url_match"],
-        "reference_url": f"__SHOPPING__/category/{p['_path']}?sort={key}",
-    }
+    return url_eval(f"__SHOPPING__/category/{p['_path']}?sort={key}")
 
 
 def expert_sorted_category(p: Params) -> Expert:
@@ -561,6 +598,18 @@ def expert_sorted_category(p: Params) -> Expert:
     option = SORTS[p["order"]][1]
     obs = yield from _sort_listing(obs, option, f"I sort the listing by '{option}'.")
     yield answer("done", f"The '{p['leaf']}' products are now sorted by '{option}'.")
+
+
+TEMPLATES.add(
+    id=107,
+    name="shopping.sorted_category",
+    kind="nav",
+    intent="Show me the products of the {leaf} category (under {top}) sorted by {order}.",
+    sample=sample_sorted_category,
+    evaluation=eval_sorted_category,
+    expert=expert_sorted_category,
+    difficulty="3-5",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -594,26 +643,23 @@ def sample_add_to_cart(conn: sqlite3.Connection, rng: random.Random) -> Params |
 
 
 def eval_add_to_cart(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "site": "shopping",
-                "sql": "SELECT qty FROM cart_items WHERE customer_id = ? AND product_id = ? "
-                "AND color = ? AND size = ?",
-                "params": [p["_cust"], p["_id"], p["_color"], p["_size"]],
-                "expected": p["qty"],
-                "description": "the cart holds the product with these options and quantity",
-            },
-            {
-                "site": "shopping",
-                "sql": "SELECT COUNT(*) FROM cart_items WHERE customer_id = ?",
-                "params": [p["_cust"]],
-                "expected": 1,
-                "description": "nothing else is in the cart",
-            },
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT qty FROM cart_items WHERE customer_id = ? AND product_id = ? "
+            "AND color = ? AND size = ?",
+            [p["_cust"], p["_id"], p["_color"], p["_size"]],
+            expected=p["qty"],
+            description="the cart holds the product with these options and quantity",
+            site="shopping",
+        ),
+        state_check(
+            "SELECT COUNT(*) FROM cart_items WHERE customer_id = ?",
+            [p["_cust"]],
+            expected=1,
+            description="nothing else is in the cart",
+            site="shopping",
+        ),
+    )
 
 
 def _parse_options(options: str) -> list[tuple[str, str]]:
@@ -634,7 +680,7 @@ def _add_current_product(obs: Observation, p: Params) -> Sub:
     box = find(obs, "textbox", "Qty", exact=True)
     if box.value != qty:
         obs = yield type_text(box, qty, f"I want {qty} of them, so I set the quantity to {qty}.")
-    button, obs = yield from _seek(obs, "button", "Add to Cart", "I look for Add to Cart.")
+    button, obs = yield from seek(obs, "button", "Add to Cart", "I look for Add to Cart.")
     obs = yield click(button, "Options and quantity are set; I add the product to the cart.")
     if "to your shopping cart" not in obs.text:
         raise ExpertError(f"expert: the product was not added to the cart on {obs.url}")
@@ -646,6 +692,19 @@ def expert_add_to_cart(p: Params) -> Expert:
     obs = yield from _open_product(obs, p["product"])
     obs = yield from _add_current_product(obs, p)
     yield answer("done", f"The store confirms that {p['product']} is in my cart.")
+
+
+TEMPLATES.add(
+    id=108,
+    name="shopping.add_to_cart",
+    kind="change",
+    intent="Add the {product} to my shopping cart with {options} and quantity {qty}.",
+    sample=sample_add_to_cart,
+    evaluation=eval_add_to_cart,
+    expert=expert_add_to_cart,
+    user=SHOPPER,
+    difficulty="6-9",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -670,29 +729,26 @@ def sample_wishlist(conn: sqlite3.Connection, rng: random.Random) -> Params | No
 
 
 def eval_wishlist(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "site": "shopping",
-                "sql": "SELECT id FROM wishlist_items WHERE customer_id = ? AND product_id = ?",
-                "params": [p["_cust"], p["_id"]],
-                "row_count": 1,
-                "description": "the product is in the wish list",
-            },
-            {
-                "site": "shopping",
-                "sql": "SELECT COUNT(*) FROM wishlist_items WHERE customer_id = ?",
-                "params": [p["_cust"]],
-                "expected": p["_count"],
-                "description": "no other product was added or removed",
-            },
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT id FROM wishlist_items WHERE customer_id = ? AND product_id = ?",
+            [p["_cust"], p["_id"]],
+            row_count=1,
+            description="the product is in the wish list",
+            site="shopping",
+        ),
+        state_check(
+            "SELECT COUNT(*) FROM wishlist_items WHERE customer_id = ?",
+            [p["_cust"]],
+            expected=p["_count"],
+            description="no other product was added or removed",
+            site="shopping",
+        ),
+    )
 
 
 def _wish_current(obs: Observation, product: str) -> Sub:
-    button, obs = yield from _seek(obs, "button", "Add to Wish List", "I look for the button.")
+    button, obs = yield from seek(obs, "button", "Add to Wish List", "I look for the button.")
     obs = yield click(button, f"On the page of '{product}' I click Add to Wish List.")
     if "added to your Wish List" not in obs.text:
         raise ExpertError(f"expert: {product} was not added to the wish list")
@@ -704,6 +760,19 @@ def expert_wishlist(p: Params) -> Expert:
     obs = yield from _open_product(obs, p["product"])
     obs = yield from _wish_current(obs, p["product"])
     yield answer("done", f"My wish list now shows '{p['product']}'.")
+
+
+TEMPLATES.add(
+    id=109,
+    name="shopping.add_to_wishlist",
+    kind="change",
+    intent="Add the {product} to my wish list.",
+    sample=sample_wishlist,
+    evaluation=eval_wishlist,
+    expert=expert_wishlist,
+    user=SHOPPER,
+    difficulty="3-5",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -734,49 +803,56 @@ def sample_review(conn: sqlite3.Connection, rng: random.Random) -> Params | None
 def eval_review(p: Params) -> dict[str, Any]:
     base = "SELECT {} FROM reviews WHERE product_id = ? AND customer_id = ? ORDER BY id DESC"
     args = [p["_id"], p["_cust"]]
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "site": "shopping",
-                "sql": base.format("rating"),
-                "params": args,
-                "expected": p["stars"],
-                "description": "my latest review of the product has the rating",
-            },
-            {
-                "site": "shopping",
-                "sql": base.format("title"),
-                "params": args,
-                "expected": p["title"],
-                "description": "its summary",
-            },
-            {
-                "site": "shopping",
-                "sql": base.format("body"),
-                "params": args,
-                "expected": p["text"],
-                "description": "its text",
-            },
-        ],
-    }
+    return state_eval(
+        state_check(
+            base.format("rating"),
+            args,
+            expected=p["stars"],
+            description="my latest review of the product has the rating",
+            site="shopping",
+        ),
+        state_check(
+            base.format("title"),
+            args,
+            expected=p["title"],
+            description="its summary",
+            site="shopping",
+        ),
+        state_check(
+            base.format("body"), args, expected=p["text"], description="its text", site="shopping"
+        ),
+    )
 
 
 def expert_review(p: Params) -> Expert:
     obs = yield None
     obs = yield from _open_product(obs, p["product"])
     stars = int(p["stars"])
-    box, obs = yield from _seek(obs, "combobox", "Rating", "The review form is further down.")
+    box, obs = yield from seek(obs, "combobox", "Rating", "The review form is further down.")
     obs = yield select(box, RATING_WORDS[stars], f"The review gives {stars} stars.")
-    box, obs = yield from _seek(obs, "textbox", "Summary", "I look for the Summary field.", True)
+    box, obs = yield from seek(obs, "textbox", "Summary", "I look for the Summary field.", True)
     obs = yield type_text(box, p["title"], "The summary (title) of the review goes here.")
-    box, obs = yield from _seek(obs, "textbox", "Review", "I look for the Review field.", True)
+    box, obs = yield from seek(obs, "textbox", "Review", "I look for the Review field.", True)
     obs = yield type_text(box, p["text"], "I type the review text.")
-    button, obs = yield from _seek(obs, "button", "Submit Review", "I look for Submit Review.")
+    button, obs = yield from seek(obs, "button", "Submit Review", "I look for Submit Review.")
     obs = yield click(button, "Rating, summary and text are filled in; I submit the review.")
     if "submitted your review" not in obs.text:
         raise ExpertError(f"expert: the review was not accepted on {obs.url}")
     yield answer("done", "The store says my review was submitted for moderation.")
+
+
+TEMPLATES.add(
+    id=110,
+    name="shopping.write_review",
+    kind="change",
+    intent='Write a {stars}-star review of the {product} with the summary "{title}" and the '
+    'review text "{text}"',
+    sample=sample_review,
+    evaluation=eval_review,
+    expert=expert_review,
+    user=SHOPPER,
+    difficulty="6-9",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -804,15 +880,15 @@ def eval_address(p: Params) -> dict[str, Any]:
     checks = []
     for col in ("street", "city", "region", "postcode", "phone", "country"):
         checks.append(
-            {
-                "site": "shopping",
-                "sql": f"SELECT {col} FROM customers WHERE id = ?",
-                "params": [p["_cust"]],
-                "expected": p.get(col, "United States"),
-                "description": f"my address {col}",
-            }
+            state_check(
+                f"SELECT {col} FROM customers WHERE id = ?",
+                [p["_cust"]],
+                expected=p.get(col, "United States"),
+                description=f"my address {col}",
+                site="shopping",
+            )
         )
-    return {"eval_types": ["state_match"], "state_checks": checks}
+    return state_eval(*checks)
 
 
 ADDRESS_BOXES = (
@@ -825,7 +901,7 @@ ADDRESS_BOXES = (
 
 
 def _fill(obs: Observation, label: str, value: str, why: str) -> Sub:
-    box, obs = yield from _seek(obs, "textbox", label, f"I look for the {label} field.", True)
+    box, obs = yield from seek(obs, "textbox", label, f"I look for the {label} field.", True)
     if box.value == value:
         return obs
     obs = yield type_text(box, value, why)
@@ -839,11 +915,25 @@ def expert_address(p: Params) -> Expert:
     obs = yield click(link, "The Address Book holds my default address; I open it.")
     for key, label in ADDRESS_BOXES:
         obs = yield from _fill(obs, label, p[key], f"I set {label} to '{p[key]}'.")
-    button, obs = yield from _seek(obs, "button", "Save Address", "I look for Save Address.")
+    button, obs = yield from seek(obs, "button", "Save Address", "I look for Save Address.")
     obs = yield click(button, "All new address fields are filled in; I save the address.")
     if "saved the address" not in obs.text:
         raise ExpertError(f"expert: the address was not saved on {obs.url}")
     yield answer("done", "The account page confirms the new address was saved.")
+
+
+TEMPLATES.add(
+    id=111,
+    name="shopping.update_address",
+    kind="change",
+    intent="Change my default address to {street}, {city}, {region} {postcode} (same "
+    "country) and my phone number to {phone}.",
+    sample=sample_address,
+    evaluation=eval_address,
+    expert=expert_address,
+    user=SHOPPER,
+    difficulty="6-9",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -889,43 +979,43 @@ def eval_checkout(p: Params) -> dict[str, Any]:
     new = "FROM orders WHERE customer_id = ? AND id > ?"
     args = [p["_cust"], p["_after"]]
     checks: list[dict[str, Any]] = [
-        {
-            "site": "shopping",
-            "sql": f"SELECT id {new}",
-            "params": args,
-            "row_count": 1,
-            "description": "exactly one new order",
-        },
-        {
-            "site": "shopping",
-            "sql": f"SELECT ship_name {new}",
-            "params": args,
-            "expected": f"{p['first_name']} {p['last_name']}",
-            "description": "ship-to name",
-        },
+        state_check(
+            f"SELECT id {new}",
+            args,
+            row_count=1,
+            description="exactly one new order",
+            site="shopping",
+        ),
+        state_check(
+            f"SELECT ship_name {new}",
+            args,
+            expected=f"{p['first_name']} {p['last_name']}",
+            description="ship-to name",
+            site="shopping",
+        ),
     ]
     for col in ("street", "city", "region", "postcode", "phone"):
         checks.append(
-            {
-                "site": "shopping",
-                "sql": f"SELECT ship_{col} {new}",
-                "params": args,
-                "expected": p[col],
-                "description": f"ship-to {col}",
-            }
+            state_check(
+                f"SELECT ship_{col} {new}",
+                args,
+                expected=p[col],
+                description=f"ship-to {col}",
+                site="shopping",
+            )
         )
     checks += [
-        {
-            "site": "shopping",
-            "sql": "SELECT group_concat(oi.product_id || ':' || oi.color || ':' || oi.qty) "
+        state_check(
+            "SELECT group_concat(oi.product_id || ':' || oi.color || ':' || oi.qty) "
             "FROM order_items oi JOIN orders o ON o.id = oi.order_id "
             "WHERE o.customer_id = ? AND o.id > ?",
-            "params": args,
-            "expected": f"{p['_id']}:{p['_color']}:{p['qty']}",
-            "description": "the order holds only the product, in its color and quantity",
-        },
+            args,
+            expected=f"{p['_id']}:{p['_color']}:{p['qty']}",
+            description="the order holds only the product, in its color and quantity",
+            site="shopping",
+        ),
     ]
-    return {"eval_types": ["state_match"], "state_checks": checks}
+    return state_eval(*checks)
 
 
 CHECKOUT_BOXES = (
@@ -941,17 +1031,32 @@ def expert_checkout(p: Params) -> Expert:
     obs = yield from _add_current_product(obs, p)
     cart = find(obs, "link", "My Cart")
     obs = yield click(cart, "The product is in the cart; I open the cart to check out.")
-    link, obs = yield from _seek(obs, "link", "Proceed to Checkout", "I look for checkout.")
+    link, obs = yield from seek(obs, "link", "Proceed to Checkout", "I look for checkout.")
     obs = yield click(link, "The cart holds only this product; I proceed to checkout.")
     for key, label in CHECKOUT_BOXES:
         obs = yield from _fill(obs, label, p[key], f"The shipping {label} is '{p[key]}'.")
     country = find(obs, "textbox", "Country", exact=True)
     if country.value != "United States":
         obs = yield type_text(country, "United States", "The address is in the United States.")
-    button, obs = yield from _seek(obs, "button", "Place Order", "I look for Place Order.")
+    button, obs = yield from seek(obs, "button", "Place Order", "I look for Place Order.")
     obs = yield click(button, "The shipping address is complete; I place the order.")
-    number = _grab(obs, r"Your order number is:\s*(?:\[\d+\] link \")?(\d{9})", "order number")
+    number = grab(obs, r"Your order number is:\s*(?:\[\d+\] link \")?(\d{9})", "order number")
     yield answer(number, f"The order was placed; its number is {number}.")
+
+
+TEMPLATES.add(
+    id=112,
+    name="shopping.checkout_ship_to",
+    kind="change",
+    intent="Buy {qty} of the {product} ({options}) and have the order shipped to "
+    "{first_name} {last_name}, {street}, {city}, {region} {postcode}, United States, "
+    "phone {phone}.",
+    sample=sample_checkout,
+    evaluation=eval_checkout,
+    expert=expert_checkout,
+    user=SHOPPER,
+    difficulty="10+",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -976,25 +1081,22 @@ def sample_email(conn: sqlite3.Connection, rng: random.Random) -> Params | None:
 
 
 def eval_email(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["state_match"],
-        "state_checks": [
-            {
-                "site": "shopping",
-                "sql": "SELECT email FROM customers WHERE id = ?",
-                "params": [p["_cust"]],
-                "expected": p["email"],
-                "description": "the customer's email",
-            },
-            {
-                "site": "shopping",
-                "sql": "SELECT email FROM users WHERE id = ?",
-                "params": [p["_user"]],
-                "expected": p["email"],
-                "description": "the account's login email",
-            },
-        ],
-    }
+    return state_eval(
+        state_check(
+            "SELECT email FROM customers WHERE id = ?",
+            [p["_cust"]],
+            expected=p["email"],
+            description="the customer's email",
+            site="shopping",
+        ),
+        state_check(
+            "SELECT email FROM users WHERE id = ?",
+            [p["_user"]],
+            expected=p["email"],
+            description="the account's login email",
+            site="shopping",
+        ),
+    )
 
 
 def expert_email(p: Params) -> Expert:
@@ -1009,6 +1111,19 @@ def expert_email(p: Params) -> Expert:
     if "saved the account information" not in obs.text:
         raise ExpertError(f"expert: the email was not saved on {obs.url}")
     yield answer("done", f"The account now shows the email {p['email']}.")
+
+
+TEMPLATES.add(
+    id=113,
+    name="shopping.change_email",
+    kind="change",
+    intent="Change the email address of my account to {email}.",
+    sample=sample_email,
+    evaluation=eval_email,
+    expert=expert_email,
+    user=SHOPPER,
+    difficulty="3-5",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1042,25 +1157,25 @@ def sample_register(conn: sqlite3.Connection, rng: random.Random) -> Params | No
 def eval_register(p: Params) -> dict[str, Any]:
     account = "FROM users u JOIN customers c ON c.user_id = u.id WHERE u.username = ?"
     checks = [
-        {
-            "site": "shopping",
-            "sql": f"SELECT u.id {account}",
-            "params": [p["username"]],
-            "row_count": 1,
-            "description": "a customer account with the username",
-        }
+        state_check(
+            f"SELECT u.id {account}",
+            [p["username"]],
+            row_count=1,
+            description="a customer account with the username",
+            site="shopping",
+        )
     ]
     for col in ("email", "first_name", "last_name"):
         checks.append(
-            {
-                "site": "shopping",
-                "sql": f"SELECT c.{col} {account}",
-                "params": [p["username"]],
-                "expected": p[col],
-                "description": f"the account's {col.replace('_', ' ')}",
-            }
+            state_check(
+                f"SELECT c.{col} {account}",
+                [p["username"]],
+                expected=p[col],
+                description=f"the account's {col.replace('_', ' ')}",
+                site="shopping",
+            )
         )
-    return {"eval_types": ["state_match"], "state_checks": checks}
+    return state_eval(*checks)
 
 
 REGISTER_BOXES = (
@@ -1087,6 +1202,19 @@ def expert_register(p: Params) -> Expert:
     yield answer("done", f"The store welcomes the new customer {p['username']}.")
 
 
+TEMPLATES.add(
+    id=114,
+    name="shopping.register_account",
+    kind="change",
+    intent="Create a new customer account for {first_name} {last_name} with the email "
+    "{email}, the username {username} and the password {password}.",
+    sample=sample_register,
+    evaluation=eval_register,
+    expert=expert_register,
+    difficulty="6-9",
+)
+
+
 # --------------------------------------------------------------------------------------------
 # 150 held out, info: which of two products is rated higher
 # --------------------------------------------------------------------------------------------
@@ -1111,8 +1239,8 @@ def sample_compare(conn: sqlite3.Connection, rng: random.Random) -> Params | Non
 def _listed_rating(obs: Observation, product: str) -> Sub:
     box = find(obs, "textbox", "Search")
     obs = yield search(box, product, f"I search for '{product}' to see its rating.")
-    link, obs = yield from _seek(obs, "link", product, "I look for it in the results.", True)
-    m = re.search(r"Rating ([\d.]+) out of 5", _line_after(obs, link))
+    link, obs = yield from seek(obs, "link", product, "I look for it in the results.", True)
+    m = re.search(r"Rating ([\d.]+) out of 5", line_after(obs, link))
     if not m:
         raise ExpertError(f"expert: no rating for {product} on {obs.url}")
     return float(m.group(1)), obs
@@ -1124,6 +1252,20 @@ def expert_compare(p: Params) -> Expert:
     rb, obs = yield from _listed_rating(obs, p["b"])
     best = p["a"] if ra > rb else p["b"]
     yield answer(best, f"'{p['a']}' is rated {ra} and '{p['b']}' {rb}; '{best}' is higher.")
+
+
+TEMPLATES.add(
+    id=150,
+    name="shopping.compare_ratings",
+    kind="info",
+    intent="Which has the higher average customer rating: the {a} or the {b}? Answer with "
+    "the exact product name.",
+    sample=sample_compare,
+    evaluation=answer_eval,
+    expert=expert_compare,
+    heldout=True,
+    difficulty="3-5",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1179,11 +1321,7 @@ def sample_filtered(conn: sqlite3.Connection, rng: random.Random) -> Params | No
 
 
 def eval_filtered(p: Params) -> dict[str, Any]:
-    return {
-        "eval_types": ["url_match"],
-        "reference_url": f"__SHOPPING__/category/{p['_path']}?color={p['color']}"
-        f"&price={p['_price']}",
-    }
+    return url_eval(f"__SHOPPING__/category/{p['_path']}?color={p['color']}&price={p['_price']}")
 
 
 def expert_filtered(p: Params) -> Expert:
@@ -1195,6 +1333,19 @@ def expert_filtered(p: Params) -> Expert:
     price = find(obs, "link", label, exact=True)
     obs = yield click(price, f"Prices {p['price']} are the '{label}' range; I filter by it.")
     yield answer("done", f"The page lists the {p['color']} {p['leaf']} products {p['price']}.")
+
+
+TEMPLATES.add(
+    id=151,
+    name="shopping.category_filter_color_price",
+    kind="nav",
+    intent="Show me the {color} products of the {leaf} category (under {top}) priced {price}.",
+    sample=sample_filtered,
+    evaluation=eval_filtered,
+    expert=expert_filtered,
+    heldout=True,
+    difficulty="3-5",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1237,244 +1388,15 @@ def expert_wish_extreme(p: Params) -> Expert:
     yield answer("done", f"'{first.name}' is now in my wish list.")
 
 
-# --------------------------------------------------------------------------------------------
-# The templates
-# --------------------------------------------------------------------------------------------
-
-TEMPLATES: list[Template] = [
-    Template(
-        id=100,
-        name="shopping.product_price",
-        sites=["shopping"],
-        kind="info",
-        intent="What is the price of the {product}? Answer with the price only, like $12.34.",
-        start_url=START,
-        sample=sample_price,
-        evaluation=lambda p: _string_eval(p["_answer"]),
-        expert=expert_price,
-        difficulty="1-2",
-    ),
-    Template(
-        id=101,
-        name="shopping.product_rating",
-        sites=["shopping"],
-        kind="info",
-        intent="What is the average customer rating of the {product}? Answer with the number "
-        "of stars out of 5 as the site shows it, like 4.3.",
-        start_url=START,
-        sample=sample_rating,
-        evaluation=lambda p: _string_eval(p["_answer"]),
-        expert=expert_rating,
-        difficulty="3-5",
-    ),
-    Template(
-        id=102,
-        name="shopping.product_sku",
-        sites=["shopping"],
-        kind="info",
-        intent="What is the SKU of the {product}? Answer with the SKU only.",
-        start_url=START,
-        sample=sample_sku,
-        evaluation=lambda p: _string_eval(p["_answer"]),
-        expert=expert_sku,
-        difficulty="3-5",
-    ),
-    Template(
-        id=103,
-        name="shopping.category_price_extreme",
-        sites=["shopping"],
-        kind="info",
-        intent="What is the {which} product in the {leaf} category (under {top})? Answer with "
-        "the exact product name.",
-        start_url=START,
-        sample=sample_extreme,
-        evaluation=lambda p: _string_eval(p["_answer"]),
-        expert=expert_extreme,
-        difficulty="3-5",
-    ),
-    Template(
-        id=104,
-        name="shopping.search_result_count",
-        sites=["shopping"],
-        kind="info",
-        intent='How many products does a store search for "{query}" return? Answer with a number.',
-        start_url=START,
-        sample=sample_search_count,
-        evaluation=lambda p: _string_eval(p["_answer"]),
-        expert=expert_search_count,
-        difficulty="1-2",
-    ),
-    Template(
-        id=105,
-        name="shopping.my_order_detail",
-        sites=["shopping"],
-        kind="info",
-        intent="What is the {field} of my order number {order}? {answer_format}",
-        start_url=START,
-        sample=sample_order_detail,
-        evaluation=lambda p: _string_eval(p["_answer"]),
-        expert=expert_order_detail,
-        user=SHOPPER,
-        difficulty="3-5",
-    ),
-    Template(
-        id=106,
-        name="shopping.product_page",
-        sites=["shopping"],
-        kind="nav",
-        intent="Open the product page of the {product}.",
-        start_url=START,
-        sample=sample_product_page,
-        evaluation=eval_product_page,
-        expert=expert_product_page,
-        difficulty="3-5",
-    ),
-    Template(
-        id=107,
-        name="shopping.sorted_category",
-        sites=["shopping"],
-        kind="nav",
-        intent="Show me the products of the {leaf} category (under {top}) sorted by {order}.",
-        start_url=START,
-        sample=sample_sorted_category,
-        evaluation=eval_sorted_category,
-        expert=expert_sorted_category,
-        difficulty="3-5",
-    ),
-    Template(
-        id=108,
-        name="shopping.add_to_cart",
-        sites=["shopping"],
-        kind="change",
-        intent="Add the {product} to my shopping cart with {options} and quantity {qty}.",
-        start_url=START,
-        sample=sample_add_to_cart,
-        evaluation=eval_add_to_cart,
-        expert=expert_add_to_cart,
-        user=SHOPPER,
-        difficulty="6-9",
-    ),
-    Template(
-        id=109,
-        name="shopping.add_to_wishlist",
-        sites=["shopping"],
-        kind="change",
-        intent="Add the {product} to my wish list.",
-        start_url=START,
-        sample=sample_wishlist,
-        evaluation=eval_wishlist,
-        expert=expert_wishlist,
-        user=SHOPPER,
-        difficulty="3-5",
-    ),
-    Template(
-        id=110,
-        name="shopping.write_review",
-        sites=["shopping"],
-        kind="change",
-        intent='Write a {stars}-star review of the {product} with the summary "{title}" and the '
-        'review text "{text}"',
-        start_url=START,
-        sample=sample_review,
-        evaluation=eval_review,
-        expert=expert_review,
-        user=SHOPPER,
-        difficulty="6-9",
-    ),
-    Template(
-        id=111,
-        name="shopping.update_address",
-        sites=["shopping"],
-        kind="change",
-        intent="Change my default address to {street}, {city}, {region} {postcode} (same "
-        "country) and my phone number to {phone}.",
-        start_url=START,
-        sample=sample_address,
-        evaluation=eval_address,
-        expert=expert_address,
-        user=SHOPPER,
-        difficulty="6-9",
-    ),
-    Template(
-        id=112,
-        name="shopping.checkout_ship_to",
-        sites=["shopping"],
-        kind="change",
-        intent="Buy {qty} of the {product} ({options}) and have the order shipped to "
-        "{first_name} {last_name}, {street}, {city}, {region} {postcode}, United States, "
-        "phone {phone}.",
-        start_url=START,
-        sample=sample_checkout,
-        evaluation=eval_checkout,
-        expert=expert_checkout,
-        user=SHOPPER,
-        difficulty="10+",
-    ),
-    Template(
-        id=113,
-        name="shopping.change_email",
-        sites=["shopping"],
-        kind="change",
-        intent="Change the email address of my account to {email}.",
-        start_url=START,
-        sample=sample_email,
-        evaluation=eval_email,
-        expert=expert_email,
-        user=SHOPPER,
-        difficulty="3-5",
-    ),
-    Template(
-        id=114,
-        name="shopping.register_account",
-        sites=["shopping"],
-        kind="change",
-        intent="Create a new customer account for {first_name} {last_name} with the email "
-        "{email}, the username {username} and the password {password}.",
-        start_url=START,
-        sample=sample_register,
-        evaluation=eval_register,
-        expert=expert_register,
-        difficulty="6-9",
-    ),
-    Template(
-        id=150,
-        name="shopping.compare_ratings",
-        sites=["shopping"],
-        kind="info",
-        intent="Which has the higher average customer rating: the {a} or the {b}? Answer with "
-        "the exact product name.",
-        start_url=START,
-        sample=sample_compare,
-        evaluation=lambda p: _string_eval(p["_answer"]),
-        expert=expert_compare,
-        heldout=True,
-        difficulty="3-5",
-    ),
-    Template(
-        id=151,
-        name="shopping.category_filter_color_price",
-        sites=["shopping"],
-        kind="nav",
-        intent="Show me the {color} products of the {leaf} category (under {top}) priced {price}.",
-        start_url=START,
-        sample=sample_filtered,
-        evaluation=eval_filtered,
-        expert=expert_filtered,
-        heldout=True,
-        difficulty="3-5",
-    ),
-    Template(
-        id=152,
-        name="shopping.wishlist_extreme_in_category",
-        sites=["shopping"],
-        kind="change",
-        intent="Add the {which} product of the {leaf} category (under {top}) to my wish list.",
-        start_url=START,
-        sample=sample_wish_extreme,
-        evaluation=eval_wishlist,
-        expert=expert_wish_extreme,
-        user=SHOPPER,
-        heldout=True,
-        difficulty="6-9",
-    ),
-]
+TEMPLATES.add(
+    id=152,
+    name="shopping.wishlist_extreme_in_category",
+    kind="change",
+    intent="Add the {which} product of the {leaf} category (under {top}) to my wish list.",
+    sample=sample_wish_extreme,
+    evaluation=eval_wishlist,
+    expert=expert_wish_extreme,
+    user=SHOPPER,
+    heldout=True,
+    difficulty="6-9",
+)

@@ -39,7 +39,14 @@ from webagent_r1.tasks.experts import (
     select,
     type_text,
 )
-from webagent_r1.tasks.template import Template
+from webagent_r1.tasks.templates.common import (
+    Registry,
+    answer_eval,
+    state_check,
+    state_eval,
+    string_eval,
+    url_eval,
+)
 from webagent_r1.types import Observation
 
 SITE = "shopping_admin"
@@ -60,6 +67,10 @@ ORDER_STATUS_LABELS = {
     "canceled": "Canceled",
 }
 SKU_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ0123456789"
+
+
+TEMPLATES = Registry(sites=[SITE], start_url=HOME, user="admin")
+"""The module's templates, in the suite's order."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -245,14 +256,6 @@ def random_id(conn: sqlite3.Connection, rng: random.Random, table: str) -> int:
     return rng.choice(ids)
 
 
-def string_eval(kind: str, ref: Any) -> dict[str, Any]:
-    return {"eval_types": ["string_match"], "reference_answers": {kind: ref}}
-
-
-def state_eval(*checks: dict[str, Any]) -> dict[str, Any]:
-    return {"eval_types": ["state_match"], "state_checks": [{"site": SITE, **c} for c in checks]}
-
-
 def done(why: str) -> Step:
     return answer("Done", why)
 
@@ -284,6 +287,18 @@ def expert_order_total(p: dict) -> Expert:
     yield answer(total, f"The row of order {order} shows the grand total {total}.")
 
 
+TEMPLATES.add(
+    id=200,
+    name="shopping_admin.order_grand_total",
+    kind="info",
+    intent="What is the grand total of order #{order}? Answer with the amount only, like $12.34.",
+    sample=sample_order_total,
+    evaluation=answer_eval,
+    expert=expert_order_total,
+    difficulty="3-5",
+)
+
+
 # --------------------------------------------------------------------------------------------
 # 201 info: customer name and email of an order
 # --------------------------------------------------------------------------------------------
@@ -313,6 +328,19 @@ def expert_order_customer(p: dict) -> Expert:
         f"{name}, {email}",
         f"The order page lists the customer {name} with the email {email}.",
     )
+
+
+TEMPLATES.add(
+    id=201,
+    name="shopping_admin.order_customer_email",
+    kind="info",
+    intent="Who placed order #{order}, and what is their email address? Answer like "
+    "'Jane Doe, jane.doe@example.com'.",
+    sample=sample_order_customer,
+    evaluation=lambda p: string_eval([p["_name"], p["_email"]], "must_include"),
+    expert=expert_order_customer,
+    difficulty="3-5",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -355,6 +383,19 @@ def expert_status_count(p: dict) -> Expert:
     yield answer(str(n), f"The filtered grid says {n} records found: {n} {status} orders.")
 
 
+TEMPLATES.add(
+    id=202,
+    name="shopping_admin.count_orders_status_month",
+    kind="info",
+    intent="How many orders placed in {month} currently have the status {status}? Answer "
+    "with a number only.",
+    sample=sample_status_count,
+    evaluation=answer_eval,
+    expert=expert_status_count,
+    difficulty="6-9",
+)
+
+
 # --------------------------------------------------------------------------------------------
 # 203 info: stock quantity of a product by SKU (starts on the products grid)
 # --------------------------------------------------------------------------------------------
@@ -379,6 +420,19 @@ def expert_sku_stock(p: dict) -> Expert:
         raise ExpertError(f"expert: SKU {sku} not found")
     qty = row[5].strip()
     yield answer(qty, f"The product with SKU {sku} shows a quantity of {qty} in the grid.")
+
+
+TEMPLATES.add(
+    id=203,
+    name="shopping_admin.stock_by_sku",
+    kind="info",
+    intent="How many units of the product with SKU {sku} are in stock? Answer with a number only.",
+    start_url=f"{ADMIN}/products",
+    sample=sample_sku_stock,
+    evaluation=answer_eval,
+    expert=expert_sku_stock,
+    difficulty="1-2",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -435,6 +489,19 @@ def expert_bestseller(p: dict) -> Expert:
     obs, row = yield from bestseller_report(obs, p)
     name, qty = cell_text(row[1]), row[3].strip()
     yield answer(name, f"Rank 1 in the report is {name} with {qty} units ordered.")
+
+
+TEMPLATES.add(
+    id=204,
+    name="shopping_admin.bestseller_in_period",
+    kind="info",
+    intent="According to the Bestsellers Report, which product sold the most units from "
+    "{start} to {end}? Answer with the exact product name.",
+    sample=sample_bestseller,
+    evaluation=answer_eval,
+    expert=expert_bestseller,
+    difficulty="3-5",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -494,6 +561,19 @@ def expert_sales_month(p: dict) -> Expert:
     yield answer(value, f"The row {start[:7]} shows {value} as the {metric}.")
 
 
+TEMPLATES.add(
+    id=205,
+    name="shopping_admin.sales_report_month",
+    kind="info",
+    intent="According to the Sales Report, what was the {metric} in {month} (canceled orders "
+    "excluded)? Answer with {answer_format}.",
+    sample=sample_sales_month,
+    evaluation=answer_eval,
+    expert=expert_sales_month,
+    difficulty="3-5",
+)
+
+
 # --------------------------------------------------------------------------------------------
 # 206 info: phone or email of a customer (starts on the customers grid)
 # --------------------------------------------------------------------------------------------
@@ -523,6 +603,19 @@ def expert_contact(p: dict) -> Expert:
     yield answer(value, f"The row of {name} lists the {field_} {value}.")
 
 
+TEMPLATES.add(
+    id=206,
+    name="shopping_admin.customer_contact",
+    kind="info",
+    intent="What is the {field} of the customer {name}? Answer with the {field} only.",
+    start_url=f"{ADMIN}/customers",
+    sample=sample_contact,
+    evaluation=answer_eval,
+    expert=expert_contact,
+    difficulty="1-2",
+)
+
+
 # --------------------------------------------------------------------------------------------
 # 207 nav: orders grid filtered by status and purchase dates
 # --------------------------------------------------------------------------------------------
@@ -550,10 +643,7 @@ def sample_orders_filter(conn: sqlite3.Connection, rng: random.Random) -> dict[s
 
 
 def eval_orders_filter(p: dict) -> dict[str, Any]:
-    return {
-        "eval_types": ["url_match"],
-        "reference_url": f"{ADMIN}/orders?status={p['_status']}&from={p['start']}&to={p['end']}",
-    }
+    return url_eval(f"{ADMIN}/orders?status={p['_status']}&from={p['start']}&to={p['end']}")
 
 
 def expert_orders_filter(p: dict) -> Expert:
@@ -574,6 +664,19 @@ def expert_orders_filter(p: dict) -> Expert:
     yield done(f"The grid now shows the {n} {status} orders purchased from {start} to {end}.")
 
 
+TEMPLATES.add(
+    id=207,
+    name="shopping_admin.orders_grid_filtered",
+    kind="nav",
+    intent="Show the orders grid filtered to {status} orders purchased from {start} to "
+    "{end} (dates as YYYY-MM-DD).",
+    sample=sample_orders_filter,
+    evaluation=eval_orders_filter,
+    expert=expert_orders_filter,
+    difficulty="6-9",
+)
+
+
 # --------------------------------------------------------------------------------------------
 # 208 nav: the edit page of a product
 # --------------------------------------------------------------------------------------------
@@ -588,17 +691,11 @@ def sample_product(conn: sqlite3.Connection, rng: random.Random) -> dict[str, An
 
 def eval_product_page(p: dict) -> dict[str, Any]:
     # url_match alone would accept /products/123 for /products/12: the SKU pins the product.
-    return {
-        "eval_types": ["url_match", "program_html"],
-        "reference_url": f"{ADMIN}/products/{p['_id']}",
-        "program_html": [
-            {
-                "url": "last",
-                "locator": "document.querySelector('#sku').value",
-                "required_contents": {"exact_match": p["_sku"]},
-            }
-        ],
-    }
+    return url_eval(
+        f"{ADMIN}/products/{p['_id']}",
+        shows=p["_sku"],
+        locator="document.querySelector('#sku').value",
+    )
 
 
 def expert_product_page(p: dict) -> Expert:
@@ -606,6 +703,18 @@ def expert_product_page(p: dict) -> Expert:
     obs = yield None
     obs = yield from open_product(obs, name, 1, f"reach the edit page of {name}")
     yield done(f"This is the edit page of {name}, with its name, SKU, price and quantity.")
+
+
+TEMPLATES.add(
+    id=208,
+    name="shopping_admin.open_product_edit",
+    kind="nav",
+    intent="Open the admin edit page of the product '{name}'.",
+    sample=sample_product,
+    evaluation=eval_product_page,
+    expert=expert_product_page,
+    difficulty="3-5",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -626,17 +735,7 @@ def sample_order_owner(conn: sqlite3.Connection, rng: random.Random) -> dict[str
 
 
 def eval_customer_page(p: dict) -> dict[str, Any]:
-    return {
-        "eval_types": ["url_match", "program_html"],
-        "reference_url": f"{ADMIN}/customers/{p['_id']}",
-        "program_html": [
-            {
-                "url": "last",
-                "locator": "document.querySelector('h1').innerText",
-                "required_contents": {"exact_match": p["_name"]},
-            }
-        ],
-    }
+    return url_eval(f"{ADMIN}/customers/{p['_id']}", shows=p["_name"])
 
 
 def expert_order_owner(p: dict) -> Expert:
@@ -651,6 +750,18 @@ def expert_order_owner(p: dict) -> Expert:
         link, f"Order {order} was placed by {m.group(2)}; I follow the link to the customer."
     )
     yield done(f"I am on the customer page of {m.group(2)}, who placed order {order}.")
+
+
+TEMPLATES.add(
+    id=209,
+    name="shopping_admin.open_order_customer",
+    kind="nav",
+    intent="Open the customer page of the customer who placed order #{order}.",
+    sample=sample_order_owner,
+    evaluation=eval_customer_page,
+    expert=expert_order_owner,
+    difficulty="3-5",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -691,19 +802,21 @@ def sample_order_status(conn: sqlite3.Connection, rng: random.Random) -> dict[st
 
 def eval_order_status(p: dict) -> dict[str, Any]:
     return state_eval(
-        {
-            "sql": "SELECT status FROM orders WHERE id = ?",
-            "params": [p["_id"]],
-            "expected": p["_status"],
-            "description": f"order {p['order']} has status {p['_status']}",
-        },
-        {
-            "sql": "SELECT comment FROM order_comments WHERE order_id = ? AND status = ? "
+        state_check(
+            "SELECT status FROM orders WHERE id = ?",
+            [p["_id"]],
+            expected=p["_status"],
+            description=f"order {p['order']} has status {p['_status']}",
+            site=SITE,
+        ),
+        state_check(
+            "SELECT comment FROM order_comments WHERE order_id = ? AND status = ? "
             "ORDER BY id DESC LIMIT 1",
-            "params": [p["_id"], p["_status"]],
-            "expected": p["comment"],
-            "description": "the status change carries the requested comment",
-        },
+            [p["_id"], p["_status"]],
+            expected=p["comment"],
+            description="the status change carries the requested comment",
+            site=SITE,
+        ),
     )
 
 
@@ -725,6 +838,18 @@ def expert_order_status(p: dict) -> Expert:
     if not re.search(rf"Order Status: {re.escape(status)}", obs.text):
         raise ExpertError(f"expert: order {order} did not change to {status}")
     yield done(f"The order page now shows the status {status} and my comment.")
+
+
+TEMPLATES.add(
+    id=210,
+    name="shopping_admin.update_order_status",
+    kind="change",
+    intent="Change the status of order #{order} to {status} and add this comment: {comment}",
+    sample=sample_order_status,
+    evaluation=eval_order_status,
+    expert=expert_order_status,
+    difficulty="6-9",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -751,18 +876,20 @@ def sample_price(conn: sqlite3.Connection, rng: random.Random) -> dict[str, Any]
 
 def eval_price(p: dict) -> dict[str, Any]:
     return state_eval(
-        {
-            "sql": "SELECT price FROM products WHERE id = ?",
-            "params": [p["_id"]],
-            "expected": p["_new"],
-            "description": f"the price of {p['name']} is {p['price']}",
-        },
-        {
-            "sql": "SELECT stock_qty FROM products WHERE id = ?",
-            "params": [p["_id"]],
-            "expected": p["_qty"],
-            "description": "the quantity is unchanged",
-        },
+        state_check(
+            "SELECT price FROM products WHERE id = ?",
+            [p["_id"]],
+            expected=p["_new"],
+            description=f"the price of {p['name']} is {p['price']}",
+            site=SITE,
+        ),
+        state_check(
+            "SELECT stock_qty FROM products WHERE id = ?",
+            [p["_id"]],
+            expected=p["_qty"],
+            description="the quantity is unchanged",
+            site=SITE,
+        ),
     )
 
 
@@ -780,6 +907,18 @@ def expert_price(p: dict) -> Expert:
     yield done(f"The product was saved with the price ${price}.")
 
 
+TEMPLATES.add(
+    id=211,
+    name="shopping_admin.set_product_price",
+    kind="change",
+    intent="Change the price of the product '{name}' to ${price}.",
+    sample=sample_price,
+    evaluation=eval_price,
+    expert=expert_price,
+    difficulty="6-9",
+)
+
+
 # --------------------------------------------------------------------------------------------
 # 212 change: a sold-out product (by SKU): quantity 0 and disabled
 # --------------------------------------------------------------------------------------------
@@ -794,24 +933,27 @@ def sample_sold_out(conn: sqlite3.Connection, rng: random.Random) -> dict[str, A
 
 def eval_sold_out(p: dict) -> dict[str, Any]:
     return state_eval(
-        {
-            "sql": "SELECT stock_qty FROM products WHERE id = ?",
-            "params": [p["_id"]],
-            "expected": 0,
-            "description": f"SKU {p['sku']} has quantity 0",
-        },
-        {
-            "sql": "SELECT status FROM products WHERE id = ?",
-            "params": [p["_id"]],
-            "expected": "disabled",
-            "description": f"SKU {p['sku']} is disabled",
-        },
-        {
-            "sql": "SELECT price FROM products WHERE id = ?",
-            "params": [p["_id"]],
-            "expected": p["_price"],
-            "description": "the price is unchanged",
-        },
+        state_check(
+            "SELECT stock_qty FROM products WHERE id = ?",
+            [p["_id"]],
+            expected=0,
+            description=f"SKU {p['sku']} has quantity 0",
+            site=SITE,
+        ),
+        state_check(
+            "SELECT status FROM products WHERE id = ?",
+            [p["_id"]],
+            expected="disabled",
+            description=f"SKU {p['sku']} is disabled",
+            site=SITE,
+        ),
+        state_check(
+            "SELECT price FROM products WHERE id = ?",
+            [p["_id"]],
+            expected=p["_price"],
+            description="the price is unchanged",
+            site=SITE,
+        ),
     )
 
 
@@ -830,6 +972,18 @@ def expert_sold_out(p: dict) -> Expert:
     if "You saved the product" not in obs.text:
         raise ExpertError("expert: the product was not saved")
     yield done(f"Product {sku} is saved as disabled with quantity 0.")
+
+
+TEMPLATES.add(
+    id=212,
+    name="shopping_admin.mark_sold_out",
+    kind="change",
+    intent="The product with SKU {sku} has sold out: set its quantity to 0 and disable it.",
+    sample=sample_sold_out,
+    evaluation=eval_sold_out,
+    expert=expert_sold_out,
+    difficulty="6-9",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -866,17 +1020,19 @@ def sample_review(conn: sqlite3.Connection, rng: random.Random) -> dict[str, Any
 
 def eval_delete_review(p: dict) -> dict[str, Any]:
     return state_eval(
-        {
-            "sql": "SELECT id FROM reviews WHERE id = ?",
-            "params": [p["_id"]],
-            "row_count": 0,
-            "description": "the review is deleted",
-        },
-        {
-            "sql": "SELECT COUNT(*) FROM reviews",
-            "expected": p["_left"],
-            "description": "no other review is deleted",
-        },
+        state_check(
+            "SELECT id FROM reviews WHERE id = ?",
+            [p["_id"]],
+            row_count=0,
+            description="the review is deleted",
+            site=SITE,
+        ),
+        state_check(
+            "SELECT COUNT(*) FROM reviews",
+            expected=p["_left"],
+            description="no other review is deleted",
+            site=SITE,
+        ),
     )
 
 
@@ -919,6 +1075,18 @@ def expert_delete_review(p: dict) -> Expert:
     yield done(f"The review '{title}' by {nick} is deleted.")
 
 
+TEMPLATES.add(
+    id=213,
+    name="shopping_admin.delete_review",
+    kind="change",
+    intent="Delete the review titled '{title}' that {nickname} wrote about '{product}'.",
+    sample=sample_review,
+    evaluation=eval_delete_review,
+    expert=expert_delete_review,
+    difficulty="3-5",
+)
+
+
 # --------------------------------------------------------------------------------------------
 # 214 change: a customer's new address and phone (multi-field form)
 # --------------------------------------------------------------------------------------------
@@ -949,12 +1117,13 @@ def eval_address(p: dict) -> dict[str, Any]:
     wanted += [("email", p["_email"]), ("country", "United States")]  # must stay as they were
     return state_eval(
         *(
-            {
-                "sql": f"SELECT {col} FROM customers WHERE id = ?",
-                "params": [p["_id"]],
-                "expected": value,
-                "description": f"the {col} of {p['name']} is {value}",
-            }
+            state_check(
+                f"SELECT {col} FROM customers WHERE id = ?",
+                [p["_id"]],
+                expected=value,
+                description=f"the {col} of {p['name']} is {value}",
+                site=SITE,
+            )
             for col, value in wanted
         )
     )
@@ -984,6 +1153,19 @@ def expert_address(p: dict) -> Expert:
     if "You saved the customer" not in obs.text:
         raise ExpertError("expert: the customer was not saved")
     yield done(f"{name}'s address and phone number are updated.")
+
+
+TEMPLATES.add(
+    id=214,
+    name="shopping_admin.update_customer_address",
+    kind="change",
+    intent="Customer {name} has moved. Update their address to {street}, {city}, {region} "
+    "{postcode} and their phone number to {phone}.",
+    sample=sample_address,
+    evaluation=eval_address,
+    expert=expert_address,
+    difficulty="10+",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1017,20 +1199,22 @@ def sample_new_product(conn: sqlite3.Connection, rng: random.Random) -> dict[str
 
 def eval_new_product(p: dict) -> dict[str, Any]:
     return state_eval(
-        {
-            "sql": "SELECT id FROM products WHERE sku = ? AND name = ? AND abs(price - ?) < 0.005 "
+        state_check(
+            "SELECT id FROM products WHERE sku = ? AND name = ? AND abs(price - ?) < 0.005 "
             "AND stock_qty = ? AND category_id = ? AND status = 'enabled'",
-            "params": [p["sku"], p["name"], float(p["price"]), int(p["qty"]), p["_category_id"]],
-            "row_count": 1,
-            "description": "the product exists with the requested name, SKU, price, quantity "
+            [p["sku"], p["name"], float(p["price"]), int(p["qty"]), p["_category_id"]],
+            row_count=1,
+            description="the product exists with the requested name, SKU, price, quantity "
             "and category, enabled",
-        },
-        {
-            "sql": "SELECT description FROM products WHERE sku = ?",
-            "params": [p["sku"]],
-            "must_include": [p["description"]],
-            "description": "the product has the requested description",
-        },
+            site=SITE,
+        ),
+        state_check(
+            "SELECT description FROM products WHERE sku = ?",
+            [p["sku"]],
+            must_include=[p["description"]],
+            description="the product has the requested description",
+            site=SITE,
+        ),
     )
 
 
@@ -1064,6 +1248,21 @@ def expert_new_product(p: dict) -> Expert:
     if "You saved the product" not in obs.text:
         raise ExpertError(f"expert: the product was not created: {obs.text[-300:]}")
     yield done(f"The product {p['name']} (SKU {p['sku']}) is created.")
+
+
+TEMPLATES.add(
+    id=215,
+    name="shopping_admin.create_product",
+    kind="change",
+    intent="Add a new enabled product named '{name}' (SKU {sku}) in the category "
+    "'{category}', priced at ${price} with {qty} units in stock. Its description: "
+    "{description}",
+    sample=sample_new_product,
+    evaluation=eval_new_product,
+    expert=expert_new_product,
+    heldout=True,
+    difficulty="10+",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1116,6 +1315,20 @@ def expert_top_order(p: dict) -> Expert:
     )
 
 
+TEMPLATES.add(
+    id=216,
+    name="shopping_admin.largest_order_in_month",
+    kind="info",
+    intent="Which customer placed the order with the highest grand total in {month}, and "
+    "what was that total? Answer like 'Jane Doe, $123.45'.",
+    sample=sample_top_order,
+    evaluation=lambda p: string_eval([p["_name"], p["_total"]], "must_include"),
+    expert=expert_top_order,
+    heldout=True,
+    difficulty="6-9",
+)
+
+
 # --------------------------------------------------------------------------------------------
 # 217 nav (held out): the edit page of a period's best seller (report, then product)
 # --------------------------------------------------------------------------------------------
@@ -1131,258 +1344,15 @@ def expert_top_seller_page(p: dict) -> Expert:
     yield done(f"This is the edit page of {link.name}, the best seller of the period.")
 
 
-# --------------------------------------------------------------------------------------------
-# The templates
-# --------------------------------------------------------------------------------------------
-
-TEMPLATES: list[Template] = [
-    Template(
-        id=200,
-        name="shopping_admin.order_grand_total",
-        sites=[SITE],
-        kind="info",
-        intent="What is the grand total of order #{order}? Answer with the amount only, "
-        "like $12.34.",
-        start_url=HOME,
-        sample=sample_order_total,
-        evaluation=lambda p: string_eval("exact_match", p["_answer"]),
-        expert=expert_order_total,
-        user="admin",
-        difficulty="3-5",
-    ),
-    Template(
-        id=201,
-        name="shopping_admin.order_customer_email",
-        sites=[SITE],
-        kind="info",
-        intent="Who placed order #{order}, and what is their email address? Answer like "
-        "'Jane Doe, jane.doe@example.com'.",
-        start_url=HOME,
-        sample=sample_order_customer,
-        evaluation=lambda p: string_eval("must_include", [p["_name"], p["_email"]]),
-        expert=expert_order_customer,
-        user="admin",
-        difficulty="3-5",
-    ),
-    Template(
-        id=202,
-        name="shopping_admin.count_orders_status_month",
-        sites=[SITE],
-        kind="info",
-        intent="How many orders placed in {month} currently have the status {status}? Answer "
-        "with a number only.",
-        start_url=HOME,
-        sample=sample_status_count,
-        evaluation=lambda p: string_eval("exact_match", p["_answer"]),
-        expert=expert_status_count,
-        user="admin",
-        difficulty="6-9",
-    ),
-    Template(
-        id=203,
-        name="shopping_admin.stock_by_sku",
-        sites=[SITE],
-        kind="info",
-        intent="How many units of the product with SKU {sku} are in stock? Answer with a number "
-        "only.",
-        start_url=f"{ADMIN}/products",
-        sample=sample_sku_stock,
-        evaluation=lambda p: string_eval("exact_match", p["_answer"]),
-        expert=expert_sku_stock,
-        user="admin",
-        difficulty="1-2",
-    ),
-    Template(
-        id=204,
-        name="shopping_admin.bestseller_in_period",
-        sites=[SITE],
-        kind="info",
-        intent="According to the Bestsellers Report, which product sold the most units from "
-        "{start} to {end}? Answer with the exact product name.",
-        start_url=HOME,
-        sample=sample_bestseller,
-        evaluation=lambda p: string_eval("exact_match", p["_answer"]),
-        expert=expert_bestseller,
-        user="admin",
-        difficulty="3-5",
-    ),
-    Template(
-        id=205,
-        name="shopping_admin.sales_report_month",
-        sites=[SITE],
-        kind="info",
-        intent="According to the Sales Report, what was the {metric} in {month} (canceled orders "
-        "excluded)? Answer with {answer_format}.",
-        start_url=HOME,
-        sample=sample_sales_month,
-        evaluation=lambda p: string_eval("exact_match", p["_answer"]),
-        expert=expert_sales_month,
-        user="admin",
-        difficulty="3-5",
-    ),
-    Template(
-        id=206,
-        name="shopping_admin.customer_contact",
-        sites=[SITE],
-        kind="info",
-        intent="What is the {field} of the customer {name}? Answer with the {field} only.",
-        start_url=f"{ADMIN}/customers",
-        sample=sample_contact,
-        evaluation=lambda p: string_eval("exact_match", p["_answer"]),
-        expert=expert_contact,
-        user="admin",
-        difficulty="1-2",
-    ),
-    Template(
-        id=207,
-        name="shopping_admin.orders_grid_filtered",
-        sites=[SITE],
-        kind="nav",
-        intent="Show the orders grid filtered to {status} orders purchased from {start} to "
-        "{end} (dates as YYYY-MM-DD).",
-        start_url=HOME,
-        sample=sample_orders_filter,
-        evaluation=eval_orders_filter,
-        expert=expert_orders_filter,
-        user="admin",
-        difficulty="6-9",
-    ),
-    Template(
-        id=208,
-        name="shopping_admin.open_product_edit",
-        sites=[SITE],
-        kind="nav",
-        intent="Open the admin edit page of the product '{name}'.",
-        start_url=HOME,
-        sample=sample_product,
-        evaluation=eval_product_page,
-        expert=expert_product_page,
-        user="admin",
-        difficulty="3-5",
-    ),
-    Template(
-        id=209,
-        name="shopping_admin.open_order_customer",
-        sites=[SITE],
-        kind="nav",
-        intent="Open the customer page of the customer who placed order #{order}.",
-        start_url=HOME,
-        sample=sample_order_owner,
-        evaluation=eval_customer_page,
-        expert=expert_order_owner,
-        user="admin",
-        difficulty="3-5",
-    ),
-    Template(
-        id=210,
-        name="shopping_admin.update_order_status",
-        sites=[SITE],
-        kind="change",
-        intent="Change the status of order #{order} to {status} and add this comment: {comment}",
-        start_url=HOME,
-        sample=sample_order_status,
-        evaluation=eval_order_status,
-        expert=expert_order_status,
-        user="admin",
-        difficulty="6-9",
-    ),
-    Template(
-        id=211,
-        name="shopping_admin.set_product_price",
-        sites=[SITE],
-        kind="change",
-        intent="Change the price of the product '{name}' to ${price}.",
-        start_url=HOME,
-        sample=sample_price,
-        evaluation=eval_price,
-        expert=expert_price,
-        user="admin",
-        difficulty="6-9",
-    ),
-    Template(
-        id=212,
-        name="shopping_admin.mark_sold_out",
-        sites=[SITE],
-        kind="change",
-        intent="The product with SKU {sku} has sold out: set its quantity to 0 and disable it.",
-        start_url=HOME,
-        sample=sample_sold_out,
-        evaluation=eval_sold_out,
-        expert=expert_sold_out,
-        user="admin",
-        difficulty="6-9",
-    ),
-    Template(
-        id=213,
-        name="shopping_admin.delete_review",
-        sites=[SITE],
-        kind="change",
-        intent="Delete the review titled '{title}' that {nickname} wrote about '{product}'.",
-        start_url=HOME,
-        sample=sample_review,
-        evaluation=eval_delete_review,
-        expert=expert_delete_review,
-        user="admin",
-        difficulty="3-5",
-    ),
-    Template(
-        id=214,
-        name="shopping_admin.update_customer_address",
-        sites=[SITE],
-        kind="change",
-        intent="Customer {name} has moved. Update their address to {street}, {city}, {region} "
-        "{postcode} and their phone number to {phone}.",
-        start_url=HOME,
-        sample=sample_address,
-        evaluation=eval_address,
-        expert=expert_address,
-        user="admin",
-        difficulty="10+",
-    ),
-    Template(
-        id=215,
-        name="shopping_admin.create_product",
-        sites=[SITE],
-        kind="change",
-        intent="Add a new enabled product named '{name}' (SKU {sku}) in the category "
-        "'{category}', priced at ${price} with {qty} units in stock. Its description: "
-        "{description}",
-        start_url=HOME,
-        sample=sample_new_product,
-        evaluation=eval_new_product,
-        expert=expert_new_product,
-        user="admin",
-        heldout=True,
-        difficulty="10+",
-    ),
-    Template(
-        id=216,
-        name="shopping_admin.largest_order_in_month",
-        sites=[SITE],
-        kind="info",
-        intent="Which customer placed the order with the highest grand total in {month}, and "
-        "what was that total? Answer like 'Jane Doe, $123.45'.",
-        start_url=HOME,
-        sample=sample_top_order,
-        evaluation=lambda p: string_eval("must_include", [p["_name"], p["_total"]]),
-        expert=expert_top_order,
-        user="admin",
-        heldout=True,
-        difficulty="6-9",
-    ),
-    Template(
-        id=217,
-        name="shopping_admin.open_top_seller",
-        sites=[SITE],
-        kind="nav",
-        intent="Open the admin edit page of the product that sold the most units from {start} "
-        "to {end}, according to the Bestsellers Report.",
-        start_url=HOME,
-        sample=sample_bestseller,
-        evaluation=eval_product_page,
-        expert=expert_top_seller_page,
-        user="admin",
-        heldout=True,
-        difficulty="6-9",
-    ),
-]
+TEMPLATES.add(
+    id=217,
+    name="shopping_admin.open_top_seller",
+    kind="nav",
+    intent="Open the admin edit page of the product that sold the most units from {start} "
+    "to {end}, according to the Bestsellers Report.",
+    sample=sample_bestseller,
+    evaluation=eval_product_page,
+    expert=expert_top_seller_page,
+    heldout=True,
+    difficulty="6-9",
+)
