@@ -102,13 +102,6 @@ def test_source_registry_and_config() -> None:
     assert isinstance(embedded, EmbeddedSource) and embedded.difficulty == ["1-2"]
 
 
-def test_webarena_lite_slot_says_when_it_is_not_installed(monkeypatch) -> None:
-    # None in sys.modules makes the import fail as if the package did not exist.
-    monkeypatch.setitem(sys.modules, "webagent_r1.sources.webarena", None)
-    with pytest.raises(TaskSourceError, match="webarena-lite task source is not installed yet"):
-        task_source(load_config(), "webarena-lite")
-
-
 def test_cli_names_bad_sources_in_one_line() -> None:
     for args, expected in (
         (["--tasks", "minwob"], "tasks.source must be one of embedded, miniwob"),

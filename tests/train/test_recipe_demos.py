@@ -17,8 +17,8 @@ def test_recipe_demos_run_at_bc_demo_concurrency(
 ) -> None:
     """bc.demo_concurrency, else the rollout's: experts answer at once, so a context each
     for a whole M-GRPO step (48) can make browser actions time out on a small machine."""
-    import webagent_r1.demos as demos
     import webagent_r1.policy.hf as hf
+    import webagent_r1.train.recipe as recipe
 
     seen: dict[str, int] = {}
 
@@ -26,8 +26,8 @@ def test_recipe_demos_run_at_bc_demo_concurrency(
         seen["concurrency"] = concurrency
         return [], SimpleNamespace(total_kept=0, total_dropped=0, wall_s=0.0, failures=[])
 
-    monkeypatch.setattr(demos, "collect_demos", fake_collect)
-    monkeypatch.setattr(demos, "pick_demo_tasks", lambda *a, **k: [])
+    monkeypatch.setattr(recipe, "collect_demos", fake_collect)
+    monkeypatch.setattr(recipe, "pick_demo_tasks", lambda *a, **k: [])
     monkeypatch.setattr(hf, "load_tokenizer", lambda name: None)
     data = tmp_path / "demos.jsonl"
     cfg = load_config(

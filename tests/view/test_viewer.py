@@ -91,9 +91,9 @@ def test_out_path_and_notes_callback(run_dir: Path, tmp_path: Path) -> None:
 
 
 def test_default_lookup_uses_the_embedded_suite(run_dir: Path, monkeypatch) -> None:
-    import webagent_r1.tasks.suite as suite
+    import webagent_r1.report.viewer as viewer
 
-    monkeypatch.setattr(suite, "build_suite", lambda spec=None: TASKS[:1])
+    monkeypatch.setattr(viewer, "build_suite", lambda spec=None: TASKS[:1])
     run = load_run(run_dir)
     by_id = {e["task_id"]: e for e in run.episodes}
     assert by_id["shopping.price/000"]["site"] == "shopping"
@@ -122,10 +122,10 @@ def test_placeholder_names_in_data_are_left_alone(tmp_path: Path) -> None:
 
 
 def test_cli_view(run_dir: Path, tmp_path: Path, monkeypatch) -> None:
-    import webagent_r1.tasks.suite as suite
+    import webagent_r1.report.viewer as viewer
     from webagent_r1.cli import app
 
-    monkeypatch.setattr(suite, "build_suite", lambda spec=None: TASKS)
+    monkeypatch.setattr(viewer, "build_suite", lambda spec=None: TASKS)
     out = tmp_path / "v.html"
     res = CliRunner().invoke(app, ["view", str(run_dir), "--out", str(out)])
     assert res.exit_code == 0, res.output

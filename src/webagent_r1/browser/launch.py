@@ -508,7 +508,7 @@ async def _close_context(context: BrowserContext) -> None:
 
 async def _clean(pooled: _PooledContext, origins: list[str]) -> bool:
     """Make a finished episode's context like a new one: a fresh tab replaces its tabs
-    (their history and session storage go with them), and cookies, permissions, the
+    (their history and session storage go with them), and cookies, permissions, geolocation, the
     storage of every origin it loaded (local storage, IndexedDB, cache storage, service
     workers, file systems) and the HTTP cache are cleared. Returns False when it is not
     fit for reuse (a page crashed, the context closed, a tab appeared meanwhile)."""
@@ -527,6 +527,7 @@ async def _clean(pooled: _PooledContext, origins: list[str]) -> bool:
             await cdp.detach()
     await ctx.clear_cookies()
     await ctx.clear_permissions()
+    await ctx.set_geolocation(None)  # a task may have set one (WebArena's map tasks)
     return ctx.pages == [fresh] and fresh.url == "about:blank" and not pooled.crashed
 
 
