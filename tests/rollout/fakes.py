@@ -16,7 +16,7 @@ from typing import Any
 
 from webagent_r1.agent.actions import ActionParseError, parse_action
 from webagent_r1.env import EnvError
-from webagent_r1.policy.base import Completion, SamplingParams
+from webagent_r1.policy.base import Completion, Engine, SamplingParams
 from webagent_r1.types import Observation, StepResult, Task
 
 PIECES = ["<think>", "</think>", "<answer>", "</answer>", "<|user|>", "<|system|>"]
@@ -97,7 +97,7 @@ def turn_of(tok: FakeTokenizer, prompt: list[int]) -> int:
     return tok.decode(prompt).count("<|assistant|>") - 1
 
 
-class ScriptedEngine:
+class ScriptedEngine(Engine):
     """Answers turn k of every episode with ``script[k]``, as non-canonical ids.
 
     Every completion's ids are the characters of the text plus eos, its log-probs
