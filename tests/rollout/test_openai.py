@@ -15,11 +15,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from tests.support.fakes import CLICK, EXIT, FakeEnvPool, FakeTokenizer, make_tasks, turn_of
 from webagent_r1.policy.base import SamplingParams
 from webagent_r1.policy.openai import OpenAIEngine, OpenAIEngineError
 from webagent_r1.rollout.collect import collect
-
-from .fakes import CLICK, EXIT, FakeEnvPool, FakeTokenizer, make_tasks, turn_of
 
 TOK = FakeTokenizer()
 

@@ -53,7 +53,7 @@ async def test_lease_releases_however_the_block_ends() -> None:
 
 
 def test_the_pools_share_it() -> None:
-    from tests.rollout.fakes import FakeEnvPool
+    from tests.support.fakes import FakeEnvPool
     from webagent_r1.rollout.pool import LocalEnvPool
     from webagent_r1.rollout.ray_pool import RayEnvPool
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.fakes import EXIT, FakeEnvPool, make_tasks
 from webagent_r1.config import Config, ModelConfig
 from webagent_r1.policy.base import Completion, Engine, SamplingParams
 from webagent_r1.policy.hf import load_tokenizer
 from webagent_r1.rollout.collect import collect
 from webagent_r1.rollout.trajectories import read_trajectories, turn_samples, write_trajectories
-
-from .fakes import EXIT, FakeEnvPool, make_tasks
 
 
 @pytest.fixture(scope="module")

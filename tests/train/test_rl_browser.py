@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import torch
 
-from tests.train.tiny import make_tiny_model, tiny_config
+from tests.support.tiny import make_tiny_model, tiny_config
 from webagent_r1.config import load_config
 from webagent_r1.policy.base import Completion, Engine
 from webagent_r1.rollout.trajectories import read_trajectories, turn_samples

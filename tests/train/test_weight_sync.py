@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import torch
 
-from tests.rollout.fakes import CLICK, EXIT, FakeEnv, FakeTokenizer, ScriptedEngine, make_tasks
+from tests.support.fakes import CLICK, EXIT, FakeEnv, FakeTokenizer, ScriptedEngine, make_tasks
 from webagent_r1.policy.base import Completion, Engine, SamplingParams, VersionedEngine
 from webagent_r1.rollout.collect import run_episode
 from webagent_r1.rollout.trajectories import (
@@ -361,7 +361,7 @@ async def test_streamed_push_into_vllm_holds_at_most_one_shard(tmp_path) -> None
     one shard plus one parameter, far below the whole state dict."""
     import weakref
 
-    from tests.policy.test_vllm import FakeAsyncLLM
+    from tests.support.fake_vllm import FakeAsyncLLM
     from webagent_r1.config import VLLMConfig
     from webagent_r1.policy.vllm import VLLMEngine
     from webagent_r1.train.weight_sync import iter_push_weights
