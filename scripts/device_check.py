@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # the rollout fakes of the tests (tests/train/tiny.py)
+if str(ROOT) not in sys.path:  # the rollout fakes of the tests (tests/support/tiny.py)
     sys.path.insert(0, str(ROOT))
 
 TOL_RATIO = 1e-3
@@ -178,7 +178,7 @@ def _random_3b(c: Check, dtype: Any = None) -> Any:
 
 
 def check_models(c: Check) -> dict[str, Any]:
-    from tests.train.tiny import make_tiny_model
+    from tests.support.tiny import make_tiny_model
 
     from webagent_r1.train.memory_plan import shape_for
 
@@ -274,7 +274,7 @@ def check_hf_logprobs(c: Check) -> dict[str, Any]:
 
 def check_mgrpo_shared(c: Check) -> dict[str, Any]:
     import torch
-    from tests.train.tiny import shared_prompt_group
+    from tests.support.tiny import shared_prompt_group
 
     from webagent_r1.train.dist import build_optimizer, load_policy
     from webagent_r1.train.rl import build_rl_batch, mgrpo_update

@@ -99,7 +99,7 @@ def main() -> int:
 
     import torch
     from safetensors.torch import load_file
-    from tests.train.tiny import make_tiny_model, make_trajectories
+    from tests.support.tiny import make_tiny_model, make_trajectories
 
     from webagent_r1.rollout.trajectories import write_trajectories
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.train.tiny import make_tiny_model
+from tests.support.tiny import make_tiny_model
 
 PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "decode.py"
 

@@ -98,7 +98,7 @@ def test_tiny_run_reports_both_sides() -> None:
 
 
 def test_rollouts_mode_times_a_trajectory_file_shared_and_unshared(tmp_path: Path) -> None:
-    from tests.train.tiny import make_tiny_model, make_trajectories
+    from tests.support.tiny import make_tiny_model, make_trajectories
     from webagent_r1.rollout.trajectories import write_trajectories
 
     bench = load_bench()

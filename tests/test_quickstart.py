@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.train.tiny import make_tiny_model
+from tests.support.tiny import make_tiny_model
 from webagent_r1.quickstart import quickstart_config, run_quickstart
 
 pytestmark = pytest.mark.browser

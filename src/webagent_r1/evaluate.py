@@ -317,7 +317,7 @@ async def _setup(
             use_token_ids=openai_token_ids,
             for_training=False,
         )
-        closer = getattr(eng, "aclose", None) or getattr(eng, "close", None)
+        closer = eng.close
 
     def count_tokens(text: str) -> int:
         return len(tokenizer(text, add_special_tokens=False).input_ids)

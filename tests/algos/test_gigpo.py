@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.support.fakes import CLICK, EXIT, FakeEnvPool, FakeTokenizer, ScriptedEngine, make_tasks
 from webagent_r1.algos.gigpo import (
     discounted_returns,
     gigpo_advantages,
@@ -27,8 +28,6 @@ from webagent_r1.rollout.trajectories import (
 )
 from webagent_r1.train.rl import build_rl_batch
 from webagent_r1.types import Observation, Task, Trajectory, Turn
-
-from ..rollout.fakes import CLICK, EXIT, FakeEnvPool, FakeTokenizer, ScriptedEngine, make_tasks
 
 EPS = 1e-4
 

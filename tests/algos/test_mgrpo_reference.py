@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import torch
 
-from tests.train.tiny import make_tiny_model, shared_prompt_group, tiny_config
+from tests.support.tiny import make_tiny_model, shared_prompt_group, tiny_config
 from webagent_r1.rollout.collect import Group
 from webagent_r1.rollout.trajectories import turn_samples
 from webagent_r1.train.batching import pack_plan

@@ -15,7 +15,7 @@ from webagent_r1.evaluate import (
     evaluate_policy,
     run_evaluation,
 )
-from webagent_r1.policy.base import Completion, SamplingParams
+from webagent_r1.policy.base import Completion, Engine, SamplingParams
 from webagent_r1.rollout.trajectories import failure_reason, read_trajectories
 from webagent_r1.tasks.suite import run_tasks
 from webagent_r1.types import Action, Task, Trajectory, Turn
@@ -130,7 +130,7 @@ async def test_experts_score_100_and_the_sweep_reuses_short_episodes(tmp_path: P
     assert html.count("data:image/png;base64,") >= len(acted)
 
 
-class _Babbler:
+class _Babbler(Engine):
     """A deliberately bad engine: polite text, never an action."""
 
     def __init__(self, tokenizer) -> None:

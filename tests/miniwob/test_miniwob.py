@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.fakes import FakeTokenizer
 from webagent_r1.agent.actions import format_action
 from webagent_r1.browser import Browser
 from webagent_r1.config import TASK_SOURCES, ConfigError, EnvConfig, ObservationConfig, load_config
@@ -28,8 +29,6 @@ from webagent_r1.sources import SOURCES, EmbeddedSource, TaskSourceError, task_s
 from webagent_r1.sources import miniwob as mw
 from webagent_r1.tasks.suite import tasks_for
 from webagent_r1.types import Action, Task
-
-from ..rollout.fakes import FakeTokenizer
 
 TOK = FakeTokenizer()
 

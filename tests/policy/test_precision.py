@@ -152,7 +152,7 @@ def test_the_head_runs_at_scored_positions_only() -> None:
 
 
 def test_model_size_counts_what_a_backward_runs_through(tmp_path: Path) -> None:
-    from tests.train.tiny import make_tiny_model
+    from tests.support.tiny import make_tiny_model
     from transformers import AutoModelForCausalLM
 
     from webagent_r1.train.dist import freeze_lower_layers

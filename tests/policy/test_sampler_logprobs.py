@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import torch
-from tests.train.tiny import VOCAB, make_tiny_model, tiny_config
+from tests.support.tiny import VOCAB, make_tiny_model, tiny_config
 
 from webagent_r1.policy.base import Completion, SamplingParams
 from webagent_r1.rollout.collect import Group

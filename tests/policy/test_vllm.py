@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import torch
+from tests.support.fake_vllm import FakeAsyncLLM, logprob_entry, vllm_output
 
 from webagent_r1.config import ConfigError, VLLMConfig, load_config
 from webagent_r1.policy.base import Completion, SamplingParams
@@ -151,12 +152,12 @@ def test_the_installed_version_is_checked() -> None:
     assert kind == "error" and "too old" in why and "webagent-r1[vllm]" in why
 
 
-def _lp(x: float) -> SimpleNamespace:
-    return SimpleNamespace(logprob=x, rank=1, decoded_token="t")
-
-
 def test_sampled_logprobs_from_vllm_entries() -> None:
-    entries = [{5: _lp(-0.5)}, {7: _lp(-1.25), 9: _lp(-0.1)}, {2: -0.01}]
+    entries = [
+        {5: logprob_entry(-0.5)},
+        {7: logprob_entry(-1.25), 9: logprob_entry(-0.1)},
+        {2: -0.01},
+    ]
     assert sampled_logprobs([5, 7, 2], entries) == [-0.5, -1.25, -0.01]
     with pytest.raises(ValueError, match="logprobs=0"):
         sampled_logprobs([5], None)
@@ -166,18 +167,8 @@ def test_sampled_logprobs_from_vllm_entries() -> None:
         sampled_logprobs([5, 8, 2], entries)
 
 
-def _output(ids: list[int], reason: str = "stop", text: str = "ok") -> SimpleNamespace:
-    return SimpleNamespace(
-        token_ids=tuple(ids),
-        logprobs=[{t: _lp(-0.1 * (i + 1))} for i, t in enumerate(ids)],
-        text=text,
-        finish_reason=reason,
-        stop_reason=None,
-    )
-
-
 def test_output_conversion() -> None:
-    c = to_completion(_output([11, 12, 2], "stop", "<answer>x</answer>"), version=4)
+    c = to_completion(vllm_output([11, 12, 2], "stop", "<answer>x</answer>"), version=4)
     assert c == Completion(
         token_ids=[11, 12, 2],
         logprobs=pytest.approx([-0.1, -0.2, -0.3]),
@@ -186,10 +177,10 @@ def test_output_conversion() -> None:
         weight_version=4,
     )
     assert isinstance(c.token_ids, list) and c.trainable
-    assert to_completion(_output([3], "length")).finish_reason == "length"
-    assert to_completion(_output([3], "stop")).weight_version is None
+    assert to_completion(vllm_output([3], "length")).finish_reason == "length"
+    assert to_completion(vllm_output([3], "stop")).weight_version is None
     with pytest.raises(RuntimeError, match="aborted"):
-        to_completion(_output([3], "abort"))
+        to_completion(vllm_output([3], "abort"))
 
 
 def test_weight_shards_split_and_round_trip(tmp_path: Path) -> None:
@@ -222,53 +213,6 @@ def test_worker_extension_loads_a_shard_into_the_model(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------- the engine over a stand-in
-
-
-class FakeAsyncLLM:
-    """The parts of vLLM's AsyncLLM the engine uses; completions echo the weights' version."""
-
-    def __init__(self) -> None:
-        self.version = 0
-        self.calls: list[tuple[str, Any]] = []
-        self.loaded: dict[str, torch.Tensor] = {}
-        self.gate: asyncio.Event | None = None
-        self.request_ids: list[str] = []
-        self.active = 0
-        self.resets: list[bool] = []  # what reset_prefix_cache answers next (then True)
-
-    async def generate(self, prompt: dict, sp: Any, request_id: str):
-        self.request_ids.append(request_id)
-        self.calls.append(("generate", sp.seed))
-        self.active += 1
-        try:
-            if self.gate is not None:
-                await self.gate.wait()
-            ids = [prompt["prompt_token_ids"][-1] + 1, 100 + self.version]
-            yield SimpleNamespace(outputs=[_output(ids, "length", f"v{self.version}")])
-        finally:
-            self.active -= 1
-
-    async def collective_rpc(self, method: str, timeout=None, args=(), kwargs=None):
-        from safetensors.torch import load_file
-
-        assert self.active == 0, "weights changed while a request was in flight"
-        self.calls.append((method, args))
-        self.loaded.update(load_file(args[0]))  # the shard exists while the workers load it
-        self.version += 1
-        return [len(self.loaded)]
-
-    async def reset_prefix_cache(self) -> bool:
-        self.calls.append(("reset_prefix_cache", None))
-        return self.resets.pop(0) if self.resets else True
-
-    async def sleep(self, level: int = 1) -> None:
-        self.calls.append(("sleep", level))
-
-    async def wake_up(self, tags=None) -> None:
-        self.calls.append(("wake_up", tags))
-
-    def shutdown(self) -> None:
-        self.calls.append(("shutdown", None))
 
 
 def _engine(**cfg: Any) -> tuple[VLLMEngine, FakeAsyncLLM]:

@@ -82,7 +82,7 @@ def test_bench_rollout_fixed_tiny() -> None:
 
 @pytest.mark.browser
 def test_bench_rollout_step_runs_every_variant_on_the_same_step(tmp_path) -> None:
-    from tests.train.tiny import make_tiny_model
+    from tests.support.tiny import make_tiny_model
 
     model = make_tiny_model(tmp_path / "model")
     args = ["bench", "rollout-step", "--model", str(model), "--tasks", "1"]

@@ -6,12 +6,19 @@ import asyncio
 
 import pytest
 
+from tests.support.fakes import (
+    CLICK,
+    EXIT,
+    FakeEnv,
+    FakeEnvPool,
+    FakeTokenizer,
+    ScriptedEngine,
+    make_tasks,
+)
 from webagent_r1.config import AgentConfig
 from webagent_r1.policy.base import SamplingParams
 from webagent_r1.rollout.collect import ROLLOUT_MODES, Group, RolloutStats, collect, run_episode
 from webagent_r1.rollout.trajectories import turn_samples
-
-from .fakes import CLICK, EXIT, FakeEnv, FakeEnvPool, FakeTokenizer, ScriptedEngine, make_tasks
 
 TOK = FakeTokenizer()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.fakes import FakeTokenizer
 from webagent_r1.agent.actions import parse_action
 from webagent_r1.config import Config
 from webagent_r1.demos import collect_demos, demo_failure
@@ -12,8 +13,6 @@ from webagent_r1.policy.hf import load_tokenizer
 from webagent_r1.tasks.experts import Step
 from webagent_r1.tasks.suite import build_suite, select
 from webagent_r1.types import Observation, Trajectory
-
-from .fakes import FakeTokenizer
 
 
 @pytest.fixture(scope="module")

@@ -11,11 +11,10 @@ from typing import Any
 import pytest
 import torch
 
+from tests.support.fakes import FakeTokenizer
 from webagent_r1.policy import hf as hf_module
 from webagent_r1.policy.base import SamplingParams
 from webagent_r1.policy.hf import HFEngine, reserve_cache, row_seeds, rows_can_be_dropped
-
-from .fakes import FakeTokenizer
 
 TOK = FakeTokenizer()
 GREEDY = SamplingParams(temperature=0.0, max_new_tokens=6, stop=[])

@@ -15,11 +15,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from tests.support.fakes import CLICK, EXIT, FakeEnvPool, FakeTokenizer, make_tasks, turn_of
 from webagent_r1.policy.base import SamplingParams
 from webagent_r1.policy.openai import OpenAIEngine, OpenAIEngineError
 from webagent_r1.rollout.collect import collect
-
-from .fakes import CLICK, EXIT, FakeEnvPool, FakeTokenizer, make_tasks, turn_of
 
 TOK = FakeTokenizer()
 
@@ -134,7 +133,7 @@ async def test_token_id_path_returns_the_servers_ids(server: FakeServer) -> None
     assert req["return_tokens_as_token_ids"] is True
     with pytest.raises(OpenAIEngineError, match="generate_chat"):
         await OpenAIEngine(server.url, "m", TOK, use_token_ids=False).generate([prompt], PARAMS)
-    await engine.aclose()
+    await engine.close()
 
 
 async def test_a_missing_log_prob_is_refused_for_training(server: FakeServer) -> None:
@@ -155,8 +154,8 @@ async def test_a_missing_log_prob_is_refused_for_training(server: FakeServer) ->
         server.null_logprob = False
     [c] = await evaluating.generate([prompt], PARAMS)
     assert c.trainable and c.logprobs == [-0.5] * len(c.token_ids)
-    await engine.aclose()
-    await evaluating.aclose()
+    await engine.close()
+    await evaluating.close()
 
 
 async def test_rollout_through_the_server_keeps_the_servers_ids(server: FakeServer) -> None:
@@ -166,7 +165,7 @@ async def test_rollout_through_the_server_keeps_the_servers_ids(server: FakeServ
         for t in g.trajectories:
             assert t.reward == 1.0 and len(t.turns) == 2 and "trainable" not in t.info
             assert t.turns[0].completion_ids == TOK.char_ids(CLICK) + [2]
-    await engine.aclose()
+    await engine.close()
 
 
 async def test_chat_path_is_text_only_and_not_trainable(server: FakeServer) -> None:
@@ -181,7 +180,7 @@ async def test_chat_path_is_text_only_and_not_trainable(server: FakeServer) -> N
     [g] = await collect(make_tasks(1), 1, engine, FakeEnvPool(1), TOK, progress=False)
     [t] = g.trajectories
     assert t.reward == 1.0 and t.info["trainable"] is False
-    await engine.aclose()
+    await engine.close()
 
 
 async def test_retries_on_503_then_succeeds(server: FakeServer) -> None:
@@ -193,7 +192,7 @@ async def test_retries_on_503_then_succeeds(server: FakeServer) -> None:
     with pytest.raises(OpenAIEngineError, match="failed after 4 tries; last: HTTP 503"):
         await engine.generate([TOK.encode("<|assistant|>")], PARAMS)
     server.fail_next = 0
-    await engine.aclose()
+    await engine.close()
 
 
 async def test_client_errors_are_clear_and_not_retried(server: FakeServer) -> None:
@@ -202,7 +201,7 @@ async def test_client_errors_are_clear_and_not_retried(server: FakeServer) -> No
     with pytest.raises(OpenAIEngineError, match=r"HTTP 404\): The model `nope` does not exist"):
         await engine.generate([TOK.encode("x")], PARAMS)
     assert len(server.requests) == n + 1 and engine.retries == 0
-    await engine.aclose()
+    await engine.close()
 
 
 async def test_connection_errors_are_retried() -> None:
@@ -213,4 +212,4 @@ async def test_connection_errors_are_retried() -> None:
     with pytest.raises(OpenAIEngineError, match="failed after 3 tries; last: Connect"):
         await engine.generate([TOK.encode("x")], PARAMS)
     assert engine.retries == 2
-    await engine.aclose()
+    await engine.close()

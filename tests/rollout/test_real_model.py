@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.fakes import EXIT, FakeEnvPool, make_tasks
 from webagent_r1.config import Config, ModelConfig
-from webagent_r1.policy.base import Completion, SamplingParams
+from webagent_r1.policy.base import Completion, Engine, SamplingParams
 from webagent_r1.policy.hf import load_tokenizer
 from webagent_r1.rollout.collect import collect
 from webagent_r1.rollout.trajectories import read_trajectories, turn_samples, write_trajectories
-
-from .fakes import EXIT, FakeEnvPool, make_tasks
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +17,7 @@ def tokenizer():
     return load_tokenizer(Config().model.name)
 
 
-class NonCanonicalEngine:
+class NonCanonicalEngine(Engine):
     """Returns EXIT tokenised piece by piece (each character its own id) plus <|im_end|>."""
 
     def __init__(self, tok) -> None:

@@ -75,15 +75,10 @@ async def test_malformed_spec_is_a_task_error_not_a_reward() -> None:
 
 
 @pytest.fixture
-async def env(embedded_sites):
-    from webagent_r1.browser import Browser
-    from webagent_r1.config import BrowserConfig
-
-    browser = await Browser.launch(BrowserConfig())
+async def env(browser, embedded_sites):
     e = WebEnv(browser, EnvConfig(max_turns=5), backend=embedded_sites, evaluator=evaluate)
     yield e
     await e.close()
-    await browser.close()
 
 
 def _product(embedded_sites) -> tuple[int, str]:

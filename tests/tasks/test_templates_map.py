@@ -1,20 +1,17 @@
-"""The map task templates: well-formed, fully instantiable, solvable in real Chromium, and not
-trivially solvable (a wrong exit scores 0 on every template)."""
+"""The map task templates: well-formed and fully instantiable; their experts and a wrong exit
+in real Chromium: ``test_template_experts.py``."""
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 from collections.abc import Iterator
 
 import pytest
 
 from webagent_r1.sites import SITES
-from webagent_r1.sites.episodes import EmbeddedSites
 from webagent_r1.tasks.evaluators import url_matches
-from webagent_r1.tasks.suite import SuiteSpec, build_suite, instantiate, public_params, select
+from webagent_r1.tasks.suite import SuiteSpec, build_suite, instantiate, public_params
 from webagent_r1.tasks.templates.map import TEMPLATES, display_meters, display_minutes
-from webagent_r1.types import Task
 
 
 @pytest.fixture(scope="module")
@@ -24,26 +21,6 @@ def pristine() -> Iterator[sqlite3.Connection]:
     conn.row_factory = sqlite3.Row
     yield conn
     conn.close()
-
-
-IN_BROWSER = (
-    "map.street_address",  # string_match, the search box
-    "map.place_page",  # url_match + program_html
-    "map.category_in_neighbourhood",  # url_match, category and neighbourhood links
-    "map.closest_of_category",  # the "What's nearby" form
-    "map.walking_time",  # the directions form with a travel mode
-    "map.open_at_time",  # held out
-)
-"""Templates run in Chromium by the tests (every eval type and page kind); ``webagent-r1
-tasks check --site map`` runs the experts of all of them."""
-
-
-def _first_test_task_per_template() -> list[Task]:
-    seen: dict[str, Task] = {}
-    for t in select(build_suite(sites=["map"]), split="test"):
-        if t.extra["template"] in IN_BROWSER:
-            seen.setdefault(t.extra["template"], t)
-    return list(seen.values())
 
 
 def test_templates_are_well_formed() -> None:
@@ -93,46 +70,3 @@ def test_directions_reference_urls_match_the_sites_redirect() -> None:
     assert url_matches(final.replace(";", "%3B"), ref)
     other = "fossgis_osrm_car" if "foot" in engine else "fossgis_osrm_foot"
     assert not url_matches(final.replace(engine.split("=")[1], other), ref)
-
-
-@pytest.mark.browser
-async def test_expert_succeeds_and_a_wrong_exit_fails(embedded_sites: EmbeddedSites) -> None:
-    """One test instance per template of ``IN_BROWSER``: the expert gets reward 1, exiting at
-    once gets 0."""
-    from webagent_r1.browser import Browser
-    from webagent_r1.config import BrowserConfig, EnvConfig, ObservationConfig
-    from webagent_r1.env import WebEnv
-    from webagent_r1.tasks.check import check_tasks
-    from webagent_r1.tasks.evaluators import evaluate
-
-    tasks = _first_test_task_per_template()
-    assert len(tasks) == len(IN_BROWSER)
-    browser = await Browser.launch(BrowserConfig())
-
-    async def wrong(chunk: list[Task]) -> list[tuple[str, float, str]]:
-        env = WebEnv(browser, EnvConfig(max_turns=5), ObservationConfig(), embedded_sites, evaluate)
-        out = []
-        try:
-            for task in chunk:
-                await env.reset(task)
-                r = await env.step('<answer>exit(message="I could not find it")</answer>')
-                out.append((str(task.task_id), r.reward, r.info.get("explanation", "")))
-        finally:
-            await env.close()
-        return out
-
-    try:
-        runs, scores = await asyncio.gather(
-            check_tasks(tasks, concurrency=2, sites=embedded_sites), wrong(tasks)
-        )
-    finally:
-        await browser.close()
-    # A loaded machine can time out a click; such a run gets one more try.
-    flaky = [t for t, r in zip(tasks, runs, strict=True) if "timed out" in (r.error or "")]
-    if flaky:
-        again = {r.task_id: r for r in await check_tasks(flaky, sites=embedded_sites)}
-        runs = [again.get(r.task_id, r) for r in runs]
-    failed = [(r.task_id, r.error, r.explanation) for r in runs if r.reward != 1.0]
-    assert not failed
-    assert len(scores) == len(tasks)
-    assert all(reward == 0.0 for _, reward, _ in scores), scores

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.train.tiny import make_tiny_model
+from tests.support.tiny import make_tiny_model
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from tests.support.tiny import make_tiny_model, make_trajectories
 from tests.train.launch import launch_two
-from tests.train.tiny import make_tiny_model, make_trajectories
 from webagent_r1.rollout.trajectories import read_trajectories, write_trajectories
 from webagent_r1.train.metrics import read_metrics
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from tests.train.tiny import make_trajectories, tiny_config
+from tests.support.tiny import make_trajectories, tiny_config
 from webagent_r1.rollout.trajectories import write_trajectories
 from webagent_r1.train.bc import train_bc
 from webagent_r1.train.checkpoint import checkpoint_problem, latest_checkpoint, resume_checkpoint

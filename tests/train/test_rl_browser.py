@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import torch
 
-from tests.train.tiny import make_tiny_model, tiny_config
+from tests.support.tiny import make_tiny_model, tiny_config
 from webagent_r1.config import load_config
-from webagent_r1.policy.base import Completion
+from webagent_r1.policy.base import Completion, Engine
 from webagent_r1.rollout.trajectories import read_trajectories, turn_samples
 from webagent_r1.train.batching import collate, completion_logprobs
 from webagent_r1.train.checkpoint import latest_checkpoint
@@ -178,7 +178,7 @@ async def test_one_rl_step_on_miniwob_training_seeds(tmp_path: Path) -> None:
     assert int(ev.task_id.rsplit("/", 1)[1]) < cfg.tasks.miniwob.test_seeds[1]  # a test seed
 
 
-class ExpertForSome:
+class ExpertForSome(Engine):
     """A policy over the trainer's own HF engine that lets the scripted expert play every
     other episode of a task (it succeeds) and the engine the rest (the random model fails),
     so every group of two has mixed rewards. The expert's answers are stamped with the
@@ -225,6 +225,9 @@ class ExpertForSome:
     def end(self, state: tuple[str, Any]) -> None:
         if state[0] == "expert":
             self.expert.end(state[1])
+
+    async def generate(self, prompts: list[list[int]], params: Any) -> list[Completion]:
+        return await self.engine.generate(prompts, params)
 
     def close(self) -> None:
         self.engine.close()

@@ -24,8 +24,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from tests.support.tiny import make_tiny_model, make_trajectories
 from tests.train.launch import launch_two
-from tests.train.tiny import make_tiny_model, make_trajectories
 from webagent_r1.config import ConfigError, TrainConfig, load_config
 from webagent_r1.rollout.trajectories import turn_samples, write_trajectories
 

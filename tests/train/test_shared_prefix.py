@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.train.tiny import group_samples, mgrpo_step, shared_prompt_group, tiny_config
+from tests.support.tiny import group_samples, mgrpo_step, shared_prompt_group, tiny_config
 from webagent_r1.rollout.collect import Group
 from webagent_r1.train.batching import (
     MIN_SHARED_PREFIX,

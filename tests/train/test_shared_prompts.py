@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.train.tiny import group_samples, mgrpo_step, shared_prompt_group, tiny_config
+from tests.support.tiny import group_samples, mgrpo_step, shared_prompt_group, tiny_config
 from webagent_r1.rollout.trajectories import turn_samples
 from webagent_r1.train.batching import (
     collate_rows,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.train.tiny import make_tiny_model, make_trajectories, make_turn
+from tests.support.tiny import make_tiny_model, make_trajectories, make_turn
 from webagent_r1.config import load_config
 from webagent_r1.rollout.collect import Group
 from webagent_r1.rollout.trajectories import turn_samples

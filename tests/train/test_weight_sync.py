@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import torch
 
-from tests.rollout.fakes import CLICK, EXIT, FakeEnv, FakeTokenizer, ScriptedEngine, make_tasks
-from webagent_r1.policy.base import Completion, SamplingParams, VersionedEngine
+from tests.support.fakes import CLICK, EXIT, FakeEnv, FakeTokenizer, ScriptedEngine, make_tasks
+from webagent_r1.policy.base import Completion, Engine, SamplingParams, VersionedEngine
 from webagent_r1.rollout.collect import run_episode
 from webagent_r1.rollout.trajectories import (
     TrajectoryFileError,
@@ -25,13 +25,16 @@ from webagent_r1.train.weight_sync import WeightSync, full_state_dict, shares_mo
 TOK = FakeTokenizer()
 
 
-class CopyEngine:
+class CopyEngine(Engine):
     """Holds its own copy of the weights, as vLLM or a remote server does."""
 
     def __init__(self, model: torch.nn.Module) -> None:
         self.weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
         self.weight_version = 0
         self.pushes: list[int | None] = []
+
+    async def generate(self, prompts, params) -> list[Completion]:
+        raise AssertionError("these tests never sample")
 
     def update_weights(self, weights: dict[str, torch.Tensor], version: int | None = None) -> None:
         self.weights = {k: v.detach().clone() for k, v in weights.items()}
@@ -116,13 +119,16 @@ async def test_sharded_gather_runs_on_every_rank_but_only_rank_0_pushes() -> Non
         assert acc.calls == 1 and engine.pushes == pushed
 
 
-class SharedEngine:
+class SharedEngine(Engine):
     """Samples from the trainer's model object, like HFEngine in train_rl."""
 
     def __init__(self, model: torch.nn.Module) -> None:
         self.model = model
         self.lock = threading.Lock()
         self.weight_version = 0
+
+    async def generate(self, prompts, params) -> list[Completion]:
+        raise AssertionError("these tests never sample")
 
     def update_weights(self, weights: Any, version: int | None = None) -> None:
         raise AssertionError("a shared engine needs no copy")
@@ -355,7 +361,7 @@ async def test_streamed_push_into_vllm_holds_at_most_one_shard(tmp_path) -> None
     one shard plus one parameter, far below the whole state dict."""
     import weakref
 
-    from tests.policy.test_vllm import FakeAsyncLLM
+    from tests.support.fake_vllm import FakeAsyncLLM
     from webagent_r1.config import VLLMConfig
     from webagent_r1.policy.vllm import VLLMEngine
     from webagent_r1.train.weight_sync import iter_push_weights

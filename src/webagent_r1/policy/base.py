@@ -1,4 +1,4 @@
-"""The inference-engine protocol: token ids in, token ids + log-probs out.
+"""The inference-engine base class: token ids in, token ids + log-probs out.
 
 Engines never see text they would have to re-tokenise: the rollout builds prompt ids once
 with the chat template and keeps the exact completion ids an engine sampled, so training
@@ -7,6 +7,8 @@ uses the ids that were sampled (docs/design.md, "Policy engines").
 
 from __future__ import annotations
 
+import abc
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -55,13 +57,51 @@ class Completion:
     not track versions."""
 
 
-@runtime_checkable
-class Engine(Protocol):
-    """An inference engine."""
+class Engine(abc.ABC):
+    """An inference engine: ``generate`` samples; the rest has a default for engines that
+    do not need it.
 
+    The class attributes are what the rollout and the trainer read of every engine; an engine
+    that has more to say sets them (as instance attributes or properties). ``close``,
+    ``sleep`` and ``wake_up`` do nothing here; an engine that holds resources or gives its GPU
+    memory back during updates overrides them (each may be a coroutine function).
+    """
+
+    weight_version: int | None = None
+    """Version of the weights in force (``VersionedEngine``); None: the engine does not
+    track one (completions are then not stamped)."""
+    sleeps: bool = False
+    """Whether the trainer puts the engine to sleep during updates (``sleep`` /
+    ``wake_up``)."""
+    lock: Any = None
+    """A lock held while the engine decodes or its weights change (a ``threading.Lock``), or
+    None: an engine sharing the trainer's model must have one."""
+    takes_weight_stream: bool = False
+    """Whether ``update_weights`` consumes (name, tensor) pairs lazily (else it gets a state
+    dict, or a model of its own has them copied in)."""
+    weight_dtype: Any = None
+    """The ``torch.dtype`` pushed weights are cast to; None: the dtype of ``model`` when it is
+    a torch module, else each tensor's own."""
+    model: Any = None
+    """The model object the engine samples from when it runs in this process, else None
+    (``WeightSync`` finds out whether it is the trainer's own)."""
+
+    @abc.abstractmethod
     async def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
         """Sample one completion per prompt."""
-        ...
+
+    def close(self) -> Any:
+        """Release the engine's resources (nothing here). May be a coroutine function:
+        callers await what it returns when that is awaitable."""
+        return None
+
+    async def sleep(self, level: int | None = None) -> None:
+        """Give the engine's GPU memory back while the trainer updates (nothing here)."""
+        return None
+
+    async def wake_up(self, tags: Sequence[str] | None = None) -> None:
+        """Take back what ``sleep`` gave (``tags``: parts to wake, None: all; nothing here)."""
+        return None
 
 
 @runtime_checkable
@@ -81,9 +121,3 @@ class VersionedEngine(Protocol):
         """Load ``weights`` (a state dict, or (name, tensor) pairs) and set ``weight_version``
         to ``version`` (default: one more). May be a coroutine function."""
         ...
-
-
-def weight_version_of(engine: Any) -> int | None:
-    """The engine's ``weight_version``, or None when it does not track one."""
-    v = getattr(engine, "weight_version", None)
-    return v if isinstance(v, int) and not isinstance(v, bool) else None

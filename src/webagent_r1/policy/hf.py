@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from webagent_r1.config import ModelConfig
-from webagent_r1.policy.base import Completion, SamplingParams
+from webagent_r1.policy.base import Completion, Engine, SamplingParams
 from webagent_r1.policy.models import resolve_model
 from webagent_r1.policy.precision import autocast_enabled, pick_device
 
@@ -187,7 +187,7 @@ def row_seeds(params: SamplingParams, n: int) -> list[int | None]:
     return [params.seed + b for b in range(n)]
 
 
-class HFEngine:
+class HFEngine(Engine):
     """Engine over an in-process transformers model, batching concurrent requests.
 
     Weights: the engine samples from ``self.model`` as it is at each decode step. A trainer in

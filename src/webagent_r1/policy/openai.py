@@ -30,7 +30,7 @@ from typing import Any
 
 import httpx
 
-from webagent_r1.policy.base import Completion, SamplingParams
+from webagent_r1.policy.base import Completion, Engine, SamplingParams
 
 __all__ = ["OpenAIEngine", "OpenAIEngineError"]
 
@@ -42,7 +42,7 @@ class OpenAIEngineError(RuntimeError):
     """The server refused the request (4xx) or kept failing after every retry."""
 
 
-class OpenAIEngine:
+class OpenAIEngine(Engine):
     """Engine over an OpenAI-compatible server.
 
     Args:
@@ -116,8 +116,8 @@ class OpenAIEngine:
         """One completion per conversation, through ``/chat/completions`` (not trainable)."""
         return list(await asyncio.gather(*(self._chat(m, params) for m in conversations)))
 
-    async def aclose(self) -> None:
-        """Close the HTTP client."""
+    async def close(self) -> None:
+        """Close the HTTP client (a later request opens a new one)."""
         if self._client is not None:
             await self._client.aclose()
             self._client = None

@@ -1,4 +1,4 @@
-"""vLLM engine: the ``Engine`` protocol over vLLM's asynchronous engine, in-process, on GPU.
+"""vLLM engine: an ``Engine`` over vLLM's asynchronous engine, in-process, on GPU.
 
 Token ids go in (a ``TokensPrompt``: no re-tokenisation), and each request asks for the
 log-prob of its sampled tokens (``logprobs=0``), so a completion carries exactly what the
@@ -52,7 +52,7 @@ from typing import Any
 import torch
 
 from webagent_r1.config import VLLMConfig
-from webagent_r1.policy.base import Completion, SamplingParams
+from webagent_r1.policy.base import Completion, Engine, SamplingParams
 from webagent_r1.policy.models import resolve_model
 
 __all__ = [
@@ -443,7 +443,7 @@ def _model_folder(name: str) -> str:
     return path
 
 
-class VLLMEngine:
+class VLLMEngine(Engine):
     """Engine over an in-process vLLM ``AsyncLLM`` (its engine core runs in a child process).
 
     Args:

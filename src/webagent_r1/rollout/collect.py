@@ -34,7 +34,7 @@ from webagent_r1.agent.prompts import format_observation
 from webagent_r1.browser import BrowserError
 from webagent_r1.config import AgentConfig, RolloutConfig
 from webagent_r1.env import EnvError, WebEnv
-from webagent_r1.policy.base import Completion, Engine, SamplingParams, weight_version_of
+from webagent_r1.policy.base import Completion, Engine, SamplingParams
 from webagent_r1.progress import Bar
 from webagent_r1.rollout.pool import EnvPool
 from webagent_r1.types import Action, Observation, Task, Trajectory, Turn, describe_task
@@ -173,7 +173,7 @@ class EnginePolicy:
     async def act(
         self, states: list[Any], inputs: list[TurnInput], params: SamplingParams
     ) -> list[Completion]:
-        version = weight_version_of(self.engine)
+        version = self.engine.weight_version
         return [
             c
             if c.weight_version is not None or version is None

@@ -1,10 +1,10 @@
 """Env pools: where the rollout gets a ``WebEnv`` for each episode.
 
-The rollout talks only to the ``EnvPool`` interface (docs/design.md, "Scale-out"): it acquires an
-env, runs one episode in it, and releases it. ``LocalEnvPool`` holds ``n`` envs over one
-local Chromium; ``raypool.RayEnvPool`` holds them in browser workers on Ray actors (the env it
-hands out proxies ``reset``/``step``/``close_episode`` to its actor). ``make_env_pool`` builds
-the one ``rollout.env_pool`` names, so callers switch by config.
+The rollout talks only to the ``EnvPool`` interface (``rollout/pool_base.py``; docs/design.md,
+"Scale-out"): it acquires an env, runs one episode in it, and releases it. ``LocalEnvPool``
+holds ``n`` envs over one local Chromium; ``ray_pool.RayEnvPool`` holds them in browser workers
+on Ray actors (the env it hands out proxies ``reset``/``step``/``close_episode`` to its actor).
+``make_env_pool`` builds the one ``rollout.env_pool`` names, so callers switch by config.
 
     pool = LocalEnvPool(browser, 8, env_cfg, obs_cfg, backend, evaluate, count_tokens)
     async with pool.lease() as env:
@@ -14,43 +14,17 @@ the one ``rollout.env_pool`` names, so callers switch by config.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Callable
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import Any
 
 from webagent_r1.browser import Browser
 from webagent_r1.config import EnvConfig, ObservationConfig
 from webagent_r1.env import EvaluatorFn, SiteBackend, WebEnv
+from webagent_r1.rollout.pool_base import EnvPool
 from webagent_r1.rollout.ray_pool import RayEnvPool
 
 
-@runtime_checkable
-class EnvPool(Protocol):
-    """A set of environments, each running one episode at a time."""
-
-    @property
-    def size(self) -> int:
-        """How many envs the pool holds (episodes that can run at once)."""
-        ...
-
-    async def acquire(self) -> WebEnv:
-        """An idle env, waiting until one is free."""
-        ...
-
-    async def release(self, env: WebEnv) -> None:
-        """Give ``env`` back; its episode (if any) is ended first."""
-        ...
-
-    def lease(self) -> contextlib.AbstractAsyncContextManager[WebEnv]:
-        """``async with pool.lease() as env``: acquire, then release however the block ends."""
-        ...
-
-    async def close_episodes(self) -> None:
-        """End every open episode of every env (after a cancellation); the pool stays usable."""
-        ...
-
-
-class LocalEnvPool:
+class LocalEnvPool(EnvPool[WebEnv]):
     """``n`` WebEnvs over local Chromium (one browser context per running episode).
 
     One Chromium's browser process serves every context's navigations and DevTools traffic on
@@ -116,15 +90,6 @@ class LocalEnvPool:
             await env.close_episode()
         finally:
             self._queue().put_nowait(env)
-
-    @contextlib.asynccontextmanager
-    async def lease(self) -> AsyncIterator[WebEnv]:
-        """``async with pool.lease() as env``: acquire, release on exit (cancellation too)."""
-        env = await self.acquire()
-        try:
-            yield env
-        finally:
-            await self.release(env)
 
     def open_episodes(self) -> int:
         """How many envs have an open browser context right now."""

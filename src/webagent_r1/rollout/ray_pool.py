@@ -29,13 +29,13 @@ import math
 import os
 import pickle
 import socket
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from webagent_r1.browser import Browser, BrowserError
 from webagent_r1.config import Config, EnvConfig
 from webagent_r1.env import EnvError, EvaluatorFn, WebEnv
+from webagent_r1.rollout.pool_base import EnvPool
 from webagent_r1.sources import task_source
 from webagent_r1.types import Observation, StepResult, Task
 
@@ -303,7 +303,7 @@ def _first_line(e: BaseException) -> str:
     return text[0][:300] if text else type(e).__name__
 
 
-class RayEnvPool:
+class RayEnvPool(EnvPool[RemoteEnv]):
     """``workers`` Ray actors with ``slots_per_worker`` envs each, as one ``EnvPool``.
 
     Connects to the Ray cluster at ``address`` when one is given (``"auto"``,
@@ -491,15 +491,6 @@ class RayEnvPool:
                 w.parked.append(env)
             else:
                 self._queue().put_nowait(env)
-
-    @contextlib.asynccontextmanager
-    async def lease(self) -> AsyncIterator[RemoteEnv]:
-        """``async with pool.lease() as env``: acquire, release on exit (cancellation too)."""
-        env = await self.acquire()
-        try:
-            yield env
-        finally:
-            await self.release(env)
 
     def open_episodes(self) -> int:
         """How many envs may hold an open episode right now (as the driver knows it)."""

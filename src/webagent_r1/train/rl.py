@@ -715,7 +715,7 @@ async def train_rl(
             refuse_stale_turns(batch, rl, sync.version, dist)
             release_free_memory()  # the rollout's KV caches, before the update's activations
             u0 = time.time()
-            lock = getattr(engine, "lock", None)
+            lock = engine.lock
 
             def update(batch: RLBatch = batch, lock: Any = lock) -> dict[str, float]:
                 out = mgrpo_update(model, opt, batch, cfg, pad_id, dist, ref_model, lock)

@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from webagent_r1.policy.base import Engine
 from webagent_r1.train.batching import unwrap_model
 from webagent_r1.train.sharding import full_state_dict as sharded_full_state_dict
 from webagent_r1.train.sharding import is_sharded
@@ -62,9 +63,9 @@ class SyncRecord:
     """Bytes of the largest tensor sent (the push streams one parameter at a time)."""
 
 
-def shares_model(engine: Any, model: Any) -> bool:
+def shares_model(engine: Engine, model: Any) -> bool:
     """Whether ``engine`` samples from the trainer's very model object (no copy to update)."""
-    own = getattr(engine, "model", None)
+    own = engine.model
     return own is not None and own is unwrap_model(model)
 
 
@@ -206,7 +207,7 @@ class WeightSync:
 
     def __init__(
         self,
-        engine: Any,
+        engine: Engine,
         model: Any,
         *,
         rank: int = 0,
@@ -276,7 +277,7 @@ class WeightSync:
         }
 
     def _set_shared_version(self, version: int) -> None:
-        lock = getattr(self.engine, "lock", None)
+        lock = self.engine.lock
         if lock is None:
             self.engine.weight_version = version
             return
@@ -296,12 +297,12 @@ def _tallied(
         yield name, t
 
 
-def _engine_dtype(engine: Any) -> torch.dtype | None:
+def _engine_dtype(engine: Engine) -> torch.dtype | None:
     """The dtype ``engine`` loads weights in: its ``weight_dtype``, else its own model's
     (an HF copy), else None (each tensor's own)."""
-    if hasattr(engine, "weight_dtype"):
+    if engine.weight_dtype is not None:
         return engine.weight_dtype
-    own = getattr(engine, "model", None)
+    own = engine.model
     if isinstance(own, torch.nn.Module):
         return next(own.parameters()).dtype
     return None
@@ -314,9 +315,9 @@ async def _deliver(engine: Any, stream: Iterator[tuple[str, torch.Tensor]], vers
     shards; an in-process HF copy (``model`` and ``lock``) has each tensor copied into its
     model under its lock; any other engine gets a state dict (``update_weights(dict)``).
     """
-    if getattr(engine, "takes_weight_stream", False):
+    if engine.takes_weight_stream:
         res = engine.update_weights(stream, version)
-    elif isinstance(getattr(engine, "model", None), torch.nn.Module) and hasattr(engine, "lock"):
+    elif isinstance(engine.model, torch.nn.Module) and engine.lock is not None:
         _copy_into(engine, stream, version)
         return
     else:
@@ -356,7 +357,7 @@ def empty_device_cache() -> bool:
 
 
 async def update_then_push(
-    engine: Any,
+    engine: Engine,
     sync: WeightSync,
     optimizer: Any,
     update: Callable[[], dict[str, float]],
@@ -385,7 +386,7 @@ async def update_then_push(
     Returns:
         The update's metrics and the push's ``sync/…`` metrics.
     """
-    sleeps = bool(getattr(engine, "sleeps", False))
+    sleeps = bool(engine.sleeps)
     if sleeps:
         await engine.sleep()
     metrics = dict(update())

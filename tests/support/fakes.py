@@ -9,14 +9,13 @@ rollout kept the engine's ids or re-tokenised the text.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from webagent_r1.agent.actions import ActionParseError, parse_action
 from webagent_r1.env import EnvError
-from webagent_r1.policy.base import Completion, SamplingParams
+from webagent_r1.policy.base import Completion, Engine, SamplingParams
+from webagent_r1.rollout.pool_base import EnvPool
 from webagent_r1.types import Observation, StepResult, Task
 
 PIECES = ["<think>", "</think>", "<answer>", "</answer>", "<|user|>", "<|system|>"]
@@ -97,7 +96,7 @@ def turn_of(tok: FakeTokenizer, prompt: list[int]) -> int:
     return tok.decode(prompt).count("<|assistant|>") - 1
 
 
-class ScriptedEngine:
+class ScriptedEngine(Engine):
     """Answers turn k of every episode with ``script[k]``, as non-canonical ids.
 
     Every completion's ids are the characters of the text plus eos, its log-probs
@@ -199,7 +198,7 @@ class FakeEnv:
         await self.close_episode()
 
 
-class FakeEnvPool:
+class FakeEnvPool(EnvPool[FakeEnv]):
     """``n`` FakeEnvs behind the EnvPool interface."""
 
     def __init__(self, n: int, step_s: float = 0.0, max_turns: int = 5) -> None:
@@ -224,14 +223,6 @@ class FakeEnvPool:
     async def release(self, env: FakeEnv) -> None:
         await env.close_episode()
         self._q().put_nowait(env)
-
-    @contextlib.asynccontextmanager
-    async def lease(self) -> AsyncIterator[FakeEnv]:
-        env = await self.acquire()
-        try:
-            yield env
-        finally:
-            await self.release(env)
 
     def open_episodes(self) -> int:
         return sum(e.session is not None for e in self.envs)
