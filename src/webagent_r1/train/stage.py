@@ -120,8 +120,8 @@ class Stage:
     def report(self, done: int, metrics: dict[str, float]) -> None:
         """Progress after step ``done`` was logged."""
 
-    def over_budget(self) -> bool:
-        """Stop after this step (a time budget): the step is then the last one."""
+    def over_budget(self, done: int) -> bool:
+        """Stop after step ``done`` though steps remain (a time budget)."""
         return False
 
     async def close(self) -> None:
@@ -146,7 +146,7 @@ class Stage:
                 self.set_lr(step)
                 metrics = await self.step(step)
                 done = step + 1
-                last = done == steps or self.over_budget()
+                last = done == steps or self.over_budget(done)
                 evaluate = self.eval_due(done, last)
                 if evaluate and self.eval_joins_step:
                     metrics.update(await self.evaluate(done))
