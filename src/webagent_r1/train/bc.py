@@ -13,6 +13,9 @@ A held-out share of whole trajectories gives the held-out loss.
 With ``train.sharding: fsdp`` the policy is sharded over the processes (``train/sharding.py``):
 FSDP reduces the gradients, every process runs as many micro-batches as the busiest one, and
 checkpoints gather the weights into a Hugging Face folder and keep the optimizer sharded.
+
+``train_bc`` runs a ``BCStage``: the loop, the resume point, the policy and optimizer building
+and the checkpoints are those of every stage (``train/stage.py``).
 """
 
 from __future__ import annotations

@@ -30,6 +30,9 @@ the HF engine then samples from a full copy of the weights on each process, whic
 
 Unlike the published code, the update attends over the full prompt each turn was sampled
 from (observations included), and μ > 1 is supported so the ratio clip really acts.
+
+``train_rl`` runs an ``RLStage``: the loop, the resume point, the policy and optimizer building
+and the checkpoints are those of every stage (``train/stage.py``).
 """
 
 from __future__ import annotations
