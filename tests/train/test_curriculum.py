@@ -414,7 +414,8 @@ def test_trainer_checkpoint_keeps_the_curriculum(tmp_path: Path) -> None:
     from webagent_r1.config import Config
     from webagent_r1.train.checkpoint import latest_checkpoint, load_trainer_state
     from webagent_r1.train.dist import Dist
-    from webagent_r1.train.rl import _save
+    from webagent_r1.train.rl import _trainer_state
+    from webagent_r1.train.stage import save_trainer_checkpoint
 
     tasks = make_tasks({"a": 5, "b": 5})
     cur = Curriculum(tasks, "mixed", seed=1)
@@ -423,7 +424,8 @@ def test_trainer_checkpoint_keeps_the_curriculum(tmp_path: Path) -> None:
         cur.record(step, outcome(cur, drawn[0], 2, 1))
     model = SimpleNamespace(save_pretrained=lambda p: Path(p).mkdir(parents=True))
     opt = SimpleNamespace(state_dict=lambda: {})
-    _save(tmp_path, 3, model, None, opt, Config(), Dist(), [], None, cur)
+    state = _trainer_state(3, [], None, cur)
+    save_trainer_checkpoint(tmp_path, 3, model, None, opt, Config(), Dist(), state)
     ckpt = latest_checkpoint(tmp_path)
     assert ckpt is not None
     resumed = Curriculum(tasks, "mixed", seed=1)

@@ -261,6 +261,7 @@ async def test_rl_trainable_layers_override_the_train_section(
     tiny_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import webagent_r1.train.rl as rl_module
+    import webagent_r1.train.stage as stage_module
     from webagent_r1.config import ConfigError
 
     seen: list[int] = []
@@ -272,7 +273,7 @@ async def test_rl_trainable_layers_override_the_train_section(
         seen.append(cfg.train.trainable_layers)
         raise Loaded
 
-    monkeypatch.setattr(rl_module, "load_policy", record)
+    monkeypatch.setattr(stage_module, "load_policy", record)
     for rl_layers, want in (("0", 0), ("null", 1)):
         cfg = _cfg(
             tiny_dir,

@@ -13,6 +13,9 @@ A held-out share of whole trajectories gives the held-out loss.
 With ``train.sharding: fsdp`` the policy is sharded over the processes (``train/sharding.py``):
 FSDP reduces the gradients, every process runs as many micro-batches as the busiest one, and
 checkpoints gather the weights into a Hugging Face folder and keep the optimizer sharded.
+
+``train_bc`` runs a ``BCStage``: the loop, the resume point, the policy and optimizer building
+and the checkpoints are those of every stage (``train/stage.py``).
 """
 
 from __future__ import annotations
@@ -27,8 +30,7 @@ from typing import Any
 import torch
 
 from webagent_r1.algos.sft import bc_loss
-from webagent_r1.config import Config, to_dict
-from webagent_r1.policy.precision import FlopsMeter, autocast_enabled
+from webagent_r1.config import Config
 from webagent_r1.progress import Bar
 from webagent_r1.rollout.trajectories import Sample, read_trajectories, turn_samples
 from webagent_r1.train.batching import (
@@ -38,29 +40,21 @@ from webagent_r1.train.batching import (
     padding_batch,
     supports_shared_prefix,
 )
-from webagent_r1.train.checkpoint import (
-    latest_checkpoint,
-    print_note,
-    restore_optimizer,
-    resume_checkpoint,
-    rng_state,
-    save_checkpoint,
-    save_sharded_checkpoint,
-    set_rng,
-)
-from webagent_r1.train.dist import (
-    Dist,
-    build_optimizer,
-    grad_norm_and_clip,
-    load_policy,
-    lr_factor,
-    trainable_parameters,
-)
-from webagent_r1.train.metrics import MemoryWatch, MetricLogger, release_free_memory
-from webagent_r1.train.sharding import is_sharded, shard_model
+from webagent_r1.train.dist import Dist, grad_norm_and_clip
+from webagent_r1.train.metrics import release_free_memory
+from webagent_r1.train.sharding import is_sharded
+from webagent_r1.train.stage import Stage
 from webagent_r1.types import Trajectory
 
-__all__ = ["BCResult", "batch_indices", "bc_backward", "heldout_loss", "split_demos", "train_bc"]
+__all__ = [
+    "BCResult",
+    "BCStage",
+    "batch_indices",
+    "bc_backward",
+    "heldout_loss",
+    "split_demos",
+    "train_bc",
+]
 
 
 @dataclass
@@ -206,145 +200,127 @@ def train_bc(
         FileNotFoundError: the demonstration file is missing.
         ValueError: it holds no usable demonstration.
     """
-    t0 = time.time()
-    dist = Dist.init()
-    bcfg, tcfg = cfg.bc, cfg.train
-    stage = Path(stage_dir or Path(cfg.run_dir) / "bc")
-    ckpt_root = stage / "checkpoints"
-    trajs = [t for t in read_trajectories(bcfg.data) if t.status != "env_error" and t.turns]
-    trajs = [t for t in trajs if t.reward == 1.0]
-    if not trajs:
-        raise ValueError(f"{bcfg.data} holds no successful demonstration to clone")
-    train_t, held_t = split_demos(trajs, bcfg.heldout_fraction, cfg.seed)
-    train_s = [s for t in train_t for s in turn_samples(t)]
-    held_s = [s for t in held_t for s in turn_samples(t)]
+    return BCStage(cfg, resume, stage_dir, progress, on_step).run_sync()
 
-    start = 0
-    # the newest checkpoint that loads completely; the others are named with the reason
-    found = resume_checkpoint(ckpt_root, say=print_note if dist.main else None) if resume else None
-    ckpt, resumed = found if found is not None else (None, {})
-    torch.manual_seed(cfg.seed)
-    random.seed(cfg.seed)
-    model, tokenizer = load_policy(cfg, str(ckpt / "model") if ckpt else None)
-    bf16 = autocast_enabled(cfg.model)
-    flops = FlopsMeter(model, bf16)  # before sharding: whole-model sizes
-    sharded = tcfg.sharding == "fsdp"
-    if sharded:
-        model = shard_model(model)
-    params = trainable_parameters(model)
-    opt = build_optimizer(params, bcfg.lr, tcfg)
-    if ckpt is not None:
-        state = resumed
-        restore_optimizer(ckpt, state, model, opt)
-        set_rng(state["rng"])
-        start = int(state["step"])
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    logger = MetricLogger(
-        stage, dist.main, tcfg.tensorboard, tcfg.wandb_project if dist.main else None, to_dict(cfg)
-    )
-    memory = MemoryWatch(enabled=dist.main)
-    # sharded, a forward is a collective: every process measures the held-out loss
-    if (dist.main or sharded) and start == 0:
-        held0 = heldout_loss(model, held_s, pad_id, tcfg.token_budget, bf16, tcfg.share_prefix)
-        if dist.main:
-            logger.log(
-                0,
-                {
-                    "bc/train_samples": len(train_s),
-                    "bc/heldout_samples": len(held_s),
-                    "bc/heldout_loss": held0 or 0.0,
-                },
-            )
-    last_held: float | None = None
-    bar = _bar(progress and dist.main, bcfg.steps, start, "BC")
-    try:
-        for step in range(start, bcfg.steps):
-            s0 = time.time()
-            for g in opt.param_groups:
-                g["lr"] = bcfg.lr * lr_factor(step, bcfg.warmup_steps, bcfg.steps, tcfg.schedule)
-            idx = batch_indices(step, bcfg.batch_size, len(train_s), cfg.seed)
-            mine = [train_s[i] for i in idx[dist.rank :: dist.world]]
-            local_tok = sum(len(s.input_ids) - s.prompt_len for s in mine)
-            [total_tok] = dist.all_reduce_sum([float(local_tok)])
-            opt.zero_grad(set_to_none=True)
-            loss, _ = bc_backward(
-                model,
-                mine,
-                pad_id,
-                tcfg.token_budget,
-                bf16,
-                int(total_tok),
-                dist=dist,
-                share_prefix=tcfg.share_prefix,
-            )
-            if not sharded:  # FSDP has reduce-scattered the gradients in the backward
-                dist.all_reduce_grads(params)
-            [loss] = dist.all_reduce_sum([loss])
-            gnorm = grad_norm_and_clip(params, tcfg.max_grad_norm)
-            opt.step()
-            release_free_memory()  # micro-batch shapes change every step: no heap creep
-            n_tokens = sum(len(s.input_ids) for s in mine)
-            metrics = {
-                "train/loss": loss,
-                "train/grad_norm": gnorm,
-                "train/lr": opt.param_groups[0]["lr"],
-                "train/tokens_per_s": n_tokens * dist.world / max(time.time() - s0, 1e-9),
-                "train/step_s": time.time() - s0,
-                # this process's achieved model FLOP/s and its fraction of the peak
-                **flops.metrics("train", flops.samples(mine, train=True), time.time() - s0),
-                **memory.metrics(),
-            }
-            done = step + 1
-            if bcfg.eval_every and done % bcfg.eval_every == 0 or done == bcfg.steps:
-                last_held = heldout_loss(
-                    model,
-                    held_s,
-                    pad_id,
-                    tcfg.token_budget,
-                    bf16,
-                    tcfg.share_prefix,
+
+class BCStage(Stage):
+    """The BC stage (``train_bc``): one optimizer step per batch of demonstration turns; the
+    held-out loss joins the metrics of the step it follows."""
+
+    eval_joins_step = True
+
+    def __init__(
+        self,
+        cfg: Config,
+        resume: bool = False,
+        stage_dir: str | Path | None = None,
+        progress: bool = True,
+        on_step: Callable[[int, dict[str, float]], None] | None = None,
+    ) -> None:
+        super().__init__(cfg, cfg.bc, "bc", resume, stage_dir, progress)
+        self.on_step = on_step
+        self.last_held: float | None = None
+        self.bar: Any = None
+
+    async def setup(self) -> None:
+        """Demonstrations (split by trajectory), policy, optimizer, resume point, logger."""
+        bcfg = self.cfg.bc
+        trajs = [t for t in read_trajectories(bcfg.data) if t.status != "env_error" and t.turns]
+        trajs = [t for t in trajs if t.reward == 1.0]
+        if not trajs:
+            raise ValueError(f"{bcfg.data} holds no successful demonstration to clone")
+        train_t, held_t = split_demos(trajs, bcfg.heldout_fraction, self.cfg.seed)
+        self.train_s = [s for t in train_t for s in turn_samples(t)]
+        self.held_s = [s for t in held_t for s in turn_samples(t)]
+        self.find_resume_point()
+        self.build_policy(str(self.ckpt / "model") if self.ckpt else None, bcfg.lr)
+        self.sharded = self.cfg.train.sharding == "fsdp"
+        self.restore()
+        self.open_logger()
+
+    def heldout(self) -> float | None:
+        """The held-out loss of the current weights (None without held-out samples)."""
+        tcfg = self.cfg.train
+        return heldout_loss(
+            self.model, self.held_s, self.pad_id, tcfg.token_budget, self.bf16, tcfg.share_prefix
+        )
+
+    async def begin(self) -> None:
+        """At step 0, the held-out loss of the start; then the progress bar."""
+        dist = self.dist
+        # sharded, a forward is a collective: every process measures the held-out loss
+        if (dist.main or self.sharded) and self.start == 0:
+            held0 = self.heldout()
+            if dist.main:
+                self.log(
+                    0,
+                    {
+                        "bc/train_samples": len(self.train_s),
+                        "bc/heldout_samples": len(self.held_s),
+                        "bc/heldout_loss": held0 or 0.0,
+                    },
                 )
-                if last_held is not None:
-                    metrics["bc/heldout_loss"] = last_held
-            logger.log(done, metrics)
-            if on_step is not None:
-                on_step(done, metrics)
-            if bar is not None:
-                bar.update(advance=1, info=f"loss {loss:.3f}")
-            every = tcfg.checkpoint_every
-            if (every and done % every == 0) or done == bcfg.steps:
-                _save(ckpt_root, done, model, tokenizer, opt, cfg, dist)
-    finally:
-        if bar is not None:
-            bar.close()
-        logger.close()
-    final = latest_checkpoint(ckpt_root)
-    if final is None:  # bc.steps == 0 or nothing left to do: save the start as final
-        _save(ckpt_root, start, model, tokenizer, opt, cfg, dist)
-        final = latest_checkpoint(ckpt_root)
-    assert final is not None
-    return BCResult(final, bcfg.steps, last_held, time.time() - t0)
+        self.bar = _bar(self.progress and dist.main, self.cfg.bc.steps, self.start, "BC")
 
+    async def step(self, step: int) -> dict[str, float]:
+        """The loss gradient of step ``step``'s batch (this process's share), one update."""
+        s0 = time.time()
+        dist, tcfg, opt = self.dist, self.cfg.train, self.opt
+        idx = batch_indices(step, self.cfg.bc.batch_size, len(self.train_s), self.cfg.seed)
+        mine = [self.train_s[i] for i in idx[dist.rank :: dist.world]]
+        local_tok = sum(len(s.input_ids) - s.prompt_len for s in mine)
+        [total_tok] = dist.all_reduce_sum([float(local_tok)])
+        opt.zero_grad(set_to_none=True)
+        loss, _ = bc_backward(
+            self.model,
+            mine,
+            self.pad_id,
+            tcfg.token_budget,
+            self.bf16,
+            int(total_tok),
+            dist=dist,
+            share_prefix=tcfg.share_prefix,
+        )
+        if not self.sharded:  # FSDP has reduce-scattered the gradients in the backward
+            dist.all_reduce_grads(self.params)
+        [loss] = dist.all_reduce_sum([loss])
+        gnorm = grad_norm_and_clip(self.params, tcfg.max_grad_norm)
+        opt.step()
+        release_free_memory()  # micro-batch shapes change every step: no heap creep
+        n_tokens = sum(len(s.input_ids) for s in mine)
+        flops = self.flops
+        return {
+            "train/loss": loss,
+            "train/grad_norm": gnorm,
+            "train/lr": opt.param_groups[0]["lr"],
+            "train/tokens_per_s": n_tokens * dist.world / max(time.time() - s0, 1e-9),
+            "train/step_s": time.time() - s0,
+            # this process's achieved model FLOP/s and its fraction of the peak
+            **flops.metrics("train", flops.samples(mine, train=True), time.time() - s0),
+            **self.memory.metrics(),
+        }
 
-def _save(root: Path, step: int, model: Any, tok: Any, opt: Any, cfg: Config, dist: Dist) -> None:
-    if is_sharded(model):  # a collective: every process gathers and writes its shard
-        state = {"step": step, "rng": rng_state()}
-        save_sharded_checkpoint(
-            root, step, model, opt, tok, state, dist, keep=cfg.train.keep_checkpoints
-        )
-        return
-    if dist.main:
-        state = {"step": step, "optimizer": opt.state_dict(), "rng": rng_state()}
-        save_checkpoint(
-            root,
-            step,
-            model,
-            tok,
-            state,
-            keep=cfg.train.keep_checkpoints,
-            merge_lora=cfg.train.merge_lora_on_save,
-        )
-    dist.barrier()
+    async def evaluate(self, step: int) -> dict[str, float]:
+        """The held-out loss (kept for the result)."""
+        self.last_held = self.heldout()
+        return {} if self.last_held is None else {"bc/heldout_loss": self.last_held}
+
+    def report(self, done: int, metrics: dict[str, float]) -> None:
+        """``on_step``, then the progress bar."""
+        if self.on_step is not None:
+            self.on_step(done, metrics)
+        if self.bar is not None:
+            self.bar.update(advance=1, info=f"loss {metrics['train/loss']:.3f}")
+
+    async def close(self) -> None:
+        """The progress bar, then the logger."""
+        if self.bar is not None:
+            self.bar.close()
+        await super().close()
+
+    def result(self, final: Path) -> BCResult:
+        """The final checkpoint, the configured steps and the last held-out loss."""
+        return BCResult(final, self.cfg.bc.steps, self.last_held, time.time() - self.t0)
 
 
 def _bar(enabled: bool, total: int, start: int, label: str) -> Any:

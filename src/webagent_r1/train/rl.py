@@ -30,15 +30,18 @@ the HF engine then samples from a full copy of the weights on each process, whic
 
 Unlike the published code, the update attends over the full prompt each turn was sampled
 from (observations included), and μ > 1 is supported so the ratio clip really acts.
+
+``train_rl`` runs an ``RLStage``: the loop, the resume point, the policy and optimizer building
+and the checkpoints are those of every stage (``train/stage.py``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import inspect
 import json
-import random
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -50,10 +53,10 @@ import torch
 from webagent_r1.algos.gigpo import ADVANTAGES, gigpo_advantages
 from webagent_r1.algos.mgrpo import NORMALIZERS, group_advantages, mgrpo_loss
 from webagent_r1.browser import Browser
-from webagent_r1.config import Config, RLConfig, to_dict
+from webagent_r1.config import Config, RLConfig
 from webagent_r1.evaluate import eval_subset, evaluate_policy
 from webagent_r1.policy.base import SamplingParams
-from webagent_r1.policy.precision import FlopsMeter, autocast_enabled
+from webagent_r1.policy.precision import autocast_enabled
 from webagent_r1.rollout.collect import Group, RolloutStats, collect
 from webagent_r1.rollout.pool import make_env_pool
 from webagent_r1.rollout.trajectories import Sample, turn_samples, write_trajectories
@@ -68,36 +71,26 @@ from webagent_r1.train.batching import (
     supports_shared_prompts,
     unwrap_model,
 )
-from webagent_r1.train.checkpoint import (
-    latest_checkpoint,
-    print_note,
-    restore_optimizer,
-    resume_checkpoint,
-    rng_state,
-    save_checkpoint,
-    save_sharded_checkpoint,
-    set_rng,
-)
-from webagent_r1.train.curriculum import Curriculum, collect_step, step_tasks
+from webagent_r1.train.checkpoint import rng_state
+from webagent_r1.train.curriculum import Curriculum, StepGroups, collect_step, step_tasks
 from webagent_r1.train.dist import (
     Dist,
-    build_optimizer,
     frozen_copy_dtype,
     grad_norm_and_clip,
-    load_policy,
     load_reference,
-    lr_factor,
     reference_context,
     trainable_parameters,
 )
-from webagent_r1.train.metrics import MemoryWatch, MetricLogger, release_free_memory
-from webagent_r1.train.sharding import is_sharded, shard_model
+from webagent_r1.train.metrics import release_free_memory
+from webagent_r1.train.sharding import is_sharded
+from webagent_r1.train.stage import Stage
 from webagent_r1.train.weight_sync import WeightSync, update_then_push
-from webagent_r1.types import Task
+from webagent_r1.types import Task, Trajectory
 
 __all__ = [
     "RLBatch",
     "RLResult",
+    "RLStage",
     "StaleTurnsError",
     "build_rl_batch",
     "generation_engine",
@@ -314,6 +307,45 @@ def _all_logprobs(
     return out
 
 
+def _old_and_ref_logprobs(
+    model: Any,
+    ref_model: Any,
+    samples: list[Sample],
+    cfg: Config,
+    pad_id: int,
+    temp: float,
+    bf16: bool,
+    dist: Dist,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(N,) π_old log-probs of every completion token of ``samples``, and the reference
+    policy's when β > 0 (else None), in flat token order.
+
+    Raises:
+        ValueError: β > 0 without a reference model.
+    """
+    rl, tcfg = cfg.rl, cfg.train
+    budget, share, prefix = tcfg.token_budget, tcfg.share_prompts, tcfg.share_prefix
+    # π_old: the trainer's own forward (so ratio = 1 exactly at the first iteration) or the
+    # sampler's log-probs as stored (cheaper; ratios then include sampler numerics).
+    if rl.old_logprobs == "sampler":
+        old = torch.tensor([lp for s in samples for lp in s.old_logprobs], dtype=torch.float)
+    else:  # (sharded, a process without samples still takes part in the forwards)
+        old = _all_logprobs(model, samples, pad_id, budget, temp, bf16, dist, share, prefix)
+    ref = None
+    if rl.beta > 0:
+        if ref_model is None:
+            raise ValueError("rl.beta > 0 needs a reference model")
+        with reference_context(model, ref_model), torch.no_grad():  # LoRA: adapters off
+            ref = (
+                _all_logprobs(
+                    ref_model, samples, pad_id, budget, temp, bf16, share=share, prefix=prefix
+                )
+                if samples
+                else None
+            )
+    return old, ref
+
+
 def mgrpo_update(
     model: Any,
     optimizer: Any,
@@ -370,24 +402,7 @@ def mgrpo_update(
             max_tokens=cfg.rollout.max_new_tokens,
         )  # (N,)
         samples = batch.samples
-        # π_old: the trainer's own forward (so ratio = 1 exactly at the first iteration) or the
-        # sampler's log-probs as stored (cheaper; ratios then include sampler numerics).
-        if rl.old_logprobs == "sampler":
-            old = torch.tensor([lp for s in samples for lp in s.old_logprobs], dtype=torch.float)
-        else:  # (sharded, a process without samples still takes part in the forwards)
-            old = _all_logprobs(model, samples, pad_id, budget, temp, bf16, dist, share, prefix)
-        ref = None
-        if rl.beta > 0:
-            if ref_model is None:
-                raise ValueError("rl.beta > 0 needs a reference model")
-            with reference_context(model, ref_model), torch.no_grad():  # LoRA: adapters off
-                ref = (
-                    _all_logprobs(
-                        ref_model, samples, pad_id, budget, temp, bf16, share=share, prefix=prefix
-                    )
-                    if samples
-                    else None
-                )
+        old, ref = _old_and_ref_logprobs(model, ref_model, samples, cfg, pad_id, temp, bf16, dist)
         st = torch.tensor(starts, dtype=torch.long)
         sums = {"loss": 0.0, "clip_frac": 0.0, "kl": 0.0, "ratio": 0.0, "grad_norm": 0.0}
         groups = _plan(model, samples, budget, share)
@@ -533,289 +548,352 @@ async def train_rl(
     Returns:
         Final checkpoint, evaluation history and wall time.
     """
-    t0 = time.time()
-    dist = Dist.init()
-    cfg = dataclasses.replace(cfg, train=cfg.rl_train())  # M-GRPO may train other layers
-    rl, tcfg = cfg.rl, cfg.train
-    stage = Path(stage_dir or Path(cfg.run_dir) / "rl")
-    ckpt_root = stage / "checkpoints"
-    start_from = init or cfg.init_from
-    # the newest checkpoint that loads completely; the others are named with the reason
-    found = resume_checkpoint(ckpt_root, say=print_note if dist.main else None) if resume else None
-    ckpt, resumed = found if found is not None else (None, {})
-    torch.manual_seed(cfg.seed)
-    random.seed(cfg.seed)
-    policy_from = str(ckpt / "model") if ckpt else start_from
-    model, tokenizer = load_policy(cfg, policy_from)
-    flops = FlopsMeter(model, autocast_enabled(cfg.model))  # before sharding: whole-model sizes
-    if tcfg.sharding == "fsdp":
-        model = shard_model(model)
-    params = trainable_parameters(model)
-    opt = build_optimizer(params, rl.lr, tcfg)
-    start, history = 0, []
-    # Time budget bookkeeping (survives resume): stage wall time so far, longest evaluation.
-    clock = {"prior_s": 0.0, "eval_s": 0.0, "t0": time.time()}
-    step_times: list[float] = []
-    saved_curriculum = None
-    if ckpt is not None:
-        state = resumed
-        saved_curriculum = state.get("curriculum")  # absent in checkpoints of older runs
-        restore_optimizer(ckpt, state, model, opt)
-        set_rng(state["rng"])
-        start, history = int(state["step"]), list(state.get("eval_history", []))
-        clock["prior_s"] = float(state.get("wall_s", 0.0))
-        clock["eval_s"] = float(state.get("eval_s", 0.0))
-    # the KL reference: the LoRA policy with adapters disabled, or a frozen (bf16 on GPU) copy
-    ref_model = load_reference(cfg, start_from, model) if rl.beta > 0 else None
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    engine = generation_engine(cfg, model, tokenizer, policy_from)
-    # Each process pushes to its own engine (in-process vLLM, or the HF copy of a sharded
-    # model); a shared HF engine only has its version set. A copy starts from the model's
-    # files: give it the trainer's weights.
-    sync = WeightSync(engine, model, rank=dist.rank, every_rank=True, version=start)
-    logger = MetricLogger(
-        stage, dist.main, tcfg.tensorboard, tcfg.wandb_project if dist.main else None, to_dict(cfg)
-    )
-    memory = MemoryWatch(enabled=dist.main)
-    source = task_source(cfg)  # tasks.source: the embedded suite, MiniWoB++ …
-    train_tasks = source.tasks("train")
-    curriculum = Curriculum.from_config(train_tasks, rl, cfg.seed)
-    if saved_curriculum is not None:
-        curriculum.load_state_dict(saved_curriculum)
-    eval_tasks = eval_subset(source.tasks("test"), rl.eval_tasks, cfg.seed)
+    return await RLStage(cfg, resume, stage_dir, init, progress).run()
 
-    def count_tokens(text: str) -> int:
-        return len(tokenizer(text, add_special_tokens=False).input_ids)
 
-    local = cfg.rollout.env_pool == "local"
-    backend = source.start() if local else None  # Ray workers start their own sites
-    browser = await Browser.launch(cfg.browser) if local else None
-    pool = make_env_pool(
-        cfg,
-        cfg.rollout.max_concurrent_episodes,
-        browser=browser,
-        backend=backend,
-        evaluator=source.evaluator,
-        count_tokens=count_tokens,
-        tokenizer_name=start_from,
-    )
+class RLStage(Stage):
+    """The M-GRPO stage (``train_rl``): a step rolls out groups in browsers and updates on
+    them; the evaluation on the test subset is logged as a row of its own.
 
-    def over_budget() -> bool:
-        """Would one more step and the final evaluation overrun ``rl.time_budget_min``?"""
-        if not rl.time_budget_min or not step_times:
+    The stage trains with ``cfg.rl_train()`` as its ``train`` section (M-GRPO may train other
+    layers than BC). Its time budget (``rl.time_budget_min``) counts the stage's wall time over
+    resumes (``prior_s``) and keeps room for one more step and the longest evaluation.
+    """
+
+    def __init__(
+        self,
+        cfg: Config,
+        resume: bool = False,
+        stage_dir: str | Path | None = None,
+        init: str | None = None,
+        progress: bool = True,
+    ) -> None:
+        cfg = dataclasses.replace(cfg, train=cfg.rl_train())  # M-GRPO may train other layers
+        super().__init__(cfg, cfg.rl, "rl", resume, stage_dir, progress)
+        self.start_from = init or cfg.init_from
+        self.history: list[dict[str, float]] = []
+        # Time budget bookkeeping (survives resume): stage wall time so far, longest evaluation.
+        self.prior_s = 0.0
+        self.eval_s = 0.0
+        self.clock_t0 = time.time()
+        self.step_times: list[float] = []
+        self.curriculum: Curriculum | None = None
+
+    async def setup(self) -> None:
+        """Policy, optimizer, resume point, KL reference, engine, logger, tasks and envs."""
+        cfg, rl = self.cfg, self.cfg.rl
+        self.find_resume_point()
+        self.policy_from = str(self.ckpt / "model") if self.ckpt else self.start_from
+        self.build_policy(self.policy_from, rl.lr)
+        self.clock_t0 = time.time()
+        self.restore()
+        # the KL reference: the LoRA policy with adapters disabled, or a frozen (bf16 on GPU) copy
+        self.ref_model = load_reference(cfg, self.start_from, self.model) if rl.beta > 0 else None
+        self.engine = generation_engine(cfg, self.model, self.tokenizer, self.policy_from)
+        # Each process pushes to its own engine (in-process vLLM, or the HF copy of a sharded
+        # model); a shared HF engine only has its version set. A copy starts from the model's
+        # files: give it the trainer's weights.
+        self.sync = WeightSync(
+            self.engine, self.model, rank=self.dist.rank, every_rank=True, version=self.start
+        )
+        self.open_logger()
+        await self.open_tasks()
+
+    def restore(self) -> None:
+        """Also the evaluation history and the time budget's clock."""
+        super().restore()
+        if self.ckpt is not None:
+            state = self.resumed
+            self.history = list(state.get("eval_history", []))
+            self.prior_s = float(state.get("wall_s", 0.0))
+            self.eval_s = float(state.get("eval_s", 0.0))
+
+    async def open_tasks(self) -> None:
+        """The task source, the curriculum (resumed), the evaluation subset, the env pool."""
+        cfg, rl = self.cfg, self.cfg.rl
+        self.source = source = task_source(cfg)  # tasks.source: the embedded suite, MiniWoB++ …
+        train_tasks = source.tasks("train")
+        self.curriculum = Curriculum.from_config(train_tasks, rl, cfg.seed)
+        saved_curriculum = self.resumed.get("curriculum")  # absent in older runs' checkpoints
+        if saved_curriculum is not None:
+            self.curriculum.load_state_dict(saved_curriculum)
+        self.eval_tasks = eval_subset(source.tasks("test"), rl.eval_tasks, cfg.seed)
+        local = cfg.rollout.env_pool == "local"
+        backend = source.start() if local else None  # Ray workers start their own sites
+        self.browser = await Browser.launch(cfg.browser) if local else None
+        self.pool = make_env_pool(
+            cfg,
+            cfg.rollout.max_concurrent_episodes,
+            browser=self.browser,
+            backend=backend,
+            evaluator=source.evaluator,
+            count_tokens=self.count_tokens,
+            tokenizer_name=self.start_from,
+        )
+        # Greedy, or k samples per task with the run's seed: every evaluation draws alike, so
+        # the first and the last differ by the policy only (paired, common random numbers).
+        sampled = rl.eval_samples > 1
+        self.eval_params = SamplingParams(
+            temperature=rl.eval_temperature if sampled else 0.0,
+            top_p=cfg.rollout.top_p if sampled else 1.0,
+            max_new_tokens=cfg.rollout.max_new_tokens,
+            seed=cfg.seed if sampled else None,
+        )
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` by the policy's tokenizer (no special tokens)."""
+        return len(self.tokenizer(text, add_special_tokens=False).input_ids)
+
+    def over_budget(self, done: int) -> bool:
+        """Would one more step and the final evaluation overrun ``rl.time_budget_min``? (Said
+        on the main process when they would.)"""
+        rl = self.cfg.rl
+        if not rl.time_budget_min or not self.step_times:
             return False
-        used = clock["prior_s"] + time.time() - clock["t0"]
-        recent = step_times[-3:]
-        need = 1.1 * sum(recent) / len(recent) + clock["eval_s"]
-        return bool(dist.broadcast_object(used + need > rl.time_budget_min * 60))
+        used = self.prior_s + time.time() - self.clock_t0
+        recent = self.step_times[-3:]
+        need = 1.1 * sum(recent) / len(recent) + self.eval_s
+        stop = bool(self.dist.broadcast_object(used + need > rl.time_budget_min * 60))
+        if stop and self.dist.main:
+            print(
+                f"time budget ({rl.time_budget_min:g} min): stopping after step {done} "
+                f"of {rl.steps}",
+                flush=True,
+            )
+        return stop
 
-    def wall() -> dict[str, float]:
-        return {"wall_s": clock["prior_s"] + time.time() - clock["t0"], "eval_s": clock["eval_s"]}
+    def wall(self) -> dict[str, float]:
+        """The stage's wall time over resumes and its longest evaluation (checkpointed)."""
+        return {"wall_s": self.prior_s + time.time() - self.clock_t0, "eval_s": self.eval_s}
 
-    # Greedy, or k samples per task with the run's seed: every evaluation draws alike, so the
-    # first and the last differ by the policy only (paired, common random numbers).
-    sampled = rl.eval_samples > 1
-    eval_params = SamplingParams(
-        temperature=rl.eval_temperature if sampled else 0.0,
-        top_p=cfg.rollout.top_p if sampled else 1.0,
-        max_new_tokens=cfg.rollout.max_new_tokens,
-        seed=cfg.seed if sampled else None,
-    )
+    async def begin(self) -> None:
+        """A copy engine gets the trainer's weights; a fresh run evaluates its start."""
+        if not self.sync.shared:
+            self.log(self.start, await self.sync.push(self.start))
+        if self.start == 0:
+            self.log(0, await self.evaluate(0))
 
-    async def run_eval(step: int) -> None:
+    async def evaluate(self, step: int) -> dict[str, float]:
+        """The policy on the test subset (each process its share), merged over processes;
+        kept in the history, its episodes written to ``eval/step-<step>.jsonl``."""
+        cfg, rl, dist = self.cfg, self.cfg.rl, self.dist
         e0 = time.time()
-        model.eval()
-        mine = eval_tasks[dist.rank :: dist.world]
+        self.model.eval()
+        mine = self.eval_tasks[dist.rank :: dist.world]
         report = await evaluate_policy(
-            engine,
-            tokenizer,
+            self.engine,
+            self.tokenizer,
             mine,
-            pool,
+            self.pool,
             cfg.agent,
-            eval_params,
+            self.eval_params,
             cfg.rollout.max_env_retries,
-            progress and dist.main,
+            self.progress and dist.main,
             samples=rl.eval_samples,
         )
-        model.train()
+        self.model.train()
         m = report.metrics()
         if dist.world > 1:  # combine the shares: success counts per site
             m = _merge_eval(report, dist)
         if rl.eval_samples > 1:
             m.update(_merge_pass_at_k(report, dist, rl.eval_samples))
-        logger.log(step, m)
-        history.append({"step": step, **m})
+        self.history.append({"step": step, **m})
         if dist.main:
-            write_trajectories(report.trajectories, stage / "eval" / f"step-{step:06d}.jsonl")
-        clock["eval_s"] = max(clock["eval_s"], time.time() - e0)
+            write_trajectories(report.trajectories, self.stage / "eval" / f"step-{step:06d}.jsonl")
+        self.eval_s = max(self.eval_s, time.time() - e0)
+        return m
 
-    try:
-        if not sync.shared:
-            logger.log(start, await sync.push(start))
-        if start == 0:
-            await run_eval(0)
-        for step in range(start, rl.steps):
-            s0 = time.time()
-            for g in opt.param_groups:
-                g["lr"] = rl.lr * lr_factor(step, rl.warmup_steps, rl.steps, tcfg.schedule)
-            stats = RolloutStats()
+    async def collect_round(
+        self, mine: list[Task], rnd: int, step: int, stats: RolloutStats
+    ) -> list[Group]:
+        """Groups of ``mine`` in round ``rnd`` of ``step`` (``collect_step``'s rounds)."""
+        cfg = self.cfg
+        # round 0 keeps the seed of runs before the curriculum; extra rounds get others
+        seed = cfg.seed * 7919 + step * 104729 + self.dist.rank + rnd * 15485863
+        sp = SamplingParams(
+            temperature=cfg.rollout.temperature,
+            top_p=cfg.rollout.top_p,
+            max_new_tokens=cfg.rollout.max_new_tokens,
+            seed=seed % 2**31,
+        )
+        return await collect(
+            mine,
+            cfg.rollout.group_size,
+            self.engine,
+            self.pool,
+            self.tokenizer,
+            cfg.agent,
+            sp,
+            max_concurrent_episodes=cfg.rollout.max_concurrent_episodes,
+            max_env_retries=cfg.rollout.max_env_retries,
+            progress=self.progress and self.dist.main,
+            mode=cfg.rollout.mode,
+            stats=stats,
+        )
 
-            async def collect_round(
-                mine: list[Task], rnd: int, step: int = step, stats: RolloutStats = stats
-            ) -> list[Group]:
-                # round 0 keeps the seed of runs before the curriculum; extra rounds get others
-                seed = cfg.seed * 7919 + step * 104729 + dist.rank + rnd * 15485863
-                sp = SamplingParams(
-                    temperature=cfg.rollout.temperature,
-                    top_p=cfg.rollout.top_p,
-                    max_new_tokens=cfg.rollout.max_new_tokens,
-                    seed=seed % 2**31,
-                )
-                return await collect(
-                    mine,
-                    cfg.rollout.group_size,
-                    engine,
-                    pool,
-                    tokenizer,
-                    cfg.agent,
-                    sp,
-                    max_concurrent_episodes=cfg.rollout.max_concurrent_episodes,
-                    max_env_retries=cfg.rollout.max_env_retries,
-                    progress=progress and dist.main,
-                    mode=cfg.rollout.mode,
-                    stats=stats,
-                )
+    def update(self, batch: RLBatch, lock: Any) -> dict[str, float]:
+        """``mgrpo_update`` on ``batch``, then the update's activations freed."""
+        out = mgrpo_update(
+            self.model, self.opt, batch, self.cfg, self.pad_id, self.dist, self.ref_model, lock
+        )
+        release_free_memory()  # the update's activations, before the next rollout
+        return out
 
-            model.eval()
-            # every round's outcomes go into the curriculum's estimates (all processes alike)
-            collected = await collect_step(
-                curriculum,
-                step,
-                rl.tasks_per_step,
-                collect_round,
-                dist.all_reduce_sum,
-                dist.rank,
-                dist.world,
-            )
-            groups = collected.groups
-            model.train()
-            gen_s = time.time() - s0
-            trajs = [t for g in groups for t in g.trajectories]
-            write_trajectories(trajs, stage / "rollouts" / f"step-{step:06d}-rank{dist.rank}.jsonl")
-            batch = build_rl_batch(
-                groups,
-                rl.advantage_scale,
-                rl.drop_equal_groups,
-                version=sync.version,
-                max_staleness=rl.max_staleness,
-                advantage=rl.advantage,
-                step_weight=rl.step_weight,
-                step_gamma=rl.step_gamma,
-            )  # stale turns dropped here; refused below on every process alike
-            refuse_stale_turns(batch, rl, sync.version, dist)
-            release_free_memory()  # the rollout's KV caches, before the update's activations
-            u0 = time.time()
-            lock = engine.lock
+    async def step(self, step: int) -> dict[str, float]:
+        """Roll out the step's groups, build the batch, update, push the new weights."""
+        rl, dist = self.cfg.rl, self.dist
+        s0 = time.time()
+        stats = RolloutStats()
+        self.model.eval()
+        assert self.curriculum is not None
+        # every round's outcomes go into the curriculum's estimates (all processes alike)
+        collected = await collect_step(
+            self.curriculum,
+            step,
+            rl.tasks_per_step,
+            functools.partial(self.collect_round, step=step, stats=stats),
+            dist.all_reduce_sum,
+            dist.rank,
+            dist.world,
+        )
+        groups = collected.groups
+        self.model.train()
+        gen_s = time.time() - s0
+        trajs = [t for g in groups for t in g.trajectories]
+        rollouts = self.stage / "rollouts" / f"step-{step:06d}-rank{dist.rank}.jsonl"
+        write_trajectories(trajs, rollouts)
+        batch = build_rl_batch(
+            groups,
+            rl.advantage_scale,
+            rl.drop_equal_groups,
+            version=self.sync.version,
+            max_staleness=rl.max_staleness,
+            advantage=rl.advantage,
+            step_weight=rl.step_weight,
+            step_gamma=rl.step_gamma,
+        )  # stale turns dropped here; refused below on every process alike
+        refuse_stale_turns(batch, rl, self.sync.version, dist)
+        release_free_memory()  # the rollout's KV caches, before the update's activations
+        u0 = time.time()
+        lock = self.engine.lock
+        update = functools.partial(self.update, batch, lock)
+        # a sleeping engine (vLLM) frees its GPU memory for the update and takes it back
+        metrics = await update_then_push(self.engine, self.sync, self.opt, update, step + 1)
+        update_s = time.time() - u0
+        metrics.update(self.step_metrics(stats, batch, collected, trajs, gen_s, update_s, s0))
+        self.step_times.append(time.time() - s0)
+        return metrics
 
-            def update(batch: RLBatch = batch, lock: Any = lock) -> dict[str, float]:
-                out = mgrpo_update(model, opt, batch, cfg, pad_id, dist, ref_model, lock)
-                release_free_memory()  # the update's activations, before the next rollout
-                return out
+    def step_metrics(
+        self,
+        stats: RolloutStats,
+        batch: RLBatch,
+        collected: StepGroups,
+        trajs: list[Trajectory],
+        gen_s: float,
+        update_s: float,
+        s0: float,
+    ) -> dict[str, float]:
+        """The step's rollout, batch and curriculum counts over all processes, and timings."""
+        rl, opt, flops = self.cfg.rl, self.opt, self.flops
+        counts = self.dist.all_reduce_sum(
+            [
+                stats.episodes - stats.dropped,
+                stats.successes,
+                stats.turns,
+                batch.groups_used,
+                batch.groups_equal,
+                batch.groups_small,
+                stats.env_errors,
+                batch.turns_stale,
+                batch.step_group_turns,
+                len(batch.samples),
+            ]
+        )
+        valid, succ, turns, used, equal, small, errs, stale, grouped, trained = counts
+        assert self.curriculum is not None
+        metrics = {
+            "rollout/success": succ / valid if valid else 0.0,
+            "rollout/turns": turns / valid if valid else 0.0,
+            "rollout/env_errors": errs,
+            "rollout/tokens_per_s": stats.tokens / max(gen_s, 1e-9),
+            "rollout/wall_s": gen_s,
+            "train/groups_used": used,
+            "train/groups_skipped_equal": equal,
+            "train/groups_skipped_small": small,
+            "train/turns_dropped_stale": stale,
+            "train/lr": opt.param_groups[0]["lr"],
+            "train/update_s": update_s,
+            "train/step_s": time.time() - s0,
+            # groups with mixed rewards among all collected; collected but not trained on
+            "curriculum/mixed_frac": collected.mixed / max(collected.total, 1),
+            "curriculum/discarded": collected.total - used,
+            "curriculum/extra_groups": collected.extra,
+            **self.curriculum.metrics(),
+            **self.memory.metrics(),
+            # this process's achieved model FLOP/s and its fraction of the peak
+            **flops.metrics("rollout", flops.rollout(trajs), gen_s),
+            **flops.metrics("train", flops.update(batch, rl), update_s),
+        }
+        if rl.advantage == "gigpo":  # turns whose state recurs in their group
+            metrics["train/step_group_turns"] = grouped
+            metrics["train/step_group_frac"] = grouped / trained if trained else 0.0
+        return metrics
 
-            done = step + 1
-            # a sleeping engine (vLLM) frees its GPU memory for the update and takes it back
-            metrics = await update_then_push(engine, sync, opt, update, done)
-            update_s = time.time() - u0
-            counts = dist.all_reduce_sum(
-                [
-                    stats.episodes - stats.dropped,
-                    stats.successes,
-                    stats.turns,
-                    batch.groups_used,
-                    batch.groups_equal,
-                    batch.groups_small,
-                    stats.env_errors,
-                    batch.turns_stale,
-                    batch.step_group_turns,
-                    len(batch.samples),
-                ]
-            )
-            valid, succ, turns, used, equal, small, errs, stale, grouped, trained = counts
-            metrics.update(
-                {
-                    "rollout/success": succ / valid if valid else 0.0,
-                    "rollout/turns": turns / valid if valid else 0.0,
-                    "rollout/env_errors": errs,
-                    "rollout/tokens_per_s": stats.tokens / max(gen_s, 1e-9),
-                    "rollout/wall_s": gen_s,
-                    "train/groups_used": used,
-                    "train/groups_skipped_equal": equal,
-                    "train/groups_skipped_small": small,
-                    "train/turns_dropped_stale": stale,
-                    "train/lr": opt.param_groups[0]["lr"],
-                    "train/update_s": update_s,
-                    "train/step_s": time.time() - s0,
-                    # groups with mixed rewards among all collected; collected but not trained on
-                    "curriculum/mixed_frac": collected.mixed / max(collected.total, 1),
-                    "curriculum/discarded": collected.total - used,
-                    "curriculum/extra_groups": collected.extra,
-                    **curriculum.metrics(),
-                    **memory.metrics(),
-                    # this process's achieved model FLOP/s and its fraction of the peak
-                    **flops.metrics("rollout", flops.rollout(trajs), gen_s),
-                    **flops.metrics("train", flops.update(batch, rl), update_s),
-                }
-            )
-            if rl.advantage == "gigpo":  # turns whose state recurs in their group
-                metrics["train/step_group_turns"] = grouped
-                metrics["train/step_group_frac"] = grouped / trained if trained else 0.0
-            logger.log(done, metrics)
-            if progress and dist.main:
-                print(
-                    f"step {done}/{rl.steps}: rollout success {metrics['rollout/success']:.2f}, "
-                    f"groups used {int(used)}/{int(used + equal + small)}, "
-                    f"loss {metrics.get('train/loss', 0.0):+.4f}, "
-                    f"clip {metrics.get('train/clip_frac', 0.0):.3f}, "
-                    f"{metrics['train/step_s']:.0f} s",
-                    flush=True,
-                )
-            step_times.append(time.time() - s0)
-            last = done == rl.steps or over_budget()
-            if last and done < rl.steps and dist.main:
-                print(
-                    f"time budget ({rl.time_budget_min:g} min): stopping after step {done} "
-                    f"of {rl.steps}",
-                    flush=True,
-                )
-            if rl.eval_every and done % rl.eval_every == 0 and not last:
-                await run_eval(done)
-            every = tcfg.checkpoint_every
-            if (every and done % every == 0) or last:
-                if last:
-                    await run_eval(done)
-                _save(
-                    ckpt_root, done, model, tokenizer, opt, cfg, dist, history, wall(), curriculum
-                )
-            if last:
-                break
-    finally:
-        await pool.close()
-        if browser is not None:
-            await browser.close()
-        source.stop()
-        res = engine.close()
+    def report(self, done: int, metrics: dict[str, float]) -> None:
+        """One line per step (main process, with ``progress``)."""
+        if not (self.progress and self.dist.main):
+            return
+        used = metrics["train/groups_used"]
+        collected = used + metrics["train/groups_skipped_equal"]
+        collected += metrics["train/groups_skipped_small"]
+        print(
+            f"step {done}/{self.cfg.rl.steps}: rollout success {metrics['rollout/success']:.2f}, "
+            f"groups used {int(used)}/{int(collected)}, "
+            f"loss {metrics.get('train/loss', 0.0):+.4f}, "
+            f"clip {metrics.get('train/clip_frac', 0.0):.3f}, "
+            f"{metrics['train/step_s']:.0f} s",
+            flush=True,
+        )
+
+    def trainer_state(self, step: int) -> dict[str, Any]:
+        """Also the evaluation history, the clock and the curriculum's state."""
+        return _trainer_state(step, self.history, self.wall(), self.curriculum)
+
+    async def close(self) -> None:
+        """The env pool, the browser, the task source's sites, the engine, the logger."""
+        await self.pool.close()
+        if self.browser is not None:
+            await self.browser.close()
+        self.source.stop()
+        res = self.engine.close()
         if inspect.isawaitable(res):
             await res
-        logger.close()
-    final = latest_checkpoint(ckpt_root)
-    if final is None:
-        _save(ckpt_root, start, model, tokenizer, opt, cfg, dist, history, wall(), curriculum)
-        final = latest_checkpoint(ckpt_root)
-    assert final is not None
-    if dist.main:
-        (stage / "eval_history.json").write_text(json.dumps(history, indent=1))
-    steps_done = int(json.loads((final / "meta.json").read_text())["step"])
-    return RLResult(final, steps_done, history, time.time() - t0)
+        await super().close()
+
+    def result(self, final: Path) -> RLResult:
+        """The final checkpoint, its step, the evaluation history (also written to
+        ``eval_history.json``) and the wall time."""
+        if self.dist.main:
+            (self.stage / "eval_history.json").write_text(json.dumps(self.history, indent=1))
+        steps_done = int(json.loads((final / "meta.json").read_text())["step"])
+        return RLResult(final, steps_done, self.history, time.time() - self.t0)
+
+
+def _trainer_state(
+    step: int,
+    history: list[dict[str, float]],
+    wall: dict[str, float] | None = None,
+    curriculum: Curriculum | None = None,
+) -> dict[str, Any]:
+    """What an M-GRPO checkpoint records besides weights and optimizer: step, random
+    generators, evaluation history, clock, and the curriculum's success estimates and
+    instance use (so a resumed run draws alike)."""
+    state: dict[str, Any] = {"step": step, "rng": rng_state(), "eval_history": history}
+    state.update(wall or {})
+    if curriculum is not None:
+        state["curriculum"] = curriculum.state_dict()
+    return state
 
 
 def _merge_pass_at_k(report: Any, dist: Dist, k: int) -> dict[str, float]:
@@ -855,37 +933,3 @@ def _merge_eval(report: Any, dist: Dist) -> dict[str, float]:
         so, sn = tot[3 + 2 * i], tot[4 + 2 * i]
         m[f"eval/success/{s}"] = so / sn if sn else 0.0
     return m
-
-
-def _save(
-    root: Path,
-    step: int,
-    model: Any,
-    tok: Any,
-    opt: Any,
-    cfg: Config,
-    dist: Dist,
-    history: list[dict[str, float]],
-    wall: dict[str, float] | None = None,
-    curriculum: Curriculum | None = None,
-) -> None:
-    state: dict[str, Any] = {"step": step, "rng": rng_state(), "eval_history": history}
-    state.update(wall or {})
-    if curriculum is not None:  # success estimates and instance use: resumes draw alike
-        state["curriculum"] = curriculum.state_dict()
-    if is_sharded(model):  # a collective: every process gathers and writes its shard
-        keep = cfg.train.keep_checkpoints
-        save_sharded_checkpoint(root, step, model, opt, tok, state, dist, keep=keep)
-        return
-    if dist.main:
-        state["optimizer"] = opt.state_dict()
-        save_checkpoint(
-            root,
-            step,
-            model,
-            tok,
-            state,
-            keep=cfg.train.keep_checkpoints,
-            merge_lora=cfg.train.merge_lora_on_save,
-        )
-    dist.barrier()
