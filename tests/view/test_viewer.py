@@ -125,10 +125,12 @@ def test_cli_view(run_dir: Path, tmp_path: Path, monkeypatch) -> None:
     import webagent_r1.report.viewer as viewer
     from webagent_r1.cli import app
 
-    monkeypatch.setattr(viewer, "build_suite", lambda spec=None: TASKS)
+    built: list[object] = []
+    monkeypatch.setattr(viewer, "build_suite", lambda spec=None: built.append(spec) or TASKS)
     out = tmp_path / "v.html"
     res = CliRunner().invoke(app, ["view", str(run_dir), "--out", str(out)])
     assert res.exit_code == 0, res.output
+    assert len(built) == 1  # the tasks came from the stand-in suite
     assert str(out) in res.stdout and out.resolve().as_uri() in res.stdout
     assert out.is_file()
 

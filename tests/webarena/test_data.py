@@ -164,9 +164,11 @@ def test_explicit_path_and_missing_file(lite_tasks: list[Task], tmp_path: Path) 
 def test_missing_package_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> None:
     from webagent_r1.sources.webarena import data, source
 
-    monkeypatch.setattr(data, "find_lite_file", lambda: None)
+    looked: list[bool] = []
+    monkeypatch.setattr(data, "find_lite_file", lambda: looked.append(True))
     with pytest.raises(WebArenaDataError, match="pip install --no-deps browsergym-webarenalite"):
         source.load_tasks("test")
+    assert looked == [True]  # the stand-in answered, not the installed package
     assert issubclass(WebArenaDataError, TaskError)  # a one-line error at the CLI
 
 
