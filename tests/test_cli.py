@@ -37,6 +37,14 @@ def test_missing_config_file() -> None:
     assert out.returncode == 2 and "not found" in out.stderr and "Traceback" not in out.stderr
 
 
+@pytest.mark.parametrize("command", [["tasks", "check"], ["demos"], ["eval"]])
+def test_the_old_sample_flag_names_its_new_name(command: list[str]) -> None:
+    out = run_cli(*command, "--sample", "3")
+    assert out.returncode == 2, out.stderr
+    assert "--sample was renamed --subset" in " ".join(out.stderr.split())
+    assert "Traceback" not in out.stderr
+
+
 @pytest.mark.model
 def test_model_prepare_is_offline_and_idempotent() -> None:
     out = run_cli("model", "prepare")

@@ -123,6 +123,19 @@ def sites_serve(
     )
 
 
+def _renamed_sample(value: int | None) -> int | None:
+    if value is not None:
+        raise typer.BadParameter(
+            "--sample was renamed --subset (N tasks; --samples k is episodes a task)"
+        )
+    return value
+
+
+RenamedSample = Annotated[
+    int | None, typer.Option("--sample", hidden=True, callback=_renamed_sample)
+]
+"""The old name of ``--subset``: an error that names the new one."""
+
 SplitOpt = Annotated[
     str | None,
     typer.Option(
@@ -201,8 +214,9 @@ def tasks_check(
     template: TemplateOpt = None,
     subset: Annotated[
         int | None,
-        typer.Option("--subset", "--sample", help="Check a random subset of N tasks."),
+        typer.Option("--subset", help="Check a random subset of N tasks."),
     ] = None,
+    _sample: RenamedSample = None,
     concurrency: Annotated[int, typer.Option(help="Parallel episodes.")] = 4,
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
     observation_format: Annotated[str, typer.Option(help="compact or html.")] = "compact",
@@ -309,8 +323,9 @@ def demos(
         ),
     ] = False,
     subset: Annotated[
-        int | None, typer.Option("--subset", "--sample", help="A random subset of N tasks.")
+        int | None, typer.Option("--subset", help="A random subset of N tasks.")
     ] = None,
+    _sample: RenamedSample = None,
     concurrency: Annotated[int, typer.Option(help="Parallel episodes.")] = 4,
     template: TemplateOpt = None,
 ) -> None:
@@ -427,12 +442,9 @@ def eval_cmd(
     site: Annotated[str | None, typer.Option(help="Only tasks of this site.")] = None,
     subset: Annotated[
         int | None,
-        typer.Option(
-            "--subset",
-            "--sample",
-            help="A fixed subset of N tasks, stratified over templates (--sample: old name).",
-        ),
+        typer.Option("--subset", help="A fixed subset of N tasks, stratified over templates."),
     ] = None,
+    _sample: RenamedSample = None,
     samples: Annotated[int, typer.Option(help="Episodes per task (pass@k; k > 1 samples).")] = 1,
     max_turns: Annotated[
         str | None,
