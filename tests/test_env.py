@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from webagent_r1.browser import Browser
+from webagent_r1.browser import Browser, BrowserCrashedError
 from webagent_r1.config import EnvConfig
 from webagent_r1.env import EnvError, EvalContext, StaticSites, WebEnv
 from webagent_r1.types import Task
@@ -141,6 +141,32 @@ async def test_a_hung_context_open_is_an_env_error_and_relaunches(site: str) -> 
         r = await env.step('<answer>exit(message="$12.00")</answer>')
         assert r.reward == 1.0
         await env.close()
+
+
+async def test_a_slow_exchange_is_not_a_hang_while_chromium_answers(site: str) -> None:
+    """A loaded machine: the exchange outlasts hang_timeout_s but Chromium answers its
+    probes, so it runs to the end and Chromium is not relaunched."""
+    async with await Browser.launch(browser_config()) as browser:
+        _hang_timeout(browser, 0.5)
+        t0 = time.monotonic()
+        async with browser.hang_bound("a slow exchange"):
+            await asyncio.sleep(1.6)  # more than three probes
+        assert time.monotonic() - t0 >= 1.6 and browser.is_alive and browser.launches == 1
+
+
+async def test_an_exchange_is_given_up_when_chromium_stops_answering(site: str) -> None:
+    async with await Browser.launch(browser_config()) as browser:
+
+        async def no_answer(_browser: object) -> bool:
+            return False
+
+        browser._ping = no_answer  # Chromium answers no probe
+        _hang_timeout(browser, 0.5)
+        t0 = time.monotonic()
+        with pytest.raises(BrowserCrashedError, match="did not answer a probe"):
+            async with browser.hang_bound("an exchange"):
+                await asyncio.sleep(30)
+        assert time.monotonic() - t0 < 5 and not browser.is_alive
 
 
 async def test_a_hung_action_ends_the_episode_as_env_error(site: str) -> None:

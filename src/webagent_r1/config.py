@@ -58,11 +58,13 @@ class BrowserConfig:
     navigation_timeout_ms: int = 15000
     """Timeout of a page load in milliseconds."""
     hang_timeout_s: float = 60.0
-    """Seconds one browser exchange may take (opening an episode's context and first page, or
-    an action with the observation after it) before Chromium is treated as hung: the
-    episode ends as an env error (retried, never trained on) and Chromium is relaunched.
-    Chromium killed mid-call can leave a call that never returns; this bounds it. Keep it
-    above the action and navigation timeouts."""
+    """How often a browser exchange that is still running (opening an episode's context and
+    first page, or an action with the observation after it) checks that Chromium is alive:
+    every this many seconds it is probed with a DevTools round trip, and a Chromium that
+    does not answer within this time is hung: the episode ends as an env error (retried,
+    never trained on) and Chromium is relaunched. A slow machine's Chromium answers and the
+    exchange goes on; one still running after 5 times this is given up all the same.
+    Chromium killed mid-call can leave a call that never returns; this bounds it."""
     extra_args: list[str] = field(default_factory=list)
     """Extra Chromium command-line flags, added to the safe defaults."""
     context_pool: int = 16

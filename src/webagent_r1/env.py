@@ -14,13 +14,12 @@ site), ends the episode with status ``env_error`` (never a failure to train on),
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import inspect
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -285,21 +284,10 @@ class WebEnv:
 
     # ---------------------------------------------------------------- helpers
 
-    @contextlib.asynccontextmanager
-    async def _hang_bound(self, what: str) -> AsyncIterator[None]:
-        """Bound a browser exchange by ``browser.hang_timeout_s``: past it, Chromium is
-        marked hung (relaunched at the next reset) and ``BrowserCrashedError`` is raised, so
-        the episode ends as an env error instead of waiting forever."""
-        limit = self.browser.cfg.hang_timeout_s
-        try:
-            async with asyncio.timeout(limit):
-                yield
-        except TimeoutError:
-            self.browser.mark_hung()
-            raise BrowserCrashedError(
-                f"{what} did not finish within {limit:g} s (browser.hang_timeout_s); "
-                "the browser is relaunched"
-            ) from None
+    def _hang_bound(self, what: str) -> contextlib.AbstractAsyncContextManager[None]:
+        """Bound a browser exchange against a hung Chromium (``Browser.hang_bound``): the
+        episode then ends as an env error and Chromium is relaunched at the next reset."""
+        return self.browser.hang_bound(what)
 
     async def _screenshot(self, info: dict[str, Any]) -> None:
         """Save the page after this turn's action; a failure is noted, never fatal."""

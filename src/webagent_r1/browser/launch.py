@@ -26,7 +26,7 @@ import os
 import shutil
 import signal
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -216,6 +216,10 @@ class AllowList:
 # --------------------------------------------------------------------------------------
 
 
+_HANG_CAP = 5
+"""``hang_bound`` gives up an exchange after this many ``hang_timeout_s`` even while
+Chromium answers its probes."""
+
 _CLOSE_WAIT_S = 10.0
 """Seconds to wait for a context or a browser to close before giving up on it."""
 
@@ -318,6 +322,7 @@ class Browser:
         """Contexts opened so far (each costs a context, its routes and a first tab)."""
         self.contexts_reused = 0
         """Sessions served by a pooled context instead of a new one."""
+        self._probe: asyncio.Future[bool] | None = None
 
     @classmethod
     async def launch(cls, cfg: BrowserConfig | None = None) -> Browser:
@@ -352,8 +357,8 @@ class Browser:
         return self._browser is not None and not self._hung and self._browser.is_connected()
 
     def mark_hung(self) -> None:
-        """Treat this Chromium as dead: a call to it did not return within
-        ``browser.hang_timeout_s``. The next ``ensure_alive`` relaunches it."""
+        """Treat this Chromium as dead: a call to it did not return (``hang_bound``). The
+        next ``ensure_alive`` relaunches it."""
         self._hung = True
 
     async def ensure_alive(self) -> bool:
@@ -402,38 +407,92 @@ class Browser:
                 self.contexts_reused += 1
                 return BrowserSession(self, pooled, allow)
             await _close_context(pooled.context)
-        limit = self.cfg.hang_timeout_s
         try:
             # Chromium killed while a context opens can leave this call unanswered forever
-            context = await asyncio.wait_for(
-                self._browser.new_context(
+            async with self.hang_bound("opening a browser context"):
+                context = await self._browser.new_context(
                     viewport={"width": self.cfg.viewport_width, "height": self.cfg.viewport_height},
                     accept_downloads=False,
                     # Service workers could serve or fetch around the route below.
                     service_workers="block",
-                ),
-                limit,
-            )
+                )
         except PlaywrightError as e:
             raise BrowserCrashedError(f"could not open a browser context: {error_text(e)}") from e
-        except TimeoutError:
-            self.mark_hung()
-            raise BrowserCrashedError(
-                f"the browser did not open a context within {limit:g} s "
-                "(browser.hang_timeout_s); it is relaunched"
-            ) from None
         self.contexts_opened += 1
         session = BrowserSession(self, _PooledContext(context, self.launches), allow)
         try:
-            await asyncio.wait_for(session._setup(), limit)
-        except TimeoutError:
-            self.mark_hung()
+            async with self.hang_bound("setting up a browser context"):
+                await session._setup()
+        except BrowserCrashedError:
             await session.close()
-            raise BrowserCrashedError(
-                f"the browser did not set up a context within {limit:g} s "
-                "(browser.hang_timeout_s); it is relaunched"
-            ) from None
+            raise
         return session
+
+    @contextlib.asynccontextmanager
+    async def hang_bound(self, what: str) -> AsyncIterator[None]:
+        """Bound a browser exchange (``what``, for the error) against a hung Chromium.
+
+        Every ``browser.hang_timeout_s`` the exchange is still running, Chromium is probed
+        with a DevTools round trip: a slow machine's Chromium answers and the exchange goes
+        on; one that does not answer within ``hang_timeout_s`` is hung. An exchange still
+        running after ``_HANG_CAP`` times ``hang_timeout_s`` is given up even though Chromium
+        answers (a call it lost). Either way Chromium is marked hung (relaunched at the next
+        ``ensure_alive``) and ``BrowserCrashedError`` is raised.
+        """
+        limit = self.cfg.hang_timeout_s
+        reason: list[str] = []
+        dog: asyncio.Task[None] | None = None
+        try:
+            async with asyncio.timeout(None) as deadline:
+                dog = asyncio.create_task(self._watch(deadline, limit, reason))
+                yield
+        except TimeoutError:
+            if not reason:  # the exchange's own timeout, not this bound's
+                raise
+            self.mark_hung()
+            raise BrowserCrashedError(
+                f"{what} did not finish: {reason[0]} (browser.hang_timeout_s = {limit:g} s); "
+                "the browser is relaunched"
+            ) from None
+        finally:
+            if dog is not None:
+                dog.cancel()
+
+    async def _watch(self, deadline: asyncio.Timeout, limit: float, reason: list[str]) -> None:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        while True:
+            await asyncio.sleep(limit)
+            if loop.time() - start >= _HANG_CAP * limit * 0.999:
+                reason.append(f"still running after {_HANG_CAP} x hang_timeout_s")
+            elif not await self.responsive():
+                reason.append("Chromium did not answer a probe")
+            else:
+                continue
+            deadline.reschedule(loop.time())
+            return
+
+    async def responsive(self) -> bool:
+        """Whether Chromium answers a DevTools round trip within ``browser.hang_timeout_s``
+        (callers asking at once share one probe)."""
+        if not self.is_alive or self._browser is None:
+            return False
+        if self._probe is None or self._probe.done():
+            self._probe = asyncio.ensure_future(self._ping(self._browser))
+        return await asyncio.shield(self._probe)
+
+    async def _ping(self, browser: PwBrowser) -> bool:
+        async def round_trip() -> None:
+            cdp = await browser.new_browser_cdp_session()
+            await cdp.send("Browser.getVersion")
+            with contextlib.suppress(PlaywrightError):
+                await cdp.detach()
+
+        try:
+            await asyncio.wait_for(round_trip(), self.cfg.hang_timeout_s)
+        except (PlaywrightError, TimeoutError):
+            return False
+        return True
 
     async def pool_ready(self) -> None:
         """Wait until every context given back has been cleaned (or closed)."""
