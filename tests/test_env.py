@@ -143,6 +143,35 @@ async def test_a_hung_context_open_is_an_env_error_and_relaunches(site: str) -> 
         await env.close()
 
 
+async def test_browser_exchanges_take_turns_beyond_the_concurrency(site: str) -> None:
+    """Six resets at once on a Chromium with browser.concurrency 2: two open at a time."""
+    cfg = dataclasses.replace(browser_config(), concurrency=2)
+    assert Browser(browser_config()).concurrency == 4 * (os.cpu_count() or 1)
+    async with await Browser.launch(cfg) as browser:
+        inflight = peak = 0
+        real = browser.new_session
+
+        async def counting(*args: object, **kwargs: object) -> object:
+            nonlocal inflight, peak
+            inflight += 1
+            peak = max(peak, inflight)
+            try:
+                await asyncio.sleep(0.2)
+                return await real(*args, **kwargs)
+            finally:
+                inflight -= 1
+
+        browser.new_session = counting
+        envs = [
+            WebEnv(browser, EnvConfig(max_turns=3), backend=StaticSites({"fixture": site}))
+            for _ in range(6)
+        ]
+        observations = await asyncio.gather(*(env.reset(_task()) for env in envs))
+        assert peak == 2 and all(o.title == "Test Shop" for o in observations)
+        for env in envs:
+            await env.close()
+
+
 async def test_a_slow_exchange_is_not_a_hang_while_chromium_answers(site: str) -> None:
     """A loaded machine: the exchange outlasts hang_timeout_s but Chromium answers its
     probes, so it runs to the end and Chromium is not relaunched."""

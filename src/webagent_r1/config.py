@@ -67,6 +67,13 @@ class BrowserConfig:
     Chromium killed mid-call can leave a call that never returns; this bounds it."""
     extra_args: list[str] = field(default_factory=list)
     """Extra Chromium command-line flags, added to the safe defaults."""
+    concurrency: int = 0
+    """Browser exchanges (opening an episode: context, site state, first page and its
+    observation; or an action with the observation after it) that run at once on one
+    Chromium; the others wait their turn, and the wait counts against no timeout. Chromium
+    shares its time among the pages loading at once, so on a small machine 48 start pages
+    loaded together all outlast ``navigation_timeout_ms``; a few at a time finish as fast
+    and within it. 0 = 4 per CPU core."""
     context_pool: int = 16
     """Browser contexts kept open for reuse. A finished episode's context is cleaned in the
     background (a fresh tab replaces its tabs, so history and session storage go; cookies,
@@ -87,6 +94,7 @@ class BrowserConfig:
         _check(self.action_timeout_ms > 0, "browser.action_timeout_ms must be positive")
         _check(self.navigation_timeout_ms > 0, "browser.navigation_timeout_ms must be positive")
         _check(self.hang_timeout_s > 0, "browser.hang_timeout_s must be positive")
+        _check(self.concurrency >= 0, "browser.concurrency must be 0 (4 per core) or more")
         _check(self.context_pool >= 0, "browser.context_pool must be 0 (off) or more")
         _check(self.context_max_uses >= 1, "browser.context_max_uses must be at least 1")
 

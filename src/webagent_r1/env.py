@@ -196,7 +196,7 @@ class WebEnv:
         self.episode_tag = uuid.uuid4().hex[:8]
         origins = sorted(set(self.backend.origins(task)) | set(self.cfg.allow_origins))
         try:
-            async with self._hang_bound("opening the episode"):
+            async with self.browser.slot(), self._hang_bound("opening the episode"):
                 self.session = await self.browser.new_session(allowed_origins=origins)
                 self.instance_id = await self.backend.begin(task, self.session)
                 err = await self.session.goto(self.backend.resolve_url(task.start_url))
@@ -244,7 +244,7 @@ class WebEnv:
             else:
                 self.history.append(action)
                 info["action"] = action.to_dict()
-                async with self._hang_bound(f"the action {action.kind}"):
+                async with self.browser.slot(), self._hang_bound(f"the action {action.kind}"):
                     err = await self.session.execute(action)
                     obs = await self._observe()
                     if err:

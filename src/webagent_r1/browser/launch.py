@@ -323,6 +323,7 @@ class Browser:
         self.contexts_reused = 0
         """Sessions served by a pooled context instead of a new one."""
         self._probe: asyncio.Future[bool] | None = None
+        self._slots: asyncio.Semaphore | None = None
 
     @classmethod
     async def launch(cls, cfg: BrowserConfig | None = None) -> Browser:
@@ -427,6 +428,18 @@ class Browser:
             await session.close()
             raise
         return session
+
+    @property
+    def concurrency(self) -> int:
+        """Browser exchanges that run at once (``browser.concurrency``; 0: 4 per core)."""
+        return self.cfg.concurrency or 4 * (os.cpu_count() or 1)
+
+    def slot(self) -> asyncio.Semaphore:
+        """Hold it around one browser exchange (an episode's opening, an action with its
+        observation): at most ``concurrency`` run at once; the others wait here."""
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.concurrency)
+        return self._slots
 
     @contextlib.asynccontextmanager
     async def hang_bound(self, what: str) -> AsyncIterator[None]:
