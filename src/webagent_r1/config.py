@@ -484,7 +484,10 @@ class RLConfig:
     beta: float = 0.0
     """KL coefficient to the reference (initial) policy; 0: no reference model is loaded."""
     normalization: str = "mgrpo"
-    """Loss normalisation: mgrpo (per action, turn, trajectory), token_mean or dr_grpo."""
+    """Loss normalisation (``algos/mgrpo.py``): mgrpo (the paper: per action, turn,
+    trajectory; every trajectory weighs the same, so a turn of a long episode weighs less),
+    token_mean (every token the same), dr_grpo (a constant) or turn_mean (per action, then
+    every turn of the batch the same, whatever its episode's length)."""
     advantage_scale: str = "std"
     """Advantages divided by the group std ('std', GRPO) or only centred ('none', Dr.GRPO)."""
     drop_equal_groups: bool = True
@@ -551,8 +554,9 @@ class RLConfig:
         _check(0 < self.clip_eps < 1, "rl.clip_eps must be in (0, 1)")
         _check(self.beta >= 0, "rl.beta must be >= 0 (0 turns the KL term off)")
         _check(
-            self.normalization in ("mgrpo", "token_mean", "dr_grpo"),
-            f"rl.normalization must be mgrpo, token_mean or dr_grpo, got {self.normalization!r}",
+            self.normalization in ("mgrpo", "token_mean", "dr_grpo", "turn_mean"),
+            "rl.normalization must be mgrpo, token_mean, dr_grpo or turn_mean, "
+            f"got {self.normalization!r}",
         )
         _check(
             self.advantage_scale in ("std", "none"),

@@ -12,8 +12,19 @@ Every turn of a trajectory shares its advantage (``rl.advantage: gigpo`` adds a 
 term per turn, ``algos/gigpo.py``; the loss takes any per-token advantage). The sum over
 tokens is a weighted sum with one weight per completion token; the paper's normalisation
 ("mgrpo": per action tokens, per turn, per trajectory) and the alternatives (plain token
-mean, Dr.GRPO's constant) differ only in those weights, so they are selected by name from
-``NORMALIZERS``.
+mean, Dr.GRPO's constant, "turn_mean": per action tokens, then every turn of the batch alike)
+differ only in those weights, so they are selected by name from ``NORMALIZERS``.
+"turn_mean" replaces the paper's 1/G · 1/|τ_i| by 1/T, T = Σ_i |τ_i| the turns of the batch:
+
+    L = −(1/T) Σ_i Σ_j (1/|a_ij|) Σ_t [min(ρ A_i, clip(ρ, 1−ε, 1+ε) A_i) − β KL_ijt]
+
+so a turn of a long episode weighs as much as a turn of a short one (with "mgrpo" it weighs
+1/|τ_i| of its trajectory's share).
+
+Every weight is a function of counts over the whole batch (of all training processes, passed
+as ``n_traj``, ``n_tokens``, ``n_turns``), computed once before the batch is split into
+micro-batches, so the loss summed over micro-batches and processes is the same however the
+batch is split.
 
 All tensors here are flat over the completion tokens of a packed batch: shape (N,).
 """
@@ -47,8 +58,28 @@ def group_advantages(rewards: torch.Tensor, scale: str = "std", eps: float = 1e-
     return centred / (r.std(unbiased=False) + eps)
 
 
+def _turns(traj: torch.Tensor, turn: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each token's turn among the distinct (trajectory, turn) pairs, and the tokens of each.
+
+    Returns:
+        (N,) index of each token's turn in [0, turns), and (turns,) its |a_ij|.
+    """
+    key = traj * (int(turn.max().item()) + 1 if turn.numel() else 1) + turn  # (N,)
+    _, inv, tokens_per_turn = torch.unique(key, return_inverse=True, return_counts=True)
+    return inv, tokens_per_turn
+
+
+def turn_count(traj: torch.Tensor, turn: torch.Tensor) -> int:
+    """Distinct turns (trajectory, turn) among the tokens given: what ``weights_turn_mean``
+    takes as T when summed over the training processes."""
+    return int(_turns(traj, turn)[1].numel())
+
+
 def weights_mgrpo(traj: torch.Tensor, turn: torch.Tensor, n_traj: int, **_: object) -> torch.Tensor:
     """Paper weights: 1 / (G · |τ_i| · |a_ij|) for each token of turn j of trajectory i.
+
+    Every trajectory weighs 1/G in total, shared by its turns: a turn of a long trajectory
+    weighs less than a turn of a short one.
 
     Args:
         traj: (N,) trajectory index of each token, in [0, n_traj).
@@ -56,8 +87,7 @@ def weights_mgrpo(traj: torch.Tensor, turn: torch.Tensor, n_traj: int, **_: obje
         n_traj: G, the number of trajectories the loss averages over.
     """
     # |a_ij|: tokens per (trajectory, turn); |τ_i|: distinct turns per trajectory
-    key = traj * (int(turn.max().item()) + 1 if turn.numel() else 1) + turn  # (N,)
-    _, inv, tokens_per_turn = torch.unique(key, return_inverse=True, return_counts=True)
+    inv, tokens_per_turn = _turns(traj, turn)
     a_len = tokens_per_turn[inv].float()  # (N,)
     turns_per_traj = torch.zeros(n_traj, dtype=torch.float)
     first = torch.zeros_like(tokens_per_turn, dtype=torch.long)
@@ -65,6 +95,29 @@ def weights_mgrpo(traj: torch.Tensor, turn: torch.Tensor, n_traj: int, **_: obje
     turns_per_traj.index_add_(0, first, torch.ones_like(first, dtype=torch.float))
     tau_len = turns_per_traj[traj]  # (N,)
     return 1.0 / (n_traj * tau_len * a_len)
+
+
+def weights_turn_mean(
+    traj: torch.Tensor, turn: torch.Tensor, n_traj: int, n_turns: int | None = None, **_: object
+) -> torch.Tensor:
+    """Every turn of the batch weighs the same: 1 / (T · |a_ij|) for each token of turn j of
+    trajectory i, T the turns of the batch.
+
+    Unlike ``weights_mgrpo`` a trajectory's weight grows with its number of turns, so a turn
+    of a long episode counts as much as a turn of a short one; within a turn the tokens are
+    averaged as in the paper.
+
+    Args:
+        traj: (N,) trajectory index of each token.
+        turn: (N,) turn index of each token within its trajectory.
+        n_traj: unused (the common signature of ``NORMALIZERS``).
+        n_turns: T over all training processes (default: the turns given here,
+            ``turn_count``).
+    """
+    inv, tokens_per_turn = _turns(traj, turn)
+    a_len = tokens_per_turn[inv].float()  # (N,)
+    t = n_turns if n_turns is not None else tokens_per_turn.numel()
+    return 1.0 / (max(t, 1) * a_len)
 
 
 def weights_token_mean(
@@ -90,6 +143,7 @@ NORMALIZERS: dict[str, Normalizer] = {
     "mgrpo": weights_mgrpo,
     "token_mean": weights_token_mean,
     "dr_grpo": weights_dr_grpo,
+    "turn_mean": weights_turn_mean,
 }
 
 
