@@ -154,7 +154,7 @@ def _seq_logp(model, traj: Trajectory) -> float:
         return float(completion_logprobs(model, mb, autocast_bf16=False).sum())
 
 
-@pytest.mark.parametrize("normalization", ["mgrpo", "token_mean", "dr_grpo"])
+@pytest.mark.parametrize("normalization", ["mgrpo", "token_mean", "dr_grpo", "turn_mean"])
 def test_one_mgrpo_step_moves_rewarded_up_and_unrewarded_down(
     tiny_dir: Path, normalization: str
 ) -> None:
@@ -173,6 +173,48 @@ def test_one_mgrpo_step_moves_rewarded_up_and_unrewarded_down(
     assert after[1] < before[1], "the unrewarded trajectory's actions must become less likely"
     assert metrics["train/ratio_mean"] == pytest.approx(1.0, abs=1e-4)  # π_old recomputed
     assert metrics["train/clip_frac"] == 0.0  # first iteration: nothing to clip
+
+
+class MirrorDist(Dist):
+    """One process posing as two that hold identical batches: every sum over processes is
+    twice this process's value, and so are the summed gradients."""
+
+    def all_reduce_sum(self, values: list[float]) -> list[float]:
+        return [2 * v for v in values]
+
+    def all_reduce_grads(self, params: list[torch.nn.Parameter]) -> None:
+        for p in params:
+            if p.grad is not None:
+                p.grad.mul_(2)
+
+
+@pytest.mark.parametrize("normalization", ["mgrpo", "token_mean", "dr_grpo", "turn_mean"])
+def test_weights_are_normalised_over_every_process(tiny_dir: Path, normalization: str) -> None:
+    """Two processes with the same batch make the same update as one process with it: each
+    weight divides by the counts of both (trajectories, tokens, turns), so each process's
+    share of the summed gradient is half. A weight normalised over its own process's counts
+    only would double the update."""
+    cfg = _cfg(
+        tiny_dir,
+        f"rl.normalization={normalization}",
+        "model.autocast_bf16=false",
+        "train.max_grad_norm=0",  # clipping would hide a doubled gradient
+        "rl.lr=0.05",
+    )
+    group = _group([1.0, 0.0, 0.0, 1.0, 0.0], seed=6)  # 1 or 2 turns
+    params, losses = [], []
+    for dist in (Dist(), MirrorDist()):
+        model, _ = load_policy(cfg)
+        start = [p.detach().clone() for p in model.parameters()]
+        opt = torch.optim.SGD(list(model.parameters()), lr=cfg.rl.lr)
+        m = mgrpo_update(model, opt, build_rl_batch([copy.deepcopy(group)]), cfg, 1, dist)
+        params.append([p.detach() - s for p, s in zip(model.parameters(), start, strict=True)])
+        losses.append(m["train/loss"])
+    assert losses[1] == pytest.approx(losses[0], rel=1e-5)
+    one, two = params
+    diff = sum(float((a - b).square().sum()) for a, b in zip(one, two, strict=True))
+    norm = sum(float(a.square().sum()) for a in one)
+    assert norm > 0 and math.sqrt(diff / norm) < 1e-5
 
 
 def test_first_iteration_ratio_is_one_with_dropout(tmp_path: Path) -> None:

@@ -51,7 +51,7 @@ from typing import Any
 import torch
 
 from webagent_r1.algos.gigpo import ADVANTAGES, gigpo_advantages
-from webagent_r1.algos.mgrpo import NORMALIZERS, group_advantages, mgrpo_loss
+from webagent_r1.algos.mgrpo import NORMALIZERS, group_advantages, mgrpo_loss, turn_count
 from webagent_r1.browser import Browser
 from webagent_r1.config import Config, RLConfig
 from webagent_r1.evaluate import eval_subset, evaluate_policy
@@ -387,18 +387,19 @@ def mgrpo_update(
         budget = tcfg.token_budget
         share, prefix = tcfg.share_prompts, tcfg.share_prefix
         params = trainable_parameters(model)
-        local_traj, local_tok = float(batch.n_traj), 0.0
         traj_t, turn_t, adv_t, starts = _token_tensors(batch)
-        local_tok = float(traj_t.numel())
-        g_traj, g_tok = dist.all_reduce_sum([local_traj, local_tok])
+        local = [float(batch.n_traj), float(traj_t.numel()), float(turn_count(traj_t, turn_t))]
+        g_traj, g_tok, g_turns = dist.all_reduce_sum(local)  # the whole batch, all processes
         metrics: dict[str, float] = {}
         if g_tok == 0:
             return {"train/skipped": 1.0}
+        # once for the whole batch, so micro-batches and processes only split a fixed sum
         weights = NORMALIZERS[rl.normalization](
             traj_t,
             turn_t,
             n_traj=max(int(g_traj), 1),
             n_tokens=int(g_tok),
+            n_turns=int(g_turns),
             max_tokens=cfg.rollout.max_new_tokens,
         )  # (N,)
         samples = batch.samples
