@@ -9,10 +9,15 @@ plain autograd:
     ρ = π_θ / π_old,  KL = exp(d) − d − 1 with d = log π_ref − log π_θ   (k3, as documented)
     L = −(1/G) Σ_i (1/|τ_i|) Σ_j (1/|a_ij|) Σ_t [min(ρ A_i, clip(ρ, 1−ε, 1+ε) A_i) − β KL]
 
+and, for ``rl.normalization: turn_mean``, with T = Σ_i |τ_i| the turns of the batch,
+
+    L = −(1/T) Σ_i Σ_j (1/|a_ij|) Σ_t [min(ρ A_i, clip(ρ, 1−ε, 1+ε) A_i) − β KL]
+
 It calls no helper of the project for that math. ``mgrpo_update`` must give the same loss and
 the same parameter gradients in each of μ = 2 policy iterations (SGD in between, so the second
 iteration's ratios leave 1 and the clip acts), with β > 0 against a perturbed reference model,
-with shared prompts and a shared prefix on and off, π_old recomputed or the sampler's.
+with shared prompts and a shared prefix on and off, π_old recomputed or the sampler's, in
+one micro-batch or several (both normalisations).
 """
 
 from __future__ import annotations
@@ -89,10 +94,16 @@ def naive_logprobs(model: Any, group: Group) -> LogProbs:
 
 
 def naive_loss(
-    model: Any, group: Group, old: LogProbs, ref: LogProbs, ddof: int = 0
+    model: Any,
+    group: Group,
+    old: LogProbs,
+    ref: LogProbs,
+    ddof: int = 0,
+    normalization: str = "mgrpo",
 ) -> tuple[torch.Tensor, int, int]:
     """The paper's loss, term by term; also how many tokens took the clipped branch, of how
-    many. ``ddof``: 0 the population std (documented), 1 the unbiased one (a wrong one)."""
+    many. ``ddof``: 0 the population std (documented), 1 the unbiased one (a wrong one).
+    ``normalization``: 'mgrpo' (1/G, 1/|τ_i|, 1/|a_ij|) or 'turn_mean' (1/T, 1/|a_ij|)."""
     trajs = group.trajectories
     G = len(trajs)
     rewards = [t.reward for t in trajs]
@@ -116,7 +127,13 @@ def naive_loss(
                 clipped += int(min(max(r, 1 - CLIP), 1 + CLIP) * adv < r * adv)
                 tokens += 1
             traj_sum = traj_sum + turn_sum / len(turn.completion_ids)
-        total = total + traj_sum / len(traj.turns)
+        if normalization == "turn_mean":
+            total = total + traj_sum  # every turn alike: divided by T below
+        else:
+            total = total + traj_sum / len(traj.turns)
+    if normalization == "turn_mean":
+        n_turns = sum(len(traj.turns) for traj in trajs)
+        return -total / n_turns, clipped, tokens
     return -total / G, clipped, tokens
 
 
@@ -124,7 +141,12 @@ NaiveResult = tuple[list[float], list[list[torch.Tensor]], list[torch.Tensor], l
 
 
 def naive_update(
-    tiny_dir: Path, group: Group, ref_model: Any, sampler: LogProbs | None, ddof: int = 0
+    tiny_dir: Path,
+    group: Group,
+    ref_model: Any,
+    sampler: LogProbs | None,
+    ddof: int = 0,
+    normalization: str = "mgrpo",
 ) -> NaiveResult:
     """μ iterations of plain SGD on the naive loss from the saved initial weights.
 
@@ -140,7 +162,7 @@ def naive_update(
     losses, grads, clips = [], [], []
     for _ in range(MU):
         model.zero_grad(set_to_none=True)
-        loss, clipped, _ = naive_loss(model, group, old, ref, ddof)
+        loss, clipped, _ = naive_loss(model, group, old, ref, ddof, normalization)
         loss.backward()
         losses.append(float(loss.detach()))
         grads.append([p.grad.detach().clone() for p in model.parameters()])
@@ -155,6 +177,12 @@ def naive_update(
 def naive_recompute(tiny_dir: Path, group: Group, reference_model: Any) -> NaiveResult:
     """The reference update with π_old = the initial weights (computed once per module)."""
     return naive_update(tiny_dir, group, reference_model, None)
+
+
+@pytest.fixture(scope="module")
+def naive_turn_mean(tiny_dir: Path, group: Group, reference_model: Any) -> NaiveResult:
+    """The reference update with ``turn_mean``'s weights, π_old the initial weights."""
+    return naive_update(tiny_dir, group, reference_model, None, normalization="turn_mean")
 
 
 # ----------------------------------------------------------------------------- the project
@@ -280,3 +308,34 @@ def test_the_comparison_tells_a_biased_from_an_unbiased_std(
     _, got_grads, _ = project_update(tiny_dir, group, reference_model)
     assert _rel_err(got_grads[0], want_grads[0]) < 1e-5
     assert _rel_err(got_grads[0], wrong_grads[0]) > 1e-2
+
+
+@pytest.mark.parametrize("budget", [4096, 64])  # one micro-batch, several
+def test_turn_mean_update_matches_the_naive_objective(
+    tiny_dir: Path,
+    group: Group,
+    reference_model: Any,
+    naive_recompute: NaiveResult,
+    naive_turn_mean: NaiveResult,
+    budget: int,
+) -> None:
+    """``rl.normalization: turn_mean`` against its loops; trajectories of one and of two turns
+    make it differ from the paper's weights by far more than the tolerance."""
+    assert len({len(t.turns) for t in group.trajectories}) == 2
+    want_losses, want_grads, want_params, _ = naive_turn_mean
+    metrics, got_grads, got_params = project_update(
+        tiny_dir,
+        group,
+        reference_model,
+        "rl.normalization=turn_mean",
+        f"train.token_budget={budget}",
+    )
+    samples = [s for t in group.trajectories for s in turn_samples(t)]
+    assert (len(pack_plan(samples, budget, True)) > 1) == (budget < 4096)
+    assert metrics["train/loss"] == pytest.approx(sum(want_losses) / MU, rel=1e-5, abs=1e-7)
+    assert len(got_grads) == MU
+    for k in range(MU):
+        assert _rel_err(got_grads[k], want_grads[k]) < 1e-5, k
+    assert _rel_err(got_params, want_params) < 1e-6
+    _, mgrpo_grads, _, _ = naive_recompute
+    assert _rel_err(got_grads[0], mgrpo_grads[0]) > 1e-2
