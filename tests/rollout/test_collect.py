@@ -17,8 +17,17 @@ from tests.support.fakes import (
 )
 from webagent_r1.config import AgentConfig
 from webagent_r1.policy.base import SamplingParams
-from webagent_r1.rollout.collect import ROLLOUT_MODES, Group, RolloutStats, collect, run_episode
+from webagent_r1.rollout.collect import (
+    ROLLOUT_MODES,
+    Group,
+    RolloutStats,
+    collect,
+    run_episode,
+    turns_by_outcome,
+    turns_by_outcome_metrics,
+)
 from webagent_r1.rollout.trajectories import turn_samples
+from webagent_r1.types import Trajectory, Turn
 
 TOK = FakeTokenizer()
 
@@ -135,6 +144,45 @@ async def test_env_errors_are_retried_and_never_failures(mode: str) -> None:
     assert stats.env_errors == 1 + 2 * 3 and stats.dropped == 2
     assert stats.successes == 2 and stats.metrics()["rollout/success_rate"] == 1.0
     assert pool.failures == {"t0": 1, "t1": 6}
+
+
+def _episode(n_turns: int, reward: float, status: str = "done") -> Trajectory:
+    turns = [Turn([1], [2], [-1.0], "", None) for _ in range(n_turns)]
+    return Trajectory(task_id="t", group_id=0, turns=turns, reward=reward, status=status)
+
+
+def test_turns_by_outcome_leave_env_errors_out() -> None:
+    trajs = [
+        _episode(2, 1.0),
+        _episode(4, 1.0),
+        _episode(5, 0.0, "max_turns"),
+        _episode(3, 0.0),
+        _episode(1, 0.0),
+        _episode(7, 0.0, "env_error"),  # neither a success nor a failure
+        _episode(9, 1.0, "env_error"),
+    ]
+    sums = turns_by_outcome(trajs)
+    # successes: 2 + 4 turns over 2 episodes; failures: 5 + 3 + 1 turns over 3 episodes
+    assert sums == [6.0, 2.0, 9.0, 3.0]
+    assert turns_by_outcome_metrics(sums) == {
+        "rollout/turns_success": 3.0,
+        "rollout/turns_failure": 3.0,
+    }
+    # two processes' sums add: (6 + 5) / (2 + 1) and (9 + 0) / (3 + 0)
+    other = turns_by_outcome([_episode(5, 1.0)])
+    assert other == [5.0, 1.0, 0.0, 0.0]
+    merged = turns_by_outcome_metrics([a + b for a, b in zip(sums, other, strict=True)])
+    assert merged == {"rollout/turns_success": 11 / 3, "rollout/turns_failure": 3.0}
+
+
+def test_turns_by_outcome_omit_an_outcome_without_episodes() -> None:
+    failed = turns_by_outcome([_episode(2, 0.0), _episode(4, 0.0), _episode(3, 1.0, "env_error")])
+    assert turns_by_outcome_metrics(failed) == {"rollout/turns_failure": 3.0}
+    assert turns_by_outcome_metrics(turns_by_outcome([_episode(1, 1.0)])) == {
+        "rollout/turns_success": 1.0
+    }
+    assert turns_by_outcome([]) == [0.0, 0.0, 0.0, 0.0]
+    assert turns_by_outcome_metrics(turns_by_outcome([])) == {}
 
 
 async def test_lockstep_gives_the_same_group_structure() -> None:

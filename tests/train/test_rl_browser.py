@@ -273,6 +273,14 @@ async def test_an_rl_step_on_a_mixed_group_moves_the_weights(
     assert all(u.weight_version == 0 for t in rollouts for u in t.turns)  # sampled from step 0
     [row] = [r for r in read_metrics(stage / "metrics.jsonl") if "train/groups_used" in r]
     assert row["train/turns_dropped_stale"] == 0
+    # mean turns by outcome: the won episode's, the lost ones' (no key for an absent outcome)
+    won = [len(t.turns) for t in rollouts if t.reward == 1.0]
+    lost = [len(t.turns) for t in rollouts if t.reward != 1.0]
+    assert row["rollout/turns_failure"] == pytest.approx(sum(lost) / len(lost))
+    if won:
+        assert row["rollout/turns_success"] == pytest.approx(sum(won) / len(won))
+    else:
+        assert "rollout/turns_success" not in row
     before, after = _weights(model), _weights(res.checkpoint / "model")
     moved = max(float((after[k] - before[k]).abs().max()) for k in before)
     if not use_expert:

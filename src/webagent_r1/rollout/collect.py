@@ -25,7 +25,7 @@ import contextlib
 import dataclasses
 import hashlib
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -54,6 +54,8 @@ __all__ = [
     "sampling_params",
     "state_key",
     "turn_seed",
+    "turns_by_outcome",
+    "turns_by_outcome_metrics",
 ]
 
 T = TypeVar("T")
@@ -490,6 +492,38 @@ class RolloutStats:
             "rollout/tokens_per_s": self.tokens / wall,
             "rollout/wall_s": self.wall_s,
         }
+
+
+def turns_by_outcome(trajectories: Iterable[Trajectory]) -> list[float]:
+    """Turns of successful and of failed episodes, as sums that add over processes.
+
+    A success has reward 1 (as ``RolloutStats`` counts), a failure any other reward; an
+    episode that ended in an env error is neither.
+
+    Returns:
+        ``[turns of successes, successes, turns of failures, failures]``.
+    """
+    out = [0.0, 0.0, 0.0, 0.0]
+    for t in trajectories:
+        if t.status == "env_error":
+            continue
+        k = 0 if t.reward == 1.0 else 2
+        out[k] += len(t.turns)
+        out[k + 1] += 1
+    return out
+
+
+def turns_by_outcome_metrics(sums: Sequence[float]) -> dict[str, float]:
+    """``rollout/turns_success`` and ``rollout/turns_failure``: mean turns per successful and
+    per failed episode, from ``turns_by_outcome``'s sums (of one process or summed over all);
+    a key is left out when there was no episode of its kind."""
+    succ_turns, succ, fail_turns, fail = sums
+    out: dict[str, float] = {}
+    if succ:
+        out["rollout/turns_success"] = succ_turns / succ
+    if fail:
+        out["rollout/turns_failure"] = fail_turns / fail
+    return out
 
 
 class _Progress:

@@ -57,7 +57,13 @@ from webagent_r1.config import Config, RLConfig
 from webagent_r1.evaluate import eval_subset, evaluate_policy
 from webagent_r1.policy.base import SamplingParams
 from webagent_r1.policy.precision import autocast_enabled
-from webagent_r1.rollout.collect import Group, RolloutStats, collect
+from webagent_r1.rollout.collect import (
+    Group,
+    RolloutStats,
+    collect,
+    turns_by_outcome,
+    turns_by_outcome_metrics,
+)
 from webagent_r1.rollout.pool import make_env_pool
 from webagent_r1.rollout.trajectories import Sample, turn_samples, write_trajectories
 from webagent_r1.sources import task_source
@@ -809,13 +815,16 @@ class RLStage(Stage):
                 batch.turns_stale,
                 batch.step_group_turns,
                 len(batch.samples),
+                *turns_by_outcome(trajs),
             ]
         )
-        valid, succ, turns, used, equal, small, errs, stale, grouped, trained = counts
+        valid, succ, turns, used, equal, small, errs, stale, grouped, trained = counts[:10]
         assert self.curriculum is not None
         metrics = {
             "rollout/success": succ / valid if valid else 0.0,
             "rollout/turns": turns / valid if valid else 0.0,
+            # mean turns of successful and of failed episodes (a key absent without any)
+            **turns_by_outcome_metrics(counts[10:]),
             "rollout/env_errors": errs,
             "rollout/tokens_per_s": stats.tokens / max(gen_s, 1e-9),
             "rollout/wall_s": gen_s,
