@@ -451,3 +451,30 @@ def test_report_section_only_with_failures(tmp_path: Path) -> None:
     ok = tmp_path / "ok"
     write_trajectories([SUCCESS, ENV_ERROR], ok / "rl" / "eval" / "step-000000.jsonl")
     assert "Failure kinds" not in build_report(ok).read_text()
+
+
+def test_odd_lines_are_skipped_or_counted_without_a_crash(tmp_path: Path) -> None:
+    # files are read without validation: odd field types must not break the classifier
+    odd = {
+        "task_id": "x/0",
+        "group_id": 0,
+        "reward": 0,
+        "status": "max_turns",
+        "info": "not a dict",
+        "turns": [
+            {
+                "prompt_ids": [],
+                "completion_ids": [],
+                "completion_logprobs": [],
+                "text": 7,
+                "action": {"kind": "Click", "element": [1], "argument": None},
+                "observation": "page",
+            }
+        ]
+        * 4,  # the first acted from the start page, the next three from URL "": a loop
+    }
+    f = tmp_path / "odd.jsonl"
+    f.write_text(json.dumps(odd) + "\n" + json.dumps({"task_id": 1, "turns": [5]}) + "\n")
+    [t], _ = collect_failures(f, kinds=KINDS)
+    assert t.overall.kinds["loop"] == 1 and t.bad_lines == 1
+    assert list(t.by_template) == ["?"]

@@ -102,10 +102,11 @@ def invalid_turn(turn: Turn) -> bool:
 
 def _action_sig(turn: Turn) -> tuple[str, ...]:
     """What a turn did: kind, element and argument; the text of an unparsed reply."""
+    # str(): files are read without validation, and a key must be hashable
     a = turn.action
     if a is None:
-        return ("", turn.text.strip())
-    return (a.kind, a.element or "", a.argument or "")
+        return ("", str(turn.text).strip())
+    return (str(a.kind), str(a.element or ""), str(a.argument or ""))
 
 
 def _state_keys(turns: list[Turn]) -> list[str]:
@@ -117,7 +118,8 @@ def _state_keys(turns: list[Turn]) -> list[str]:
         elif k == 0:
             out.append("url:<start>")  # the start page's URL is not recorded
         else:
-            out.append(f"url:{turns[k - 1].observation.get('url', '')}")
+            obs = turns[k - 1].observation
+            out.append(f"url:{obs.get('url', '') if isinstance(obs, dict) else ''}")
     return out
 
 
@@ -180,7 +182,9 @@ def _exit_message(traj: Trajectory) -> str | None:
     if last is None or last.kind != "exit":
         return None
     answer = traj.info.get("answer") if isinstance(traj.info, dict) else None
-    return answer if isinstance(answer, str) else (last.argument or "")
+    if isinstance(answer, str):
+        return answer
+    return last.argument if isinstance(last.argument, str) else ""
 
 
 def classify(
