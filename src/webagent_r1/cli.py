@@ -40,6 +40,8 @@ from webagent_r1.policy.models import (
 from webagent_r1.quickstart import run_quickstart
 from webagent_r1.report import ReportError, build_report_files
 from webagent_r1.report.compare import compare_runs, render_markdown, save_comparison
+from webagent_r1.report.failures import COLUMNS, FAILURE_KINDS, LOOP_REPEATS, row_cells
+from webagent_r1.report.load import collect_failures
 from webagent_r1.report.paired import compare_files, render_paired_markdown, to_json
 from webagent_r1.report.viewer import build_viewer
 from webagent_r1.rollout.ray_pool import RayNotInstalledError
@@ -692,6 +694,99 @@ def compare_evals(
             console.print(f"[red]error:[/red] cannot write {escape(out)}: {escape(str(e))}")
             raise typer.Exit(2) from None
         print(f"comparison: {path} (and {path.with_suffix('.json').name})")
+
+
+@app.command()
+def failures(
+    target: Annotated[
+        str,
+        typer.Argument(
+            metavar="DIR",
+            help="A run folder (its last rl/eval and rl/rollouts step), an `eval --out-dir` "
+            "folder, or one trajectory JSONL file.",
+        ),
+    ],
+    template: Annotated[
+        str | None, typer.Option("--template", help="Only the episodes of this template.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
+    loop_repeats: Annotated[
+        int,
+        typer.Option(
+            "--loop-repeats", help="Times the same action from the same state makes a loop."
+        ),
+    ] = LOOP_REPEATS,
+) -> None:
+    """Count the kinds of failure of the failed episodes, overall and per template."""
+    try:
+        tables, notes = collect_failures(target, template, loop_repeats)
+    except (ReportError, FileNotFoundError) as e:
+        console.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
+        raise typer.Exit(2) from None
+    for n in notes:
+        console.print(f"note: {n}", markup=False)
+    if as_json:
+        out = {
+            "kinds": list(FAILURE_KINDS),
+            "loop_repeats": loop_repeats,
+            "sources": [t.to_dict() for t in tables],
+        }
+        print(json.dumps(out, indent=1))
+        return
+    out = Console()
+    for t in tables:
+        files = ", ".join(t.files)
+        title = t.label if files == t.label else f"{t.label}: {files}"
+        o = t.overall
+        if not o.failures:
+            out.print(
+                f"{title}: no failed episode ({o.successes} successes, {o.env_errors} env errors)",
+                markup=False,
+            )
+            continue
+        # the kinds with their shares, then the counts per template (headers that wrap at
+        # spaces, so the table fits a terminal; --json has the exact names)
+        kinds = Table(title=escape(title), caption=escape(_mean_turns(o)))
+        kinds.add_column("Kind")
+        kinds.add_column("Episodes", justify="right")
+        kinds.add_column("Share of failed", justify="right")
+        for k in FAILURE_KINDS:
+            share = o.share(k) or 0.0
+            last = k == FAILURE_KINDS[-1]
+            kinds.add_row(k, str(o.kinds[k]), f"{100 * share:.1f}%", end_section=last)
+        kinds.add_row("failed", str(o.failures), "100.0%", style="bold")
+        kinds.add_row("successful", str(o.successes), "")
+        kinds.add_row("env errors (not failures)", str(o.env_errors), "")
+        out.print(kinds)
+        rows = [row_cells(name, c, shares=False) for name, c in t.rows()]
+        rows.append(row_cells("all", o, shares=False))
+        per = Table(title=escape(f"{t.label}: failed episodes per template"))
+        header = [c.replace("_", " ") for c in COLUMNS]
+        widest = max(len(r[0]) for r in rows)
+        per.add_column(header[0], no_wrap=True, min_width=min(widest, 48), overflow="fold")
+        for col in header[1:]:
+            per.add_column(col, justify="right")
+        for i, cells in enumerate(rows):
+            last = i == len(rows) - 1
+            per.add_row(*map(escape, cells), style="bold" if last else None)
+        out.print(per)
+        left_out = sum(1 for c in t.by_template.values() if not c.failures)
+        if left_out:
+            out.print(f"templates without a failed episode: {left_out}", markup=False)
+        if t.bad_lines:
+            console.print(
+                f"note: {t.label}: {t.bad_lines} line(s) that were not trajectories skipped",
+                markup=False,
+            )
+
+
+def _mean_turns(c: Any) -> str:
+    """Mean turns of the failed and the successful episodes, in words."""
+
+    def fmt(x: float | None) -> str:
+        return "–" if x is None else f"{x:.1f}"
+
+    return f"mean turns: failed {fmt(c.mean_turns_failed)}, successful {fmt(c.mean_turns_success)}"
 
 
 bench_app = typer.Typer(help="Performance benchmarks (see benchmarks/).", no_args_is_help=True)

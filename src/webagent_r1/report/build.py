@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from webagent_r1.report import plots
+from webagent_r1.report.failures import failures_markdown
 from webagent_r1.report.load import (
     SITE_LABELS,
     SITE_ORDER,
@@ -30,6 +31,7 @@ from webagent_r1.report.load import (
     ReportError,
     RunData,
     eval_rows,
+    failure_tables,
     load_run,
     metric_series,
     num,
@@ -468,6 +470,13 @@ def _paired_section(data: RunData) -> list[str]:
     return lines
 
 
+def _failures_section(data: RunData) -> list[str]:
+    """The failure kinds of the latest evaluations and rollouts (``report.failures``); no
+    lines when no episode failed. Missing or malformed files are named elsewhere already."""
+    tables, _notes, _templates = failure_tables(data)
+    return failures_markdown(tables)
+
+
 def build_report_files(run_dir: str | Path) -> ReportFiles:
     """Write ``<run_dir>/report.md`` and ``<run_dir>/plots/*.png`` from the folder's logs.
 
@@ -533,6 +542,7 @@ def build_report_files(run_dir: str | Path) -> ReportFiles:
     md += _paired_section(data)
     for ef in data.eval_files:
         md += _eval_section(data, ef)
+    md += _failures_section(data)
     if data.summary:
         md += _stage_lines(data.summary)
     md += ["## Plots", ""]

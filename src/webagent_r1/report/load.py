@@ -22,11 +22,25 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from webagent_r1.report.failures import (
+    LOOP_REPEATS,
+    FailureTable,
+    embedded_template_kinds,
+    template_of,
+)
+from webagent_r1.types import Trajectory
+
 __all__ = [
+    "TrajectorySource",
+    "collect_failures",
+    "failure_tables",
+    "scan_trajectories",
+    "trajectory_sources",
     "eval_rows",
     "num",
     "metric_series",
@@ -365,3 +379,179 @@ def eval_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Rows with ``eval/success``, one per step (the last one logged wins, as after a resume)."""
     by_step = {int(r["step"]): r for r in rows if num(r.get("eval/success")) is not None}
     return [by_step[s] for s in sorted(by_step)]
+
+
+@dataclass
+class TrajectorySource:
+    """Trajectory files that hold one set of episodes (an evaluation, a step's rollouts)."""
+
+    label: str
+    files: list[Path]
+
+
+def trajectory_sources(data: RunData) -> tuple[list[TrajectorySource], list[str]]:
+    """The episodes of the latest policy a folder holds, one source per set.
+
+    In order: the last RL evaluation (``rl/eval/step-S.jsonl``), the rollouts of the last RL
+    step (``rl/rollouts/step-S-rank*.jsonl``, every rank; the update logged at step S + 1),
+    and, per ``eval.json``, the trajectory file of its largest turn budget.
+
+    Returns:
+        The sources and one sentence per trajectory file that ``eval.json`` names but that is
+        missing.
+    """
+    out: list[TrajectorySource] = []
+    notes: list[str] = []
+    if data.rl_eval_files:
+        step, path = data.rl_eval_files[-1]
+        out.append(TrajectorySource(f"RL eval, step {step}", [path]))
+    if data.rollout_files:
+        last = data.rollout_files[-1][0]
+        files = [p for s, _, p in data.rollout_files if s == last]
+        out.append(TrajectorySource(f"RL rollouts, step {last + 1}", files))
+    for ef in data.eval_files:
+        with_file = [r for r in ef.results if r.trajectories is not None]
+        if not with_file:
+            continue
+        r = with_file[-1]
+        assert r.trajectories is not None
+        if not r.trajectories.is_file():
+            notes.append(
+                f"{data.rel(r.trajectories)} (named by {data.rel(ef.path)}) is missing; skipped"
+            )
+            continue
+        label = f"eval (max_turns={r.max_turns})"
+        if len(data.eval_files) > 1:
+            label += f" [{data.rel(ef.path.parent)}]"
+        out.append(TrajectorySource(label, [r.trajectories]))
+    return out, notes
+
+
+def scan_trajectories(path: Path, on_trajectory: Callable[[Trajectory], Any]) -> int:
+    """Call ``on_trajectory`` with each trajectory of a JSONL file, in file order.
+
+    Lines are parsed with ``Trajectory.from_dict`` and not validated (token ids are not looked
+    at); a line that is not a trajectory (a half-written last line, say) is skipped.
+
+    Returns:
+        How many lines were skipped.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    bad = 0
+    with path.open(encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            try:
+                d = json.loads(line)
+                if not isinstance(d, dict) or not isinstance(d.get("turns"), list):
+                    raise ValueError("not a trajectory")
+                traj = Trajectory.from_dict(d)
+            except (TypeError, KeyError, ValueError, AttributeError):
+                bad += 1
+                continue
+            on_trajectory(traj)
+    return bad
+
+
+def failure_tables(
+    data: RunData,
+    template: str | None = None,
+    loop_repeats: int = LOOP_REPEATS,
+    kinds: Mapping[str, str] | None = None,
+) -> tuple[list[FailureTable], list[str], set[str]]:
+    """Failure kinds of each source of ``trajectory_sources(data)`` (``report.failures``).
+
+    Args:
+        data: the folder's inputs.
+        template: count only the episodes of this template.
+        loop_repeats: times the same action from the same state makes a ``loop``.
+        kinds: template name -> task kind; default the embedded suite's.
+
+    Returns:
+        The tables (one per source), notes on files that could not be read, and the
+        templates of every episode read (whatever ``template`` is).
+    """
+    kinds = embedded_template_kinds() if kinds is None else kinds
+    sources, notes = trajectory_sources(data)
+    tables: list[FailureTable] = []
+    seen: set[str] = set()
+
+    def add(table: FailureTable, traj: Trajectory) -> None:
+        seen.add(template_of(traj, kinds))
+        table.add(traj)
+
+    for src in sources:
+        table = FailureTable(
+            src.label,
+            [data.rel(p) for p in src.files],
+            kinds=kinds,
+            loop_repeats=loop_repeats,
+            template=template,
+        )
+        for p in src.files:
+            try:
+                table.bad_lines += scan_trajectories(p, lambda tr, t=table: add(t, tr))
+            except OSError as e:
+                notes.append(f"{data.rel(p)}: unreadable ({e}); skipped")
+        tables.append(table)
+    return tables, notes, seen
+
+
+def collect_failures(
+    target: str | Path,
+    template: str | None = None,
+    loop_repeats: int = LOOP_REPEATS,
+    kinds: Mapping[str, str] | None = None,
+) -> tuple[list[FailureTable], list[str]]:
+    """Failure tables of a run or ``eval --out-dir`` folder, or of one trajectory JSONL file.
+
+    Args:
+        target: the folder or file.
+        template: count only the episodes of this template.
+        loop_repeats: times the same action from the same state makes a ``loop`` (>= 2).
+        kinds: template name -> task kind; default the embedded suite's.
+
+    Returns:
+        The tables (one per source, see ``trajectory_sources``; sources whose every episode
+        is of another template left out) and notes on what was skipped.
+
+    Raises:
+        FileNotFoundError: ``target`` does not exist.
+        ReportError: no trajectory file, no readable trajectory, no episode of ``template``,
+            or ``loop_repeats`` below 2.
+    """
+    if loop_repeats < 2:
+        raise ReportError(f"the loop threshold must be at least 2, got {loop_repeats}")
+    path = Path(target)
+    if path.is_file():
+        # one file: the only source, labelled with its name
+        data = RunData(root=path.parent, rl_eval_files=[(0, path)])
+        tables, notes, seen = failure_tables(data, template, loop_repeats, kinds)
+        tables[0].label = path.name
+    else:
+        data = load_run(path)
+        tables, notes, seen = failure_tables(data, template, loop_repeats, kinds)
+        notes = data.problems + notes
+        if not tables:
+            raise ReportError(
+                f"{str(path)!r} has no trajectory files: expected rl/eval/step-*.jsonl, "
+                "rl/rollouts/step-*-rank*.jsonl or an eval.json naming its trajectories"
+                + (f" ({'; '.join(notes)})" if notes else "")
+            )
+    where = str(path)
+    if not seen:
+        bad = sum(t.bad_lines for t in tables)
+        raise ReportError(
+            f"no readable trajectory in {where!r}"
+            + (f" ({bad} line(s) that were not trajectories)" if bad else "")
+        )
+    if template is not None:
+        tables = [t for t in tables if t.overall.episodes]
+        if not tables:
+            names = sorted(seen)
+            shown = ", ".join(names[:12]) + (" …" if len(names) > 12 else "")
+            raise ReportError(f"no episode of template {template!r} in {where!r}; found: {shown}")
+    return tables, notes
