@@ -36,6 +36,7 @@ from webagent_r1.report.load import (
     metric_series,
     num,
     read_episode_stats,
+    trajectory_sources,
 )
 from webagent_r1.report.markdown import MISSING, ci_str, duration, md_table, pct
 from webagent_r1.report.paired import compare_paired, load_outcomes
@@ -321,25 +322,9 @@ def _stage_lines(summary: dict[str, Any]) -> list[str]:
 
 def _turn_sources(data: RunData, skipped: list[str]) -> list[EpisodeStats]:
     """The final RL evaluation and, per eval.json, its largest turn budget."""
-    out = []
-    if data.rl_eval_files:
-        step, path = data.rl_eval_files[-1]
-        out.append(read_episode_stats(path, f"RL eval, step {step}"))
-    for ef in data.eval_files:
-        with_file = [r for r in ef.results if r.trajectories is not None]
-        if not with_file:
-            continue
-        r = with_file[-1]
-        assert r.trajectories is not None
-        if not r.trajectories.is_file():
-            skipped.append(
-                f"`{data.rel(r.trajectories)}` (named by `{data.rel(ef.path)}`) is missing"
-            )
-            continue
-        label = f"eval (max_turns={r.max_turns})"
-        if len(data.eval_files) > 1:
-            label += f" [{data.rel(ef.path.parent)}]"
-        out.append(read_episode_stats(r.trajectories, label))
+    sources, notes = trajectory_sources(data, rollouts=False)
+    skipped.extend(notes)
+    out = [read_episode_stats(src.files[0], src.label) for src in sources]
     for st in out:
         if st.bad_lines:
             data.problems.append(

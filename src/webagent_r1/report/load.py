@@ -389,12 +389,18 @@ class TrajectorySource:
     files: list[Path]
 
 
-def trajectory_sources(data: RunData) -> tuple[list[TrajectorySource], list[str]]:
+def trajectory_sources(
+    data: RunData, rollouts: bool = True
+) -> tuple[list[TrajectorySource], list[str]]:
     """The episodes of the latest policy a folder holds, one source per set.
 
     In order: the last RL evaluation (``rl/eval/step-S.jsonl``), the rollouts of the last RL
     step (``rl/rollouts/step-S-rank*.jsonl``, every rank; the update logged at step S + 1),
     and, per ``eval.json``, the trajectory file of its largest turn budget.
+
+    Args:
+        data: the loaded folder.
+        rollouts: include the last step's rollouts.
 
     Returns:
         The sources and one sentence per trajectory file that ``eval.json`` names but that is
@@ -405,7 +411,7 @@ def trajectory_sources(data: RunData) -> tuple[list[TrajectorySource], list[str]
     if data.rl_eval_files:
         step, path = data.rl_eval_files[-1]
         out.append(TrajectorySource(f"RL eval, step {step}", [path]))
-    if data.rollout_files:
+    if rollouts and data.rollout_files:
         last = data.rollout_files[-1][0]
         files = [p for s, _, p in data.rollout_files if s == last]
         out.append(TrajectorySource(f"RL rollouts, step {last + 1}", files))
@@ -417,7 +423,7 @@ def trajectory_sources(data: RunData) -> tuple[list[TrajectorySource], list[str]
         assert r.trajectories is not None
         if not r.trajectories.is_file():
             notes.append(
-                f"{data.rel(r.trajectories)} (named by {data.rel(ef.path)}) is missing; skipped"
+                f"`{data.rel(r.trajectories)}` (named by `{data.rel(ef.path)}`) is missing"
             )
             continue
         label = f"eval (max_turns={r.max_turns})"
