@@ -758,10 +758,13 @@ def failures(
         kinds.add_row("successful", str(o.successes), "")
         kinds.add_row("env errors (not failures)", str(o.env_errors), "")
         out.print(kinds)
+        # per template, only the kinds that occur (the table must fit a terminal)
+        keep = [i for i, c in enumerate(COLUMNS) if c not in FAILURE_KINDS or o.kinds[c]]
         rows = [row_cells(name, c, shares=False) for name, c in t.rows()]
         rows.append(row_cells("all", o, shares=False))
+        rows = [[r[i] for i in keep] for r in rows]
         per = Table(title=escape(f"{t.label}: failed episodes per template"))
-        header = [c.replace("_", " ") for c in COLUMNS]
+        header = [COLUMNS[i].replace("_", " ") for i in keep]
         widest = max(len(r[0]) for r in rows)
         per.add_column(header[0], no_wrap=True, min_width=min(widest, 48), overflow="fold")
         for col in header[1:]:
