@@ -6,6 +6,9 @@ worked out by hand from the tiny page below.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from webagent_r1.browser.observation import TRUNCATED_MARKER
@@ -151,3 +154,28 @@ def test_parse_budgets() -> None:
     for bad in ("", "abc", "0", "-5", "3.5", "300,,600", "²"):
         with pytest.raises(ValueError, match="--budgets"):
             parse_budgets(bad)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "webagent_r1.cli", "tasks", "budget", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--budgets", "300,lots"], "--budgets takes whole token counts"),
+        (["--template", "shopping.no_such"], "unknown template 'shopping.no_such'"),
+        (["tasks.difficulty=[11+]"], "tasks.difficulty must be among"),
+        (["--rollout-tokens", "10"], "observation.max_tokens must be at least 50"),
+    ],
+)
+def test_cli_bad_input_is_one_line_error(args: list[str], message: str) -> None:
+    out = _cli(*args)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert message in out.stderr and out.stderr.strip().count("\n") == 0
+    assert "Traceback" not in out.stderr
