@@ -61,6 +61,8 @@ def test_answer_line_whole_words_case_and_ids_left_out() -> None:
     assert answer_line(PAGE, "car") is None  # inside a word
     assert answer_line(PAGE, "") is None
     assert answer_line("Open 13\nCount: 3", "3") == 1
+    assert answer_line('[3] link "Say \\"hi\\""', 'say "hi"') == 0
+    assert answer_line('<p>x</p>\n<a id="2">Tom &amp; Jerry</a>', "Tom & Jerry") == 1
 
 
 def test_needed_tokens_is_offset_plus_marker_unless_the_page_fits() -> None:

@@ -20,6 +20,7 @@ experts out with a large budget and aggregates these per template (``summarize``
 
 from __future__ import annotations
 
+import html
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -72,8 +73,9 @@ def _norm(s: str) -> str:
 def answer_line(text: str, answer: str) -> int | None:
     """Index of the first line of ``text`` that contains ``answer``, or None.
 
-    The comparison ignores case and runs of whitespace; element ids (``[12]``, ``id="12"``)
-    are removed from a line first, and the answer must not continue a word or a number on
+    The comparison ignores case and runs of whitespace; a line is read as the page shows it
+    (quotes unescaped, HTML entities decoded) and element ids (``[12]``, ``id="12"``) are
+    removed from it first, and the answer must not continue a word or a number on
     either side (``3`` is not found in ``13``, ``3rd`` or ``3.5``).
 
     Args:
@@ -89,7 +91,8 @@ def answer_line(text: str, answer: str) -> int | None:
         r"(?<![0-9a-z])(?<![0-9][.,])" + re.escape(want) + r"(?![0-9a-z])(?![.,][0-9])"
     )
     for i, line in enumerate(text.split("\n")):
-        clean = _norm(_HTML_ID.sub(" ", _COMPACT_ID.sub(" ", line)))
+        plain = html.unescape(line.replace('\\"', '"'))  # as the page shows it
+        clean = _norm(_HTML_ID.sub(" ", _COMPACT_ID.sub(" ", plain)))
         if pattern.search(clean):
             return i
     return None
