@@ -174,6 +174,11 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
         (["--template", "shopping.no_such"], "unknown template 'shopping.no_such'"),
         (["tasks.difficulty=[11+]"], "tasks.difficulty must be among"),
         (["--rollout-tokens", "10"], "observation.max_tokens must be at least 50"),
+        (["--split", "nope"], "split must be one of"),
+        (
+            ["--template", "shopping.product_sku", "tasks.difficulty=[1-2]"],
+            "no train task of template 'shopping.product_sku' passes the config's tasks filter",
+        ),
     ],
 )
 def test_cli_bad_input_is_one_line_error(args: list[str], message: str) -> None:
