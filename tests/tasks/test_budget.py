@@ -63,6 +63,11 @@ def test_answer_line_whole_words_case_and_ids_left_out() -> None:
     assert answer_line("Open 13\nCount: 3", "3") == 1
     assert answer_line('[3] link "Say \\"hi\\""', 'say "hi"') == 0
     assert answer_line('<p>x</p>\n<a id="2">Tom &amp; Jerry</a>', "Tom & Jerry") == 1
+    # Several values: the line by which all of them have appeared.
+    assert answer_line(PAGE, "Red mug, $12.00") == 3
+    assert answer_line(PAGE, "shop, , search") == 1
+    assert answer_line(PAGE, "Red mug, $13.00") is None
+    assert answer_line("Mug | $1,200", "$1,200") == 0  # found whole, never split
 
 
 def test_needed_tokens_is_offset_plus_marker_unless_the_page_fits() -> None:

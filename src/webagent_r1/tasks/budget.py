@@ -8,8 +8,10 @@ the line the step depends on:
   (simplified HTML);
 * the final ``exit(message=…)`` of an info task: the first line that contains the answer
   (compared case-insensitively, with whitespace collapsed and element ids left out, and not
-  inside a longer word or number); an answer that is nowhere on the page is
-  ``not on page`` (a count the expert worked out, an answer read on an earlier page).
+  inside a longer word or number); an answer of several values joined by commas
+  (``Jane Doe, jane@example.com``) that is not on the page as a whole needs the line by
+  which every value has appeared; an answer that is nowhere on the page is ``not on page``
+  (a count the expert worked out, an answer read on an earlier page).
 
 ``needed`` is then the smallest ``observation.max_tokens`` at which the page, cut from the
 top as ``browser.observation.fit_lines`` cuts it, still shows that line: the tokens of the
@@ -76,12 +78,24 @@ def answer_line(text: str, answer: str) -> int | None:
     The comparison ignores case and runs of whitespace; a line is read as the page shows it
     (quotes unescaped, HTML entities decoded) and element ids (``[12]``, ``id="12"``) are
     removed from it first, and the answer must not continue a word or a number on
-    either side (``3`` is not found in ``13``, ``3rd`` or ``3.5``).
+    either side (``3`` is not found in ``13``, ``3rd`` or ``3.5``). An answer with commas
+    that is not found whole is split at them: then the line by which every part has
+    appeared (the last of their first lines), or None when a part is missing.
 
     Args:
         text: an observation text.
         answer: the exit message; an empty one is never found.
     """
+    whole = _first_line(text, answer)
+    parts = [p for p in answer.split(",") if p.strip()]
+    if whole is not None or len(parts) < 2:
+        return whole
+    lines = [_first_line(text, p) for p in parts]
+    return None if None in lines else max(line for line in lines if line is not None)
+
+
+def _first_line(text: str, answer: str) -> int | None:
+    """``answer_line`` of one value: the first line that contains it whole."""
     want = _norm(answer)
     if not want:
         return None
