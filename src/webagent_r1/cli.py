@@ -7,6 +7,7 @@ printed as one line without a traceback; ``WEBAGENT_R1_DEBUG=1`` shows the trace
 from __future__ import annotations
 
 import asyncio
+import difflib
 import importlib.util
 import json
 import os
@@ -49,6 +50,8 @@ from webagent_r1.rollout.trajectories import TrajectoryFileError, write_trajecto
 from webagent_r1.sites.server import serve_forever
 from webagent_r1.sources import task_source
 from webagent_r1.tasks import TaskError, write_tasks
+from webagent_r1.tasks.budget import DEFAULT_BUDGETS, parse_budgets, summarize
+from webagent_r1.tasks.budget_rollout import measure_page_budget
 from webagent_r1.tasks.check import check_tasks
 from webagent_r1.tasks.suite import all_templates, build_suite, select, spec_for
 from webagent_r1.train.memory_plan import format_plan, plan_memory
@@ -262,6 +265,120 @@ def tasks_check(
     print(f"expert success: {n - len(fails)}/{n} = {100 * (n - len(fails)) / n:.1f}%")
     if fails:
         raise typer.Exit(1)
+
+
+def _fail(message: str) -> typer.Exit:
+    """Print a one-line error; the caller raises the returned ``Exit(2)``."""
+    console.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
+    return typer.Exit(2)
+
+
+@tasks_app.command("budget")
+def tasks_budget(
+    config: ConfigOpt = None,
+    overrides: OverridesArg = None,
+    split: Annotated[str, typer.Option("--split", help="train, test or heldout.")] = "train",
+    subset: Annotated[
+        int | None, typer.Option("--subset", help="A random subset of N tasks.")
+    ] = None,
+    template: TemplateOpt = None,
+    budgets: Annotated[
+        str,
+        typer.Option("--budgets", help="Budgets (tokens) to show fit shares for, e.g. 300,600."),
+    ] = ",".join(str(b) for b in DEFAULT_BUDGETS),
+    rollout_tokens: Annotated[
+        int,
+        typer.Option(
+            "--rollout-tokens",
+            help="observation.max_tokens of the rollout: large, so no page is cut.",
+        ),
+    ] = 4000,
+    concurrency: Annotated[int, typer.Option(help="Parallel episodes.")] = 4,
+    json_out: Annotated[
+        str | None, typer.Option("--json", help="Also write the rows and every turn here.")
+    ] = None,
+) -> None:
+    """Observation tokens the experts' steps need, per template: where on the page the element
+    acted on (or the answer read) ends, with fit shares for given observation.max_tokens."""
+    # heavy: keeps torch, transformers off the import path
+    from webagent_r1.policy.hf import load_tokenizer
+
+    try:
+        wanted = parse_budgets(budgets)
+    except ValueError as e:
+        raise _fail(str(e)) from None
+    names = [t.name for t in all_templates()]
+    if template is not None and template not in names:
+        near = difflib.get_close_matches(template, names, n=1)
+        hint = f"; did you mean {near[0]!r}?" if near else "; see `webagent-r1 tasks list`"
+        raise _fail(f"--template: unknown template {template!r}{hint}")
+    if concurrency < 1:
+        raise _fail("--concurrency must be >= 1")
+    if subset is not None and subset < 1:
+        raise _fail("--subset must be >= 1")
+    cfg = load_config(config, [*(overrides or []), f"observation.max_tokens={rollout_tokens}"])
+    try:
+        tasks = pick_demo_tasks(split, subset, cfg.seed, template, cfg=cfg)
+    except ValueError as e:
+        raise _fail(str(e)) from None
+    if not tasks:
+        raise _fail(f"no {split} task of template {template!r} passes the config's tasks filter")
+    tokenizer = load_tokenizer(cfg.model.name)
+    run = asyncio.run(measure_page_budget(tasks, tokenizer, cfg, concurrency=concurrency))
+    rows = summarize(run.needs, wanted)
+
+    table = Table(
+        title=f"observation tokens the experts' steps need ({split}, {len(tasks)} tasks, "
+        f"{cfg.observation.format}, {cfg.model.name})"
+    )
+    cols = ["template", "episodes", "turns", "measured", "median", "p90", "max"]
+    cols += [f"≤{b}" for b in wanted] + ["scrolls", "not on page"]
+    for col in cols:
+        table.add_column(col, justify="left" if col == "template" else "right")
+    for r in rows:
+        if r.name == "all":
+            table.add_section()
+        table.add_row(
+            r.name,
+            str(r.episodes),
+            str(r.turns),
+            str(r.measured),
+            *("-" if v is None else str(v) for v in (r.median, r.p90, r.max)),
+            *(f"{100 * r.fits[b]:.0f}%" if r.fits else "-" for b in wanted),
+            str(r.scrolls),
+            str(r.not_on_page),
+        )
+    Console().print(table)
+    for task_id, why in run.failures:
+        console.print(f"[red]not measured[/red] {escape(task_id)}: {escape(why)}")
+    cut = sum(n.cut for n in run.needs)
+    if cut:
+        console.print(
+            f"[yellow]{cut} turns acted on a page cut at {rollout_tokens} tokens: "
+            "raise --rollout-tokens[/yellow]"
+        )
+    print(
+        f"{len(run.needs)} turns of {len(tasks) - len(run.failures)} expert episodes measured "
+        f"(rollout budget {rollout_tokens} tokens); {len(run.failures)} not measured; "
+        f"env errors retried {run.env_errors}; {run.wall_s:.0f} s"
+    )
+    if json_out:
+        out = {
+            "split": split,
+            "tasks": len(tasks),
+            "model": cfg.model.name,
+            "format": cfg.observation.format,
+            "rollout_tokens": rollout_tokens,
+            "budgets": wanted,
+            "rows": [r.to_dict() for r in rows],
+            "turns": [n.to_dict() for n in run.needs],
+            "failures": [{"task_id": t, "reason": w} for t, w in run.failures],
+            "env_errors": run.env_errors,
+            "wall_s": run.wall_s,
+        }
+        Path(json_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_out).write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {json_out}")
 
 
 @tasks_app.command("export")

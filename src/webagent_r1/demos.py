@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,14 +23,21 @@ from webagent_r1.config import Config
 from webagent_r1.evaluate import eval_subset
 from webagent_r1.policy.base import SamplingParams
 from webagent_r1.policy.expert import ExpertPolicy
-from webagent_r1.rollout.collect import RolloutStats, collect
+from webagent_r1.rollout.collect import Group, Policy, RolloutStats, collect
 from webagent_r1.rollout.pool import LocalEnvPool
 from webagent_r1.sites.episodes import EmbeddedSites
 from webagent_r1.tasks.evaluators import evaluate
 from webagent_r1.tasks.suite import build_suite, select, spec_for, tasks_for
 from webagent_r1.types import Task, Trajectory
 
-__all__ = ["DemoReport", "collect_demos", "demo_failure", "pick_demo_tasks"]
+__all__ = [
+    "DemoReport",
+    "collect_demos",
+    "demo_failure",
+    "pick_demo_tasks",
+    "roll_out",
+    "token_counter",
+]
 
 
 @dataclass
@@ -126,18 +134,75 @@ async def collect_demos(
     cfg = cfg or Config()
     report = DemoReport()
     t0 = time.time()
-    own_sites = sites is None
-    sites = sites or EmbeddedSites.start()
+    policy = ExpertPolicy(tokenizer, thinking=cfg.agent.thinking, cot=cot)
+    stats = RolloutStats()
+    groups = await roll_out(
+        tasks, policy, tokenizer, cfg, concurrency, sites=sites, progress=progress, stats=stats
+    )
+    kept: list[Trajectory] = []
+    for g in groups:
+        [traj] = g.trajectories
+        name = str(g.task.extra.get("template", "?"))
+        why = demo_failure(traj, policy.failures.get(str(g.task.task_id)))
+        if why is None:
+            traj.info["template"] = name
+            traj.info["cot"] = cot
+            kept.append(traj)
+            report.kept[name] += 1
+        else:
+            report.dropped[name] += 1
+            report.failures.append((str(g.task.task_id), why))
+    report.env_errors = stats.env_errors
+    report.wall_s = time.time() - t0
+    return kept, report
+
+
+def token_counter(tokenizer: Any) -> Callable[[str], int]:
+    """The observation budget's token count: ``tokenizer``'s ids of a text, no special tokens."""
 
     def count_tokens(text: str) -> int:
         return len(tokenizer(text, add_special_tokens=False).input_ids)
 
-    policy = ExpertPolicy(tokenizer, thinking=cfg.agent.thinking, cot=cot)
-    stats = RolloutStats()
+    return count_tokens
+
+
+async def roll_out(
+    tasks: list[Task],
+    policy: Policy,
+    tokenizer: Any,
+    cfg: Config,
+    concurrency: int = 4,
+    sites: EmbeddedSites | None = None,
+    progress: bool = True,
+    stats: RolloutStats | None = None,
+) -> list[Group]:
+    """One greedy episode of ``policy`` on each task, in real Chromium over the embedded sites.
+
+    Args:
+        tasks: embedded-suite tasks.
+        policy: acts in the episodes (an ``ExpertPolicy``, or a policy wrapping one).
+        tokenizer: the policy model's tokenizer (prompt ids; the observation token budget).
+        cfg: agent, env, observation, browser and rollout (``max_env_retries``) settings.
+        concurrency: episodes at once (browser contexts).
+        sites: running embedded sites; started (and stopped) here when None.
+        progress: show a progress bar.
+        stats: filled with the rollout's counters (env errors retried …).
+
+    Returns:
+        One group of one trajectory per task, in task order.
+    """
+    own_sites = sites is None
+    sites = sites or EmbeddedSites.start()
     browser = await Browser.launch(cfg.browser)
     try:
         pool = LocalEnvPool(
-            browser, concurrency, cfg.env, cfg.observation, sites, evaluate, count_tokens
+            browser,
+            concurrency,
+            cfg.env,
+            cfg.observation,
+            sites,
+            evaluate,
+            token_counter(tokenizer),
         )
         groups = await collect(
             tasks,
@@ -157,19 +222,4 @@ async def collect_demos(
         await browser.close()
         if own_sites:
             sites.stop()
-    kept: list[Trajectory] = []
-    for g in groups:
-        [traj] = g.trajectories
-        name = str(g.task.extra.get("template", "?"))
-        why = demo_failure(traj, policy.failures.get(str(g.task.task_id)))
-        if why is None:
-            traj.info["template"] = name
-            traj.info["cot"] = cot
-            kept.append(traj)
-            report.kept[name] += 1
-        else:
-            report.dropped[name] += 1
-            report.failures.append((str(g.task.task_id), why))
-    report.env_errors = stats.env_errors
-    report.wall_s = time.time() - t0
-    return kept, report
+    return groups
