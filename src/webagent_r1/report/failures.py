@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webagent_r1.report.markdown import MISSING, md_table
+from webagent_r1.tasks.suite import all_templates
 from webagent_r1.types import Trajectory, Turn
 
 __all__ = [
@@ -225,8 +226,6 @@ def classify(
 
 def embedded_template_kinds() -> dict[str, str]:
     """Template name -> kind (``info``/``nav``/``change``) of the embedded task suite."""
-    from webagent_r1.tasks.suite import all_templates  # the suite imports the sites' code
-
     return {t.name: str(t.kind) for t in all_templates()}
 
 
