@@ -224,7 +224,7 @@ def tasks_list(
         )
     console = Console()
     if not console.is_terminal:  # piped: whole template names rather than 80 columns
-        console = Console(width=max(console.width, 100))
+        console = Console(width=max(console.width, 120))
     console.print(table)
     per_site = Counter((t.sites[0] if len(t.sites) == 1 else "cross-site", t.split) for t in tasks)
     for (s, sp), n in sorted(per_site.items()):

@@ -281,7 +281,7 @@ def guess_sentence(g: dict[str, Any], tasks: str = "these tasks") -> str:
 
 def _guess_cell(row: dict[str, Any] | None) -> str:
     """A template's constant-answer baseline: ``2/6 (33.3)``, or n/a without a guess."""
-    if row is None or row.get("guess") is None:
+    if row is None or row.get("guess") is None or not row["tasks"]:
         return "n/a"
     return f"{row['successes']}/{row['tasks']} ({pct(row['successes'] / row['tasks'])})"
 
