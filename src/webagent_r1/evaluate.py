@@ -7,7 +7,8 @@ compare like with like. ``run_evaluation`` is ``webagent-r1 eval``: any engine (
 or checkpoint, the experts, an OpenAI-compatible server), one or several turn budgets
 (test-time scaling), results per site and per template kind with 95% intervals (Wilson with
 one episode per task, a bootstrap over tasks with several; see ``stats``), unbiased pass@k,
-tasks that no episode scored, failure reasons, and an output folder (``eval.json`` and the
+tasks that no episode scored, failure reasons, on the embedded suite the constant-answer
+baseline of the tasks (``tasks.guess``), and an output folder (``eval.json`` and the
 trajectories) that ``webagent-r1 report`` and ``webagent-r1 view`` read.
 """
 
