@@ -60,6 +60,20 @@ def test_tasks_list_json_and_export(tmp_path) -> None:
     data = json.loads(out.stdout)
     assert data["total"] == sum(r["train"] + r["test"] for r in data["templates"])
     assert not any(r["extra"] for r in data["templates"])
+    rows = {r["template"]: r for r in data["templates"]}
+    # the training answer "2" is the answer of 4 of the 6 test tasks; nav/held-out: none
+    assert rows["shopping.search_result_count"]["top_answer"] == {
+        "answer": "2",
+        "test_successes": 4,
+        "test_tasks": 6,
+    }
+    assert rows["shopping.product_page"]["top_answer"] is None
+    assert rows["shopping.compare_ratings"]["top_answer"] is None
+    table = run_cli("tasks", "list", "--site", "gitlab")
+    assert table.returncode == 0, table.stderr
+    assert "top answer" in table.stdout
+    [role] = [line for line in table.stdout.splitlines() if "gitlab.member_role " in line]
+    assert role.rstrip(" │").endswith("4/6")
     out = run_cli("tasks", "list", "--json", "--split", "wide", "--site", "reddit")
     assert out.returncode == 0, out.stderr
     wide = json.loads(out.stdout)

@@ -52,6 +52,7 @@ def test_quickstart_runs_every_stage(tmp_path: Path, capsys) -> None:
     assert out == run and not (run / "stale").exists()
     summary = json.loads((run / "summary.json").read_text())
     assert set(summary["stages"]) == {"demos", "base", "bc", "rl"}
+    assert summary["guess_baseline"]["tasks"] == 2  # the evaluation subset (rl.eval_tasks)
     assert summary["stages"]["rl"]["steps"] == 1
     assert summary["stages"]["rl"]["groups_collected"] == 1  # one step of one task
     paired = summary["stages"]["rl"]["paired"]  # the 2 eval tasks before and after M-GRPO
@@ -60,5 +61,6 @@ def test_quickstart_runs_every_stage(tmp_path: Path, capsys) -> None:
     assert (run / "plots" / "sites.png").is_file()
     printed = capsys.readouterr().out
     labels = ("Base model", "+ BC", "+ M-GRPO", "task by task", "report.md", "viewer.html")
-    for label in (*labels, "groups were trained on", "configs/r1.yaml"):
+    baseline = "a constant answer per template would score"
+    for label in (*labels, baseline, "groups were trained on", "configs/r1.yaml"):
         assert label in printed, label

@@ -53,6 +53,7 @@ from webagent_r1.tasks import TaskError, write_tasks
 from webagent_r1.tasks.budget import DEFAULT_BUDGETS, parse_budgets, summarize
 from webagent_r1.tasks.budget_rollout import measure_page_budget
 from webagent_r1.tasks.check import check_tasks
+from webagent_r1.tasks.guess import baseline_line, split_shares
 from webagent_r1.tasks.suite import all_templates, build_suite, select, spec_for
 from webagent_r1.train.memory_plan import format_plan, plan_memory
 
@@ -164,10 +165,16 @@ def tasks_list(
     template: TemplateOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """Count tasks per site, template and split."""
+    """Count tasks per site, template and split.
+
+    The "top answer" column is the share of a template's test tasks that its most common
+    training answer passes (the constant-answer baseline, docs/grading.md); n/a for templates
+    graded on the page or the site's state and for held-out ones.
+    """
 
     tasks = _suite(split, site, template)
     counts = Counter((t.extra["template"], t.split) for t in tasks)
+    shares = split_shares("test")
     rows = []
     for tp in all_templates():
         n_train, n_test = counts.get((tp.name, "train"), 0), counts.get((tp.name, "test"), 0)
@@ -185,6 +192,11 @@ def tasks_list(
                 "train": n_train,
                 "test": n_test,
                 "extra": n_extra,
+                "top_answer": (
+                    {"answer": sh[0].answer, "test_successes": sh[1], "test_tasks": sh[2]}
+                    if (sh := shares.get(tp.name)) is not None
+                    else None
+                ),
             }
         )
     if as_json:
@@ -194,9 +206,12 @@ def tasks_list(
     cols = ["template", "kind", "steps", "heldout", "train", "test"]
     if any(r["extra"] for r in rows):
         cols.append("extra")
+    cols.append("top answer")
     for col in cols:
-        table.add_column(col, justify="right" if col in ("train", "test", "extra") else "left")
+        right = col in ("train", "test", "extra", "top answer")
+        table.add_column(col, justify="right" if right else "left")
     for r in rows:
+        top = r["top_answer"]
         table.add_row(
             r["template"],
             r["kind"],
@@ -205,11 +220,19 @@ def tasks_list(
             str(r["train"]),
             str(r["test"]),
             *([str(r["extra"])] if "extra" in cols else []),
+            f"{top['test_successes']}/{top['test_tasks']}" if top else "n/a",
         )
-    Console().print(table)
+    console = Console()
+    if not console.is_terminal:  # piped: whole template names rather than 80 columns
+        console = Console(width=max(console.width, 120))
+    console.print(table)
     per_site = Counter((t.sites[0] if len(t.sites) == 1 else "cross-site", t.split) for t in tasks)
     for (s, sp), n in sorted(per_site.items()):
         print(f"{s:16s} {sp:6s} {n}")
+    print(
+        "top answer: test tasks of the template that its most common training answer passes "
+        "(a policy that ignores the page scores this; docs/grading.md)"
+    )
 
 
 @tasks_app.command("check")
@@ -683,6 +706,9 @@ def eval_cmd(
             )
         for reason, n in list(res["failures"].items())[:5]:
             stdout.print(f"  [dim]{n} x {reason}[/dim]", highlight=False)
+    guess = summary.get("guess_baseline")
+    if guess:  # the embedded suite only
+        stdout.print(baseline_line(guess["successes"], guess["tasks"]), highlight=False)
     if out_dir:
         print(f"results: {Path(out_dir) / 'eval.json'}")
     if out and out_dir:

@@ -7,7 +7,8 @@ compare like with like. ``run_evaluation`` is ``webagent-r1 eval``: any engine (
 or checkpoint, the experts, an OpenAI-compatible server), one or several turn budgets
 (test-time scaling), results per site and per template kind with 95% intervals (Wilson with
 one episode per task, a bootstrap over tasks with several; see ``stats``), unbiased pass@k,
-tasks that no episode scored, failure reasons, and an output folder (``eval.json`` and the
+tasks that no episode scored, failure reasons, on the embedded suite the constant-answer
+baseline of the tasks (``tasks.guess``), and an output folder (``eval.json`` and the
 trajectories) that ``webagent-r1 report`` and ``webagent-r1 view`` read.
 """
 
@@ -35,6 +36,7 @@ from webagent_r1.rollout.pool import EnvPool, make_env_pool
 from webagent_r1.rollout.trajectories import failure_reason, write_trajectories
 from webagent_r1.sources import TaskSource, task_source
 from webagent_r1.stats import pass_at_k, success_interval
+from webagent_r1.tasks.guess import baseline
 from webagent_r1.tasks.suite import all_templates
 from webagent_r1.types import Task, Trajectory, site_of
 
@@ -449,7 +451,9 @@ async def run_evaluation(
 
     Returns:
         The ``eval.json`` content: ``results`` holds one entry per budget (ascending) with
-        success, ci, pass_at_k, by_site, by_kind, by_difficulty, failures and reused.
+        success, ci, pass_at_k, by_site, by_kind, by_difficulty, failures and reused; for
+        the embedded suite also ``guess_baseline`` (``tasks.guess``: what answering each
+        template's most common training answer would score on these tasks).
 
     Raises:
         ValueError: bad samples / budgets / temperature, unknown engine, no tasks.
@@ -480,6 +484,7 @@ async def run_evaluation(
     async with _setup(
         cfg, engine, model_path, openai_url, openai_model, openai_token_ids, source
     ) as (eng, tok, browser, src, count):
+        source_name = getattr(src, "name", None)
         _source_hook(src, "check_run", tasks, samples, n_conc)
         longest: EvalReport | None = None
         for m in sorted(budgets, reverse=True):
@@ -552,6 +557,8 @@ async def run_evaluation(
         **(meta or {}),
         "results": sorted(results, key=lambda r: r["max_turns"]),
     }
+    if source_name == "embedded":
+        summary["guess_baseline"] = baseline(tasks).to_dict()
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         tmp = out / "eval.json.tmp"

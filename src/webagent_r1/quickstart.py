@@ -4,8 +4,9 @@ With the embedded sites in real headless Chromium and the bundled SmolLM2-135M-I
 CPU, on four look-up templates (one per site): it generates BC demonstrations with the
 scripted experts, evaluates the base model on 12 fixed test tasks, runs behaviour cloning,
 runs two M-GRPO steps (evaluating before and after), then writes the report (per-site table,
-plots) and the trajectory viewer and prints the table, how many M-GRPO groups had mixed
-rewards (the ones trained on) and each stage's wall time.
+plots) and the trajectory viewer and prints the table, what a constant answer per template
+would score on the same tasks, how many M-GRPO groups had mixed rewards (the ones trained on)
+and each stage's wall time.
 
 It is the same driver as the full recipes (``train.recipe.run_recipe``) with the settings of
 ``webagent_r1/configs/quickstart.yaml``; ``webagent-r1 train -c configs/r1.yaml`` is the
@@ -60,7 +61,7 @@ def _table(run_dir: Path) -> Table:
 def run_quickstart(config: str | None = None, overrides: list[str] | None = None) -> Path:
     """Run the quickstart from scratch (its run folder is replaced); returns the run folder."""
     # heavy: keeps torch off the import path
-    from webagent_r1.train.recipe import groups_line, paired_line, run_recipe
+    from webagent_r1.train.recipe import groups_line, guess_line, paired_line, run_recipe
 
     cfg = quickstart_config(config, overrides)
     t0 = time.time()
@@ -86,7 +87,7 @@ def run_quickstart(config: str | None = None, overrides: list[str] | None = None
     viewer = build_viewer(run_dir)
     console.rule("[bold]results")
     console.print(_table(run_dir))
-    for line in (groups_line(summary), paired_line(summary)):
+    for line in (guess_line(summary), groups_line(summary), paired_line(summary)):
         if line:
             console.print(line, markup=False)
     stages = summary.get("stages", {})

@@ -17,6 +17,7 @@ from webagent_r1.evaluate import (
 )
 from webagent_r1.policy.base import Completion, Engine, SamplingParams
 from webagent_r1.rollout.trajectories import failure_reason, read_trajectories
+from webagent_r1.tasks.guess import baseline
 from webagent_r1.tasks.suite import run_tasks
 from webagent_r1.types import Action, Task, Trajectory, Turn
 
@@ -83,6 +84,42 @@ def test_report_keeps_tasks_with_no_scored_episode() -> None:
     assert report.per_task()[str(b.task_id)] == []
 
 
+def test_cli_eval_prints_the_baseline_under_the_table(monkeypatch) -> None:
+    """``webagent-r1 eval`` on the embedded suite prints the constant-answer line; the
+    evaluation itself is replaced by a stub (no browser)."""
+    from typer.testing import CliRunner
+
+    import webagent_r1.cli as cli
+
+    seen: dict[str, list[Task]] = {}
+
+    async def fake_run_evaluation(cfg, tasks, **kw):
+        seen["tasks"] = tasks
+        res = {
+            "max_turns": 5,
+            "success": 0.5,
+            "ci": [0.2, 0.8],
+            "episodes": 6,
+            "pass_at_k": None,
+            "by_site": {"shopping": {"success": 0.5, "ci": [0.2, 0.8], "n": 6}},
+            "failures": {},
+        }
+        return {"engine": "expert", "results": [res], "guess_baseline": baseline(tasks).to_dict()}
+
+    monkeypatch.setattr(cli, "run_evaluation", fake_run_evaluation)
+    res = CliRunner().invoke(
+        cli.app, ["eval", "--engine", "expert", "tasks.templates=[shopping.search_result_count]"]
+    )
+    assert res.exit_code == 0, res.output
+    assert len(seen["tasks"]) == 6  # the template's 6 test tasks; "2" answers 4 of them
+    line = (
+        "constant-answer baseline: a policy answering each template's most common training "
+        "answer would score 4/6 (66.7%) on these tasks"
+    )
+    assert line in " ".join(res.output.split())
+    assert res.output.index("constant-answer") > res.output.index("shopping")
+
+
 def _cfg(tmp_path: Path, *extra: str) -> Config:
     return load_config(
         None,
@@ -104,6 +141,9 @@ async def test_experts_score_100_and_the_sweep_reuses_short_episodes(tmp_path: P
         cfg, tasks, engine="expert", max_turns=[3, 15], out_dir=out, progress=False
     )
     assert json.loads((out / "eval.json").read_text()) == summary
+    # the embedded suite: the constant-answer baseline of these 6 tasks, each counted once
+    assert summary["guess_baseline"] == baseline(tasks).to_dict()
+    assert summary["guess_baseline"]["tasks"] == 6
     short, full = summary["results"]
     assert (short["max_turns"], full["max_turns"]) == (3, 15)
     assert full["success"] == 1.0 and full["episodes"] == 6 and full["reused"] == 0

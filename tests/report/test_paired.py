@@ -32,6 +32,7 @@ from webagent_r1.report.paired import (
     render_paired_markdown,
 )
 from webagent_r1.rollout.trajectories import write_trajectories
+from webagent_r1.tasks.suite import build_suite, select, spec_for
 
 A = {"x.a/0": [1, 0], "x.a/1": [0, 0], "y.b/0": [1, 1], "y.b/1": [0, 1]}
 B = {"x.a/0": [1, 1], "x.a/1": [1, 0], "y.b/0": [1, 1], "y.b/1": [0, 0], "y.b/2": [1, 1]}
@@ -205,3 +206,24 @@ def test_cli_compare_evals(tmp_path: Path) -> None:
         res = CliRunner().invoke(app, ["compare-evals", str(a), str(b), "--out", wrong])
         assert res.exit_code == 2 and "markdown file" in res.output
     assert not (tmp_path / "x.json").exists()
+
+
+def test_embedded_tasks_get_the_constant_answer_column(tmp_path: Path) -> None:
+    """gitlab.member_role's 6 test tasks: its training answer "Developer" passes 4; a change
+    template has no guess (n/a)."""
+    tasks = select(build_suite(spec_for("test")), split="test")
+    role = [str(t.task_id) for t in tasks if t.extra["template"] == "gitlab.member_role"]
+    add = [str(t.task_id) for t in tasks if t.extra["template"] == "gitlab.add_member"][:2]
+    assert len(role) == 6 and len(add) == 2
+    a = write_eval(tmp_path / "a", {tid: [0] for tid in role + add})
+    b = write_eval(tmp_path / "b", {tid: [1] for tid in role + add})
+    [c], _ = compare_files([a, b])
+    assert c.guess is not None and (c.guess["successes"], c.guess["tasks"]) == (4, 8)
+    md = render_paired_markdown([c])
+    assert "| template | tasks | A | B | better / worse | constant answer |" in md
+    assert "| gitlab.member_role | 6 | 0/6 | 6/6 | 6 / 0 | 4/6 |" in md
+    assert "| gitlab.add_member | 2 | 0/2 | 2/2 | 2 / 0 | n/a |" in md
+    assert "would score 4/8 (50.0%) on these tasks" in md
+    # other tasks (the synthetic ids above): no baseline, no column
+    [c], _ = compare_files([write_eval(tmp_path / "x", A), write_eval(tmp_path / "y", B)])
+    assert c.guess is None and "constant answer" not in render_paired_markdown([c])

@@ -222,3 +222,47 @@ def test_cli_report(run_dir: Path, tmp_path: Path) -> None:
     res = runner.invoke(app, ["report", str(empty)])
     assert res.exit_code == 2 and "nothing to report" in " ".join(res.output.split())
     assert "Traceback" not in res.output
+
+
+GUESS = {
+    "successes": 3,
+    "tasks": 20,
+    "by_template": {
+        "reddit.search_count": {"guess": "1", "successes": 3, "tasks": 6},
+        "reddit.upvote_post": {"guess": None, "successes": 0, "tasks": 14},
+    },
+}
+
+
+def test_eval_per_template_table_has_the_constant_answer_column(tmp_path: Path) -> None:
+    write_eval_folder(tmp_path)
+    d = json.loads((tmp_path / "eval.json").read_text())
+    for r in d["results"]:
+        r["by_template"] = {
+            "reddit.search_count": {"success": 0.5, "ci": [0.2, 0.8], "n": 6},
+            "reddit.upvote_post": {"success": 0.25, "ci": [0.1, 0.5], "n": 14},
+        }
+    (tmp_path / "eval.json").write_text(json.dumps({**d, "guess_baseline": GUESS}))
+    md = build_report(tmp_path).read_text()
+    head = "| Template | max_turns 5 | max_turns 10 | max_turns 15 |"
+    assert head + " Constant answer | Its answer |" in md
+    # 3 of 6 → 50.0; a change template has no guess
+    assert "| reddit.search_count | 50.0 (n=6) | 50.0 (n=6) | 50.0 (n=6) | 3/6 (50.0) | 1 |" in md
+    assert "| reddit.upvote_post | 25.0 (n=14) | 25.0 (n=14) | 25.0 (n=14) | n/a | – |" in md
+    assert "would score 3/20 (15.0%) on these tasks" in md
+    # without guess_baseline (MiniWoB++, WebArena-Lite, older files): the table, no column
+    (tmp_path / "eval.json").write_text(json.dumps(d))
+    md = build_report(tmp_path).read_text()
+    assert head + "\n" in md and "Constant answer" not in md and "would score" not in md
+    # a malformed one is named, not fatal
+    (tmp_path / "eval.json").write_text(json.dumps({**d, "guess_baseline": {"tasks": 3}}))
+    data = load_run(tmp_path)
+    assert data.eval_files[0].guess_baseline is None
+    assert "eval.json: guess_baseline lacks successes or tasks; skipped" in data.problems
+
+
+def test_recipe_summary_baseline_is_stated(run_dir: Path) -> None:
+    s = json.loads((run_dir / "summary.json").read_text())
+    (run_dir / "summary.json").write_text(json.dumps({**s, "guess_baseline": GUESS}))
+    md = build_report(run_dir).read_text()
+    assert "would score 3/20 (15.0%) on the recipe's evaluation subset" in md

@@ -264,6 +264,60 @@ def _eval_section(data: RunData, ef: EvalFile) -> list[str]:
                 cells.append(f"{pct(g['success'])}{ci}{n_str}")
             body.append(cells)
         lines += md_table(head, body) + [""]
+    lines += _template_lines(ef)
+    return lines
+
+
+def guess_sentence(g: dict[str, Any], tasks: str = "these tasks") -> str:
+    """The constant-answer baseline ``g`` (``{successes, tasks}``) on ``tasks`` as one
+    sentence."""
+    rate = g["successes"] / g["tasks"] if g["tasks"] else 0.0
+    return (
+        f"Constant-answer baseline: a policy answering each template's most common training "
+        f"answer, without reading the page, would score {g['successes']}/{g['tasks']} "
+        f"({pct(rate)}%) on {tasks} (docs/grading.md)."
+    )
+
+
+def _guess_cell(row: dict[str, Any] | None) -> str:
+    """A template's constant-answer baseline: ``2/6 (33.3)``, or n/a without a guess."""
+    if row is None or row.get("guess") is None or not row["tasks"]:
+        return "n/a"
+    return f"{row['successes']}/{row['tasks']} ({pct(row['successes'] / row['tasks'])})"
+
+
+def _template_lines(ef: EvalFile) -> list[str]:
+    """Success per template at each budget, with the constant-answer baseline's column when
+    ``eval.json`` has one; no lines when the results have no template names."""
+    names = sorted({n for r in ef.results for n in r.by_template} - {"?"})
+    if not names:
+        return []
+    g = ef.guess_baseline
+    head = ["Template"] + [f"max_turns {r.max_turns}" for r in ef.results]
+    if g is not None:
+        head += ["Constant answer", "Its answer"]
+    body = []
+    for n in names:
+        cells = [n]
+        for r in ef.results:
+            row = r.by_template.get(n)
+            cells.append(MISSING if row is None else f"{pct(row['success'])} (n={row['n']})")
+        if g is not None:
+            row = g["by_template"].get(n)
+            guess = row.get("guess") if row else None
+            cells += [_guess_cell(row), MISSING if guess is None else guess.replace("|", "\\|")]
+        body.append(cells)
+    lines = ["Success per template (%) with the number of episodes:", ""]
+    if g is not None:
+        lines = [
+            "Success per template (%) with the number of episodes, beside the constant-answer "
+            "baseline (tasks its most common training answer passes; n/a: graded on the page "
+            "or the site's state, or no training instances):",
+            "",
+        ]
+    lines += md_table(head, body) + [""]
+    if g is not None:
+        lines += [guess_sentence(g), ""]
     return lines
 
 
@@ -522,6 +576,9 @@ def build_report_files(run_dir: str | Path) -> ReportFiles:
             eps = f", {r.episodes} episodes" if r.episodes is not None else ""
             md.append(f"- {r.label}: {r.source}{eps}")
         md.append("")
+        if data.guess_baseline is not None:  # the recipe's evaluation subset
+            what = "the recipe's evaluation subset (the Base model, + BC and + M-GRPO rows)"
+            md += [guess_sentence(data.guess_baseline, what), ""]
     else:
         md += ["No evaluation results found (no summary.json stages, no eval.json).", ""]
     md += _paired_section(data)

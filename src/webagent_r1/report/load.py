@@ -96,6 +96,8 @@ class EvalResult:
     """``site -> {"success", "ci": [lo, hi], "n"}``."""
     by_kind: dict[str, dict[str, Any]] = field(default_factory=dict)
     """``kind -> {"success", "ci": [lo, hi], "n"}``."""
+    by_template: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """``template -> {"success", "ci": [lo, hi], "n"}``."""
     trajectories: Path | None = None
     """The trajectory file of this budget, resolved against the folder of ``eval.json``."""
     ci_method: str | None = None
@@ -115,6 +117,9 @@ class EvalFile:
     seed: int | None = None
     results: list[EvalResult] = field(default_factory=list)
     """Sorted by ``max_turns``."""
+    guess_baseline: dict[str, Any] | None = None
+    """``{"successes", "tasks", "by_template": {name: {"guess", "successes", "tasks"}}}``:
+    the constant-answer baseline of the tasks (``tasks.guess``; embedded suite only)."""
 
 
 @dataclass
@@ -144,6 +149,9 @@ class RunData:
     rollout_files: list[tuple[int, int, Path]] = field(default_factory=list)
     """``(step, rank, path)`` of ``rl/rollouts/step-XXXXXX-rankR.jsonl``, by step and rank."""
     eval_files: list[EvalFile] = field(default_factory=list)
+    guess_baseline: dict[str, Any] | None = None
+    """``summary.json``'s constant-answer baseline of the recipe's evaluation subset (as
+    ``EvalFile.guess_baseline``)."""
     problems: list[str] = field(default_factory=list)
     """Inputs that exist but could not be (fully) read, one sentence each."""
 
@@ -256,6 +264,27 @@ def _groups(d: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
+def parse_guess_baseline(d: Any, problems: list[str], rel: str) -> dict[str, Any] | None:
+    """``guess_baseline`` of an eval.json or summary.json, keeping the well-formed template
+    rows; None (a problem noted) when it is malformed, None quietly when it is absent."""
+    if d is None:
+        return None
+    if not (isinstance(d, dict) and _is_num(d.get("successes")) and _is_num(d.get("tasks"))):
+        problems.append(f"{rel}: guess_baseline lacks successes or tasks; skipped")
+        return None
+    rows = d.get("by_template") if isinstance(d.get("by_template"), dict) else {}
+    by_template = {
+        str(name): {
+            "guess": g["guess"] if isinstance(g.get("guess"), str) else None,
+            "successes": int(g["successes"]),
+            "tasks": int(g["tasks"]),
+        }
+        for name, g in rows.items()
+        if isinstance(g, dict) and _is_num(g.get("successes")) and _is_num(g.get("tasks"))
+    }
+    return {"successes": int(d["successes"]), "tasks": int(d["tasks"]), "by_template": by_template}
+
+
 def parse_eval_file(path: Path, d: Any, problems: list[str], rel: str) -> EvalFile | None:
     """An ``EvalFile`` from the parsed ``eval.json`` ``d`` (None when it has no results)."""
     if not isinstance(d, dict) or not isinstance(d.get("results"), list):
@@ -267,6 +296,7 @@ def parse_eval_file(path: Path, d: Any, problems: list[str], rel: str) -> EvalFi
         split=str(d.get("split", "")),
         samples=d["samples"] if _is_num(d.get("samples")) else None,
         seed=d["seed"] if _is_num(d.get("seed")) else None,
+        guess_baseline=parse_guess_baseline(d.get("guess_baseline"), problems, rel),
     )
     for i, r in enumerate(d["results"]):
         if not (isinstance(r, dict) and _is_num(r.get("max_turns")) and _is_num(r.get("success"))):
@@ -282,6 +312,7 @@ def parse_eval_file(path: Path, d: Any, problems: list[str], rel: str) -> EvalFi
                 episodes=int(r["episodes"]) if _is_num(r.get("episodes")) else None,
                 by_site=_groups(r.get("by_site")),
                 by_kind=_groups(r.get("by_kind")),
+                by_template=_groups(r.get("by_template")),
                 trajectories=path.parent / traj if isinstance(traj, str) and traj else None,
                 ci_method=r["ci_method"] if isinstance(r.get("ci_method"), str) else None,
                 unscored_tasks=[
@@ -323,6 +354,9 @@ def load_run(run_dir: str | Path) -> RunData:
         s = _read_json(p, probs, "summary.json")
         if isinstance(s, dict) and isinstance(s.get("stages"), dict):
             data.summary = s
+            data.guess_baseline = parse_guess_baseline(
+                s.get("guess_baseline"), probs, "summary.json"
+            )
         elif s is not None:
             probs.append("summary.json: no 'stages' object; skipped")
 

@@ -20,7 +20,9 @@ Per task ``t`` with ``k`` scored episodes each (``env_error`` episodes are not s
 - pass@k of each, unbiased (``1 - C(n-c, k) / C(n, k)`` per task, averaged), for the
   largest ``k > 1`` that every common task has in both evaluations;
 - the same better/worse counts and successes per site and per template;
-- the tasks of each evaluation with no scored episode (env errors only), named, not dropped.
+- the tasks of each evaluation with no scored episode (env errors only), named, not dropped;
+- for tasks of the embedded suite (``compare_files``), the constant-answer baseline of the
+  common tasks, overall and per template (``tasks.guess``).
 
 The statistics themselves live in ``webagent_r1.stats``.
 
@@ -46,6 +48,7 @@ from webagent_r1.stats import (
     sign_test_p,
     success_interval,
 )
+from webagent_r1.tasks.guess import baseline_line, baseline_of_ids
 
 __all__ = [
     "EvalOutcomes",
@@ -207,6 +210,9 @@ class PairedComparison:
     unscored_a: list[str] = field(default_factory=list)
     """Tasks of A with no scored episode (env errors only); not compared."""
     unscored_b: list[str] = field(default_factory=list)
+    guess: dict[str, Any] | None = None
+    """The constant-answer baseline of the common tasks (``tasks.guess.Baseline.to_dict``),
+    when they are embedded tasks and ``compare_files`` made the comparison."""
 
     @property
     def success_a(self) -> float:
@@ -364,9 +370,11 @@ def render_paired_markdown(comparisons: Sequence[PairedComparison]) -> str:
                 )
         lines += ["", f"## {c.b} vs {c.a}", *(["", *notes] if notes else [])]
         for title, rows in (("site", c.by_site), ("template", c.by_template)):
+            guess = c.guess["by_template"] if c.guess and title == "template" else None
             lines += [""]
             lines += md_table(
-                [title, "tasks", "A", "B", "better / worse"],
+                [title, "tasks", "A", "B", "better / worse"]
+                + (["constant answer"] if guess is not None else []),
                 [
                     [
                         g.name,
@@ -375,10 +383,24 @@ def render_paired_markdown(comparisons: Sequence[PairedComparison]) -> str:
                         f"{g.ok_b}/{g.n_b}",
                         f"{g.better} / {g.worse}",
                     ]
+                    + ([_guess_cell(guess.get(g.name))] if guess is not None else [])
                     for g in rows
                 ],
             )
+        if c.guess:
+            lines += [
+                "",
+                baseline_line(c.guess["successes"], c.guess["tasks"])
+                + " (per template: tasks its guess passes; n/a: no guess, docs/grading.md).",
+            ]
     return "\n".join(lines) + "\n"
+
+
+def _guess_cell(row: dict[str, Any] | None) -> str:
+    """A template's constant-answer baseline as ``successes/tasks``, n/a without a guess."""
+    if row is None or row.get("guess") is None:
+        return "n/a"
+    return f"{row['successes']}/{row['tasks']}"
 
 
 def compare_files(
@@ -388,6 +410,9 @@ def compare_files(
     seed: int = 0,
 ) -> tuple[list[PairedComparison], list[str]]:
     """Compare ``paths[1:]`` each against ``paths[0]``; also returns the problems noticed.
+
+    Comparisons of embedded tasks get the constant-answer baseline of their common tasks
+    (``PairedComparison.guess``).
 
     Raises:
         ReportError: fewer than two paths, labels that do not match, or unreadable inputs.
@@ -405,7 +430,11 @@ def compare_files(
         for o in outs
         if o.env_errors
     ]
-    return [compare_paired(outs[0], o, seed) for o in outs[1:]], problems
+    comparisons = [compare_paired(outs[0], o, seed) for o in outs[1:]]
+    for c, o in zip(comparisons, outs[1:], strict=True):
+        guess = baseline_of_ids(sorted(set(outs[0].outcomes) & set(o.outcomes)))
+        c.guess = guess.to_dict() if guess is not None else None
+    return comparisons, problems
 
 
 def _default_label(p: Path) -> str:

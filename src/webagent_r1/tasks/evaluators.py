@@ -89,7 +89,7 @@ def _phrase_pattern(phrase: str) -> re.Pattern[str]:
     return re.compile(rf"(?<!{_WORD})(?<!\d[.,]){body}(?!{_WORD})(?![.,]\d)")
 
 
-def _alternatives(p: Any) -> list[str]:
+def alternatives(p: Any) -> list[str]:
     """A must_include entry's alternatives: a nested list, or ``a |OR| b``."""
     return [str(x) for x in _as_list(p)] if isinstance(p, (list, tuple)) else str(p).split(" |OR| ")
 
@@ -98,7 +98,7 @@ def _find_phrases(text: str, phrases: list[str] | str) -> tuple[str, str | None]
     """Mask every occurrence of each phrase (its first alternative found) in normalised
     ``text``; return the masked text and the first phrase with no alternative found."""
     for p in _as_list(phrases):
-        for alt in _alternatives(p):
+        for alt in alternatives(p):
             pat = _phrase_pattern(alt)
             if normalize(alt) and pat.search(text):
                 text = pat.sub(" ", text)
@@ -249,9 +249,19 @@ def fuzzy_match_normalised(answer: str | None, reference: str) -> bool:
     return recall >= FUZZY_OVERLAP and precision >= FUZZY_OVERLAP
 
 
-async def _string_check(ctx: EvalContext, kind: str, ref: Any) -> str | None:
-    """One reference_answers entry against the answer: None if it passes, else why not."""
-    answer = ctx.answer
+def reference_failure(answer: str | None, kind: str, ref: Any, task_id: Any = "?") -> str | None:
+    """One ``reference_answers`` entry against an answer, by the deterministic rules (no LLM
+    judge): None if it passes, else why not.
+
+    Args:
+        answer: the agent's answer text.
+        kind: ``exact_match``, ``must_include`` or ``fuzzy_match``.
+        ref: the entry's reference (a string, or phrases for must_include and fuzzy_match).
+        task_id: named in the error.
+
+    Raises:
+        TaskError: an unknown kind.
+    """
     if kind == "exact_match":
         return None if exact_match(answer, ref) else f"answer {answer!r} != {ref!r}"
     if kind == "must_include":
@@ -259,15 +269,22 @@ async def _string_check(ctx: EvalContext, kind: str, ref: Any) -> str | None:
         return None if ok else f"answer {answer!r} {why} (must include {ref!r})"
     if kind == "fuzzy_match":
         for r in _as_list(ref):
-            ok = (
-                await _FUZZY_JUDGE(ctx.task.intent, answer or "", str(r))
-                if _FUZZY_JUDGE is not None
-                else fuzzy_match_normalised(answer, str(r))
-            )
-            if not ok:
+            if not fuzzy_match_normalised(answer, str(r)):
                 return f"answer {answer!r} !~ {r!r}"
         return None
-    raise TaskError(f"task {ctx.task.task_id}: unknown reference_answers kind {kind!r}")
+    raise TaskError(f"task {task_id}: unknown reference_answers kind {kind!r}")
+
+
+async def _string_check(ctx: EvalContext, kind: str, ref: Any) -> str | None:
+    """One reference_answers entry against the answer: None if it passes, else why not
+    (fuzzy_match by the LLM judge when one is installed, else ``reference_failure``)."""
+    answer = ctx.answer
+    if kind == "fuzzy_match" and _FUZZY_JUDGE is not None:
+        for r in _as_list(ref):
+            if not await _FUZZY_JUDGE(ctx.task.intent, answer or "", str(r)):
+                return f"answer {answer!r} !~ {r!r}"
+        return None
+    return reference_failure(answer, kind, ref, ctx.task.task_id)
 
 
 async def check_string_match(ctx: EvalContext) -> tuple[float, str]:
@@ -326,7 +343,7 @@ def rival_value(text: str | None, phrases: list[str] | str) -> str | None:
     list of candidates.
     """
     t = normalize(text)
-    wanted = [normalize(x) for p in _as_list(phrases) for x in _alternatives(p)]
+    wanted = [normalize(x) for p in _as_list(phrases) for x in alternatives(p)]
     for pat in VALUE_KINDS.values():
         if not any(pat.fullmatch(w) for w in wanted):
             continue

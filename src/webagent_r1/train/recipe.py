@@ -7,7 +7,9 @@ The three variants of the paper are configurations of one driver (see ``configs/
 - **R1-CoT**: BC on long chain-of-thought demonstrations (``bc.cot: true``), then M-GRPO.
 
 Each stage writes into ``<run_dir>/<stage>/`` and ``summary.json`` records the success of the
-base model, after BC and after RL on the same fixed test subset, with each stage's wall time.
+base model, after BC and after RL on the same fixed test subset, with each stage's wall time,
+and (embedded suite) ``guess_baseline``: what each template's most common training answer
+would score on that subset (``tasks.guess``).
 ``resume=True`` continues where a killed run stopped: finished stages are skipped, a stage in
 progress continues from its newest checkpoint.
 """
@@ -26,6 +28,7 @@ from webagent_r1.evaluate import eval_model, eval_subset
 from webagent_r1.report.load import ReportError
 from webagent_r1.report.paired import compare_paired, load_outcomes
 from webagent_r1.rollout.trajectories import write_trajectories
+from webagent_r1.tasks.guess import baseline
 from webagent_r1.tasks.suite import tasks_for
 from webagent_r1.train.checkpoint import latest_checkpoint
 from webagent_r1.train.metrics import read_metrics
@@ -110,6 +113,9 @@ def run_recipe(cfg: Config, resume: bool = False, progress: bool = True) -> dict
     check_fresh(cfg, resume)
     summary = _load_summary(cfg) if resume else {"stages": {}}
     summary["run_dir"] = cfg.run_dir
+    if cfg.tasks.source == "embedded":  # the evaluations' fixed subset (see the base stage)
+        subset = eval_subset(tasks_for(cfg, "test"), cfg.rl.eval_tasks, cfg.seed)
+        summary["guess_baseline"] = baseline(subset).to_dict()
     t_all = time.time()
     init: str | None = cfg.init_from
 
@@ -224,6 +230,19 @@ def paired_line(summary: dict[str, Any]) -> str | None:
         f"M-GRPO vs its start, task by task ({p['tasks']} tasks): {100 * p['diff']:+.1f} points "
         f"(95% CI {100 * lo:+.1f} to {100 * hi:+.1f}), {p['better']} better, {p['worse']} "
         f"worse, sign test p = {p['sign_p']:.2f}"
+    )
+
+
+def guess_line(summary: dict[str, Any]) -> str | None:
+    """One line on the constant-answer baseline of the evaluation subset (``tasks.guess``),
+    or None when the summary has none (a task source other than the embedded suite)."""
+    g = summary.get("guess_baseline")
+    if not g or not g.get("tasks"):
+        return None
+    return (
+        f"a constant answer per template would score {100 * g['successes'] / g['tasks']:.0f}% "
+        f"on these tasks ({g['successes']}/{g['tasks']}: each template's most common training "
+        "answer, without reading the page)"
     )
 
 

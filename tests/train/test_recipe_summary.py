@@ -1,0 +1,44 @@
+"""The recipe's summary: the constant-answer baseline of its evaluation subset, and its line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from webagent_r1.config import load_config
+from webagent_r1.train.recipe import guess_line, run_recipe
+
+
+def test_summary_has_the_baseline_of_the_evaluation_subset(tmp_path: Path) -> None:
+    """shopping.search_result_count's 6 test tasks (rl.eval_tasks 0: all of them): its
+    training answer "2" is the answer of 4."""
+    cfg = load_config(
+        None,
+        [
+            f"run_dir={tmp_path}",
+            "tasks.templates=[shopping.search_result_count]",
+            "rl.eval_tasks=0",
+            "bc.steps=0",
+            "rl.steps=0",
+        ],
+    )
+    summary = run_recipe(cfg, progress=False)
+    assert json.loads((tmp_path / "summary.json").read_text()) == summary
+    g = summary["guess_baseline"]
+    assert (g["successes"], g["tasks"]) == (4, 6)
+    assert g["by_template"] == {
+        "shopping.search_result_count": {"guess": "2", "successes": 4, "tasks": 6}
+    }
+    assert guess_line(summary) == (
+        "a constant answer per template would score 67% on these tasks (4/6: each template's "
+        "most common training answer, without reading the page)"
+    )
+
+
+def test_other_task_sources_have_no_baseline(tmp_path: Path) -> None:
+    cfg = load_config(
+        None, [f"run_dir={tmp_path}", "tasks.source=miniwob", "bc.steps=0", "rl.steps=0"]
+    )
+    summary = run_recipe(cfg, progress=False)
+    assert "guess_baseline" not in summary and guess_line(summary) is None
+    assert guess_line({"guess_baseline": {"successes": 0, "tasks": 0}}) is None
