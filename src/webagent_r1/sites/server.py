@@ -356,6 +356,8 @@ def serve_forever(
     # the handler is in place and the loop entered before the banner: a signal sent as soon
     # as the banner is read must find them (it would otherwise kill the process uncleaned)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    # Ctrl-C too, even when started with SIGINT ignored (a background job of a script)
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         print("Embedded sites are running (Ctrl-C to stop):")
         for name, url in running.urls.items():
@@ -368,9 +370,12 @@ def serve_forever(
     except KeyboardInterrupt:
         print("Stopping.")
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut cleanup
+        # a second signal must not cut the cleanup short
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         running.stop()
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:
