@@ -228,6 +228,22 @@ def _rel_err(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
     return math.sqrt(diff / norm)
 
 
+def _assert_same_update(
+    metrics: dict[str, float],
+    got_grads: list[Any],
+    got_params: Any,
+    want_losses: list[float],
+    want_grads: list[Any],
+    want_params: Any,
+) -> None:
+    """The project's update equals the naive one: loss, each iteration's gradients, weights."""
+    assert metrics["train/loss"] == pytest.approx(sum(want_losses) / MU, rel=1e-5, abs=1e-7)
+    assert len(got_grads) == MU
+    for k in range(MU):
+        assert _rel_err(got_grads[k], want_grads[k]) < 1e-5, k
+    assert _rel_err(got_params, want_params) < 1e-6
+
+
 def _with_sampler_logprobs(group: Group, values: LogProbs) -> Group:
     g = copy.deepcopy(group)
     for traj, lp_traj in zip(g.trajectories, values, strict=True):
@@ -291,11 +307,7 @@ def test_mgrpo_update_matches_the_naive_objective(
     assert 0 < clips[1] < tokens, clips
     samples = [s for t in group.trajectories for s in turn_samples(t)]
     assert (len(pack_plan(samples, budget, share_prompts)) > 1) == (budget < 4096)
-    assert metrics["train/loss"] == pytest.approx(sum(want_losses) / MU, rel=1e-5, abs=1e-7)
-    assert len(got_grads) == MU
-    for k in range(MU):
-        assert _rel_err(got_grads[k], want_grads[k]) < 1e-5, k
-    assert _rel_err(got_params, want_params) < 1e-6
+    _assert_same_update(metrics, got_grads, got_params, want_losses, want_grads, want_params)
 
 
 def test_the_comparison_tells_a_biased_from_an_unbiased_std(
@@ -332,10 +344,6 @@ def test_turn_mean_update_matches_the_naive_objective(
     )
     samples = [s for t in group.trajectories for s in turn_samples(t)]
     assert (len(pack_plan(samples, budget, True)) > 1) == (budget < 4096)
-    assert metrics["train/loss"] == pytest.approx(sum(want_losses) / MU, rel=1e-5, abs=1e-7)
-    assert len(got_grads) == MU
-    for k in range(MU):
-        assert _rel_err(got_grads[k], want_grads[k]) < 1e-5, k
-    assert _rel_err(got_params, want_params) < 1e-6
+    _assert_same_update(metrics, got_grads, got_params, want_losses, want_grads, want_params)
     _, mgrpo_grads, _, _ = naive_recompute
     assert _rel_err(got_grads[0], mgrpo_grads[0]) > 1e-2
