@@ -421,8 +421,8 @@ def quickstart(
     config: ConfigOpt = None,
     overrides: OverridesArg = None,
 ) -> None:
-    """The whole pipeline at toy scale on this machine (~10 min on 2 cores): demonstrations,
-    base model, BC, M-GRPO, report, viewer. Replaces runs/quickstart."""
+    """The whole pipeline at toy scale on this machine (about 20 min on 2 cores):
+    demonstrations, base model, BC, M-GRPO, report, viewer. Replaces runs/quickstart."""
     run_quickstart(config, overrides or [])
 
 
