@@ -599,8 +599,18 @@ def eval_cmd(
         bool | None, typer.Option("--thinking/--no-thinking", help="Prompt (default: config).")
     ] = None,
     out_dir: Annotated[
-        str | None, typer.Option(help="Write eval.json and the trajectories here.")
+        str | None,
+        typer.Option(
+            help="Write eval.json and the trajectories here (each task's episodes as they end)."
+        ),
     ] = None,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            help="Continue the unfinished evaluation in --out-dir (same command): its finished "
+            "tasks are kept, the others run with the seeds they would have had."
+        ),
+    ] = False,
     out: Annotated[
         str | None, typer.Option(help="Also write the (largest budget's) trajectories here.")
     ] = None,
@@ -674,6 +684,7 @@ def eval_cmd(
                 out_dir=out_dir,
                 meta={"split": split, "site": site, "tasks_filter": to_dict(cfg)["tasks"]},
                 source=source,
+                resume=resume,
             )
         )
     except ValueError as e:

@@ -21,7 +21,7 @@ import os
 import random
 import time
 from collections import Counter, defaultdict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -31,9 +31,14 @@ from webagent_r1.config import AgentConfig
 from webagent_r1.policy.base import Engine, SamplingParams
 from webagent_r1.policy.expert import ExpertPolicy
 from webagent_r1.policy.openai import OpenAIEngine
-from webagent_r1.rollout.collect import Policy, RolloutStats, collect
+from webagent_r1.rollout.collect import Group, Policy, RolloutStats, collect
 from webagent_r1.rollout.pool import EnvPool, make_env_pool
-from webagent_r1.rollout.trajectories import failure_reason, write_trajectories
+from webagent_r1.rollout.trajectories import (
+    TrajectoryFileError,
+    failure_reason,
+    read_trajectories,
+    write_trajectories,
+)
 from webagent_r1.sources import TaskSource, task_source
 from webagent_r1.stats import pass_at_k, success_interval
 from webagent_r1.tasks.guess import baseline
@@ -212,6 +217,8 @@ async def evaluate_policy(
     max_env_retries: int = 2,
     progress: bool = True,
     samples: int = 1,
+    on_group: Callable[[Group], None] | None = None,
+    group_ids: Sequence[int] | None = None,
 ) -> EvalReport:
     """``samples`` episodes per task (greedy unless ``params`` say otherwise), graded.
 
@@ -225,6 +232,8 @@ async def evaluate_policy(
         max_env_retries: re-runs of an episode lost to an env error.
         progress: progress bar.
         samples: episodes per task (k of pass@k); with k > 1 sample (temperature > 0).
+        on_group: called with a task's ``samples`` episodes as soon as they have all ended.
+        group_ids: the tasks' group ids and sampling-seed bases (``collect``).
     """
     params = params or SamplingParams(temperature=0.0, max_new_tokens=256)
     stats = RolloutStats()
@@ -240,6 +249,8 @@ async def evaluate_policy(
         max_env_retries=max_env_retries,
         progress=progress,
         stats=stats,
+        on_group=on_group,
+        group_ids=group_ids,
     )
     report = EvalReport(
         trajectories=[tr for g in groups for tr in g.trajectories],
@@ -356,6 +367,8 @@ async def _evaluate_at(
     samples: int,
     concurrency: int,
     progress: bool,
+    on_group: Callable[[Group], None] | None = None,
+    group_ids: Sequence[int] | None = None,
 ) -> EvalReport:
     pool = make_env_pool(
         cfg,
@@ -377,6 +390,8 @@ async def _evaluate_at(
             cfg.rollout.max_env_retries,
             progress,
             samples,
+            on_group,
+            group_ids,
         )
     finally:
         await pool.close()
@@ -402,6 +417,93 @@ def _relative_screenshots(trajs: list[Trajectory], folder: Path) -> None:
                 turn.observation["screenshot"] = os.path.relpath(shot, folder)
 
 
+PROGRESS_FILE = "eval-progress.json"
+"""In an ``--out-dir`` while its evaluation is unfinished: the settings it runs with."""
+
+
+def _partial_name(max_turns: int) -> str:
+    return f"trajectories-t{max_turns}.partial.jsonl"
+
+
+def read_partial(path: Path, samples: int) -> dict[int, list[Trajectory]]:
+    """The finished tasks of an interrupted evaluation's partial trajectory file: task
+    position (the trajectories' ``group_id``) -> its ``samples`` episodes in member order.
+    A line cut short by the interruption is skipped, and a task with fewer episodes runs
+    again."""
+    by: dict[int, list[Trajectory]] = defaultdict(list)
+    if not path.exists():
+        return {}
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if not line.strip():
+            continue
+        try:
+            tr = Trajectory.from_dict(json.loads(line))
+            by[int(tr.group_id)].append(tr)
+        except (ValueError, KeyError, TypeError):
+            continue
+    return {
+        i: sorted(trs, key=lambda t: int(t.info.get("member", 0)))[:samples]
+        for i, trs in by.items()
+        if len(trs) >= samples
+    }
+
+
+def _start_or_resume(out: Path, settings: dict[str, Any], resume: bool) -> None:
+    """Record an evaluation's settings in ``out`` (refusing to run over an unfinished one
+    unless resuming), or check that the one to resume ran with the same settings."""
+    prog = out / PROGRESS_FILE
+    if not prog.exists():
+        if resume:
+            raise ValueError(f"--resume: {out} holds no unfinished evaluation (no {PROGRESS_FILE})")
+        out.mkdir(parents=True, exist_ok=True)
+        for m in settings["max_turns"]:
+            (out / _partial_name(m)).unlink(missing_ok=True)
+        tmp = out / (PROGRESS_FILE + ".tmp")
+        tmp.write_text(json.dumps(settings, indent=1))
+        tmp.replace(prog)
+        return
+    if not resume:
+        raise ValueError(
+            f"{out} holds an unfinished evaluation ({PROGRESS_FILE}): add --resume to continue "
+            "it, or choose another --out-dir"
+        )
+    try:
+        old = json.loads(prog.read_text())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"--resume: {prog} is unreadable ({e}); remove it to start anew") from None
+    old.pop("finished_budgets", None)
+    differ = sorted(k for k in settings.keys() | old.keys() if settings.get(k) != old.get(k))
+    if differ:
+        raise ValueError(
+            f"--resume: {out} holds an evaluation with other settings ({', '.join(differ)} "
+            "differ); run it with the same ones, or choose another --out-dir"
+        )
+
+
+def _finished_budget(out: Path, m: int, n_tasks: int, samples: int) -> dict[int, list[Trajectory]]:
+    """A budget the interrupted sweep had finished (listed in its progress file), read back
+    from its trajectory file."""
+    done = json.loads((out / PROGRESS_FILE).read_text()).get("finished_budgets", [])
+    if m not in done:
+        return {}
+    try:
+        trs = read_trajectories(out / f"trajectories-t{m}.jsonl")
+    except (FileNotFoundError, TrajectoryFileError):
+        return {}
+    if len(trs) != n_tasks * samples:
+        return {}
+    return {i: trs[i * samples : (i + 1) * samples] for i in range(n_tasks)}
+
+
+def _mark_finished(out: Path, m: int) -> None:
+    prog = out / PROGRESS_FILE
+    state = json.loads(prog.read_text())
+    state["finished_budgets"] = sorted({*state.get("finished_budgets", []), m})
+    tmp = out / (PROGRESS_FILE + ".tmp")
+    tmp.write_text(json.dumps(state, indent=1))
+    tmp.replace(prog)
+
+
 async def run_evaluation(
     cfg: Any,
     tasks: list[Task],
@@ -419,6 +521,7 @@ async def run_evaluation(
     progress: bool = True,
     meta: dict[str, Any] | None = None,
     source: TaskSource | None = None,
+    resume: bool = False,
 ) -> dict[str, Any]:
     """Evaluate an engine on ``tasks`` at one or several turn budgets (``webagent-r1 eval``).
 
@@ -448,6 +551,11 @@ async def run_evaluation(
         meta: extra fields for ``eval.json`` (split, filters …).
         source: where ``tasks`` come from (their sites and evaluator); default
             ``cfg.tasks.source``.
+        resume: continue the unfinished evaluation in ``out_dir``. While it runs, ``out_dir``
+            holds ``eval-progress.json`` (its settings) and each budget's finished tasks in
+            ``trajectories-t<budget>.partial.jsonl``, appended as they end; a resumed run
+            with the same settings keeps those tasks and runs the others with the seeds
+            they would have had.
 
     Returns:
         The ``eval.json`` content: ``results`` holds one entry per budget (ascending) with
@@ -456,7 +564,8 @@ async def run_evaluation(
         template's most common training answer would score on these tasks).
 
     Raises:
-        ValueError: bad samples / budgets / temperature, unknown engine, no tasks.
+        ValueError: bad samples / budgets / temperature, unknown engine, no tasks; an
+            unfinished evaluation in ``out_dir`` without ``resume``, or one of other settings.
     """
     if not tasks:
         raise ValueError("no tasks to evaluate")
@@ -479,6 +588,25 @@ async def run_evaluation(
     deterministic = temp == 0 and samples == 1
     n_conc = concurrency or cfg.rollout.max_concurrent_episodes
     out = Path(out_dir) if out_dir is not None else None
+    if resume and out is None:
+        raise ValueError("--resume needs the --out-dir of the evaluation to continue")
+    if out is not None:
+        _start_or_resume(
+            out,
+            {
+                "model": model_path,
+                "engine": engine,
+                "openai_model": openai_model,
+                "samples": samples,
+                "temperature": temp,
+                "max_new_tokens": params.max_new_tokens,
+                "seed": cfg.seed,
+                "max_turns": budgets,
+                "thinking": cfg.agent.thinking,
+                "tasks": [str(t.task_id) for t in tasks],
+            },
+            resume,
+        )
     results: list[dict[str, Any]] = []
     t0 = time.time()
     async with _setup(
@@ -495,7 +623,24 @@ async def run_evaluation(
                     for i, tr in enumerate(longest.trajectories)
                     if tr.status == "done" and len(tr.turns) <= m
                 }
-            todo = [t for i, t in enumerate(tasks) if i not in reuse]
+            kept: dict[int, list[Trajectory]] = {}
+            partial = None if out is None else out / _partial_name(m)
+            if resume and out is not None and partial is not None:
+                kept = _finished_budget(out, m, len(tasks), samples)
+                kept = kept or read_partial(partial, samples)
+                kept = {i: trs for i, trs in kept.items() if i not in reuse and i < len(tasks)}
+
+            def save(group: Group, path: Path | None = partial) -> None:
+                if path is not None:
+                    _relative_screenshots(group.trajectories, path.parent)
+                    write_trajectories(group.trajectories, path, append=True)
+
+            todo = [i for i in range(len(tasks)) if i not in reuse and i not in kept]
+            if kept and progress:
+                print(
+                    f"max_turns {m}: resuming, {len(kept)} of {len(tasks)} tasks already done",
+                    flush=True,
+                )
             if todo:
                 part = await _evaluate_at(
                     cfg,
@@ -504,25 +649,38 @@ async def run_evaluation(
                     browser,
                     src,
                     count,
-                    todo,
+                    [tasks[i] for i in todo],
                     m,
                     params,
                     samples,
                     n_conc,
                     progress,
+                    on_group=save,
+                    group_ids=todo,
                 )
             else:
                 part = EvalReport(samples=samples)
-            if reuse:
-                fresh = iter(part.trajectories)
-                trajs = [reuse[i] if i in reuse else next(fresh) for i in range(len(tasks))]
-                report = EvalReport(trajs, list(tasks), wall_s=part.wall_s, samples=samples)
-                report.env_errors = sum(tr.status == "env_error" for tr in trajs)
-            else:
-                report = part
+            fresh = iter(part.trajectories)
+            trajs: list[Trajectory] = []
+            for i in range(len(tasks)):
+                if i in reuse:
+                    trajs.append(reuse[i])
+                elif i in kept:
+                    trajs.extend(kept[i])
+                else:
+                    trajs.extend(next(fresh) for _ in range(samples))
+            report = EvalReport(
+                trajs,
+                [t for t in tasks for _ in range(samples)],
+                wall_s=part.wall_s,
+                samples=samples,
+            )
+            report.env_errors = sum(tr.status == "env_error" for tr in trajs)
             if longest is None:
                 longest = report
             res = {"max_turns": m, "reused": len(reuse), **report.result()}
+            if kept:
+                res["resumed_tasks"] = len(kept)
             res.update(
                 _source_hook(src, "headline_result", report.tasks, report.trajectories) or {}
             )
@@ -531,6 +689,9 @@ async def run_evaluation(
                 _relative_screenshots(report.trajectories, out)
                 write_trajectories(report.trajectories, out / name)
                 res["trajectories"] = name
+                _mark_finished(out, m)
+                if partial is not None:
+                    partial.unlink(missing_ok=True)
             results.append(res)
             if progress:
                 print(
@@ -564,6 +725,7 @@ async def run_evaluation(
         tmp = out / "eval.json.tmp"
         tmp.write_text(json.dumps(summary, indent=1))
         tmp.replace(out / "eval.json")
+        (out / PROGRESS_FILE).unlink(missing_ok=True)
     return summary
 
 

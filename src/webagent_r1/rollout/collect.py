@@ -584,15 +584,17 @@ class _Run:
     progress: _Progress
     on_group: Callable[[Group], None] | None
     slots: list[list[Trajectory | None]] = field(default_factory=list)
+    group_ids: list[int] | None = None
 
     def episode(self, job: _Job) -> _Episode:
+        gid = job.group if self.group_ids is None else self.group_ids[job.group]
         return _Episode(
             self.tasks[job.group],
-            job.group,
+            gid,
             self.policy,
             self.tokenizer,
             self.agent_cfg,
-            lambda turn: turn_seed(self.params.seed, job.group, job.member, job.attempt, turn),
+            lambda turn: turn_seed(self.params.seed, gid, job.member, job.attempt, turn),
         )
 
     def on_turn(self, turn: Turn) -> None:
@@ -720,6 +722,7 @@ async def collect(
     mode: str = "async",
     stats: RolloutStats | None = None,
     on_group: Callable[[Group], None] | None = None,
+    group_ids: Sequence[int] | None = None,
 ) -> list[Group]:
     """Roll out ``group_size`` trajectories of every task.
 
@@ -739,6 +742,9 @@ async def collect(
         mode: ``"async"`` or ``"lockstep"`` (``ROLLOUT_MODES``).
         stats: filled with the collection's counters when given.
         on_group: called with each group as soon as its G members have finished.
+        group_ids: each task's group id (its trajectories' ``group_id`` and the base of its
+            sampling seeds); default its position in ``tasks``. A resumed evaluation passes
+            the tasks' positions in the whole run, so they sample as they would have.
 
     Returns:
         One ``Group`` per task, each with ``group_size`` trajectories in member order.
@@ -750,6 +756,8 @@ async def collect(
     """
     if mode not in ROLLOUT_MODES:
         raise ValueError(f"unknown rollout mode {mode!r}; choose one of {sorted(ROLLOUT_MODES)}")
+    if group_ids is not None and len(group_ids) != len(tasks):
+        raise ValueError(f"group_ids: {len(group_ids)} ids for {len(tasks)} tasks")
     if group_size < 1 or max_concurrent_episodes < 1 or max_env_retries < 0:
         raise ValueError(
             "group_size and max_concurrent_episodes must be >= 1, max_env_retries >= 0"
@@ -771,6 +779,7 @@ async def collect(
         progress=bar,
         on_group=on_group,
         slots=[[None] * group_size for _ in tasks],
+        group_ids=None if group_ids is None else list(group_ids),
     )
     with bar:
         try:
