@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from webagent_r1.browser import Browser
-from webagent_r1.config import AgentConfig
+from webagent_r1.config import AgentConfig, to_dict
 from webagent_r1.policy.base import Engine, SamplingParams
 from webagent_r1.policy.expert import ExpertPolicy
 from webagent_r1.policy.openai import OpenAIEngine
@@ -428,39 +428,39 @@ def _partial_name(max_turns: int) -> str:
 def read_partial(path: Path, samples: int) -> dict[int, list[Trajectory]]:
     """The finished tasks of an interrupted evaluation's partial trajectory file: task
     position (the trajectories' ``group_id``) -> its ``samples`` episodes in member order.
-    A line cut short by the interruption is skipped, and a task with fewer episodes runs
-    again."""
-    by: dict[int, list[Trajectory]] = defaultdict(list)
+    A line cut short by the interruption is skipped, a member written twice (a task run
+    again after an earlier interruption) counts once (its last line), and a task missing a
+    member runs again."""
+    by: dict[int, dict[int, Trajectory]] = defaultdict(dict)
     if not path.exists():
         return {}
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    # split on newlines only: page text may hold U+2028 and other line separators
+    for line in path.read_text(encoding="utf-8", errors="replace").split("\n"):
         if not line.strip():
             continue
         try:
             tr = Trajectory.from_dict(json.loads(line))
-            by[int(tr.group_id)].append(tr)
+            by[int(tr.group_id)][int(tr.info.get("member", 0))] = tr
         except (ValueError, KeyError, TypeError):
             continue
     return {
-        i: sorted(trs, key=lambda t: int(t.info.get("member", 0)))[:samples]
-        for i, trs in by.items()
-        if len(trs) >= samples
+        i: [members[k] for k in range(samples)]
+        for i, members in by.items()
+        if all(k in members for k in range(samples))
     }
 
 
 def _start_or_resume(out: Path, settings: dict[str, Any], resume: bool) -> None:
-    """Record an evaluation's settings in ``out`` (refusing to run over an unfinished one
-    unless resuming), or check that the one to resume ran with the same settings."""
+    """Refuse to run over an unfinished evaluation in ``out`` unless resuming, and check
+    that the one to resume ran with the same ``settings``. (A fresh evaluation writes its
+    progress file with its first finished task: one that fails before any leaves nothing
+    to resume.)"""
     prog = out / PROGRESS_FILE
     if not prog.exists():
         if resume:
             raise ValueError(f"--resume: {out} holds no unfinished evaluation (no {PROGRESS_FILE})")
-        out.mkdir(parents=True, exist_ok=True)
         for m in settings["max_turns"]:
             (out / _partial_name(m)).unlink(missing_ok=True)
-        tmp = out / (PROGRESS_FILE + ".tmp")
-        tmp.write_text(json.dumps(settings, indent=1))
-        tmp.replace(prog)
         return
     if not resume:
         raise ValueError(
@@ -480,6 +480,24 @@ def _start_or_resume(out: Path, settings: dict[str, Any], resume: bool) -> None:
         )
 
 
+def _write_progress(out: Path, settings: dict[str, Any]) -> None:
+    """Write the progress file (once: it may already list finished budgets)."""
+    prog = out / PROGRESS_FILE
+    if prog.exists():
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / (PROGRESS_FILE + ".tmp")
+    tmp.write_text(json.dumps(settings, indent=1))
+    tmp.replace(prog)
+
+
+def _rewrite(path: Path, kept: dict[int, list[Trajectory]]) -> None:
+    """Leave only the kept episodes in a partial file (drops a cut line and duplicates)."""
+    tmp = path.with_name(path.name + ".tmp")
+    write_trajectories([tr for i in sorted(kept) for tr in kept[i]], tmp)
+    tmp.replace(path)
+
+
 def _finished_budget(out: Path, m: int, n_tasks: int, samples: int) -> dict[int, list[Trajectory]]:
     """A budget the interrupted sweep had finished (listed in its progress file), read back
     from its trajectory file."""
@@ -495,7 +513,8 @@ def _finished_budget(out: Path, m: int, n_tasks: int, samples: int) -> dict[int,
     return {i: trs[i * samples : (i + 1) * samples] for i in range(n_tasks)}
 
 
-def _mark_finished(out: Path, m: int) -> None:
+def _mark_finished(out: Path, m: int, settings: dict[str, Any]) -> None:
+    _write_progress(out, settings)
     prog = out / PROGRESS_FILE
     state = json.loads(prog.read_text())
     state["finished_budgets"] = sorted({*state.get("finished_budgets", []), m})
@@ -590,23 +609,25 @@ async def run_evaluation(
     out = Path(out_dir) if out_dir is not None else None
     if resume and out is None:
         raise ValueError("--resume needs the --out-dir of the evaluation to continue")
+    settings: dict[str, Any] = {}
     if out is not None:
-        _start_or_resume(
-            out,
-            {
-                "model": model_path,
-                "engine": engine,
-                "openai_model": openai_model,
-                "samples": samples,
-                "temperature": temp,
-                "max_new_tokens": params.max_new_tokens,
-                "seed": cfg.seed,
-                "max_turns": budgets,
-                "thinking": cfg.agent.thinking,
-                "tasks": [str(t.task_id) for t in tasks],
-            },
-            resume,
-        )
+        sections = to_dict(cfg)
+        settings = {  # as JSON holds them (lists, not tuples), to compare with the file's
+            "model": model_path or cfg.model.name,
+            "engine": engine,
+            "openai_url": openai_url,
+            "openai_model": openai_model,
+            "samples": samples,
+            "temperature": temp,
+            "top_p": params.top_p,
+            "max_new_tokens": params.max_new_tokens,
+            "seed": cfg.seed,
+            "max_turns": budgets,
+            "tasks": [str(t.task_id) for t in tasks],
+            **{k: sections[k] for k in ("agent", "observation", "env")},
+        }
+        settings = json.loads(json.dumps(settings))
+        _start_or_resume(out, settings, resume)
     results: list[dict[str, Any]] = []
     t0 = time.time()
     async with _setup(
@@ -627,11 +648,15 @@ async def run_evaluation(
             partial = None if out is None else out / _partial_name(m)
             if resume and out is not None and partial is not None:
                 kept = _finished_budget(out, m, len(tasks), samples)
-                kept = kept or read_partial(partial, samples)
-                kept = {i: trs for i, trs in kept.items() if i not in reuse and i < len(tasks)}
+                if not kept:
+                    kept = read_partial(partial, samples)
+                    kept = {i: trs for i, trs in kept.items() if i not in reuse and i < len(tasks)}
+                    if partial.exists():
+                        _rewrite(partial, kept)
 
             def save(group: Group, path: Path | None = partial) -> None:
                 if path is not None:
+                    _write_progress(path.parent, settings)
                     _relative_screenshots(group.trajectories, path.parent)
                     write_trajectories(group.trajectories, path, append=True)
 
@@ -689,7 +714,7 @@ async def run_evaluation(
                 _relative_screenshots(report.trajectories, out)
                 write_trajectories(report.trajectories, out / name)
                 res["trajectories"] = name
-                _mark_finished(out, m)
+                _mark_finished(out, m, settings)
                 if partial is not None:
                     partial.unlink(missing_ok=True)
             results.append(res)

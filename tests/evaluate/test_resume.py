@@ -23,31 +23,37 @@ def _tr(group: int, member: int, reward: float = 1.0) -> Trajectory:
 
 def test_read_partial_keeps_whole_tasks_and_skips_a_cut_line(tmp_path: Path) -> None:
     path = tmp_path / "p.jsonl"
-    # task 0 complete (members written out of order), task 1 has one of its two episodes
-    write_trajectories([_tr(0, 1, 0.0), _tr(0, 0), _tr(1, 0)], path)
+    # task 0 complete (members out of order, member 1 written twice: run again after an
+    # earlier kill, the last line counts), task 1 has one of its two episodes
+    first = _tr(0, 1, 1.0)
+    first.turns[0].text = "a page with a\u2028line separator"  # not a line break in JSONL
+    write_trajectories([first, _tr(0, 0), _tr(1, 0), _tr(0, 1, 0.0)], path)
     with path.open("a") as f:
         f.write('{"task_id": "t1", "group_id": 1, "tur')  # the line being written at the kill
     got = read_partial(path, samples=2)
     assert list(got) == [0]
     assert [t.info["member"] for t in got[0]] == [0, 1]
     assert [t.reward for t in got[0]] == [1.0, 0.0]
+    assert read_partial(path, samples=1) == {0: got[0][:1], 1: [_tr(1, 0)]}
     assert read_partial(tmp_path / "missing.jsonl", 2) == {}
 
 
 def test_settings_guard_an_unfinished_evaluation(tmp_path: Path) -> None:
     settings = {"model": "m", "samples": 4, "max_turns": [8], "tasks": ["a", "b"]}
+    out = tmp_path / "o"
     with pytest.raises(ValueError, match="no unfinished evaluation"):
-        ev._start_or_resume(tmp_path / "o", settings, resume=True)
-    ev._start_or_resume(tmp_path / "o", settings, resume=False)
-    assert json.loads((tmp_path / "o" / PROGRESS_FILE).read_text()) == settings
+        ev._start_or_resume(out, settings, resume=True)
+    ev._start_or_resume(out, settings, resume=False)  # nothing there: a fresh start
+    ev._write_progress(out, settings)  # written with the first finished task
+    assert json.loads((out / PROGRESS_FILE).read_text()) == settings
     with pytest.raises(ValueError, match="add --resume"):
-        ev._start_or_resume(tmp_path / "o", settings, resume=False)
+        ev._start_or_resume(out, settings, resume=False)
     with pytest.raises(ValueError, match=r"other settings \(samples differ\)"):
-        ev._start_or_resume(tmp_path / "o", {**settings, "samples": 2}, resume=True)
-    ev._start_or_resume(tmp_path / "o", settings, resume=True)  # the same: accepted
-    (tmp_path / "o" / PROGRESS_FILE).write_text("{not json")
+        ev._start_or_resume(out, {**settings, "samples": 2}, resume=True)
+    ev._start_or_resume(out, settings, resume=True)  # the same: accepted
+    (out / PROGRESS_FILE).write_text("{not json")
     with pytest.raises(ValueError, match="unreadable"):
-        ev._start_or_resume(tmp_path / "o", settings, resume=True)
+        ev._start_or_resume(out, settings, resume=True)
 
 
 class _Killed(RuntimeError):
@@ -71,6 +77,10 @@ async def test_an_interrupted_evaluation_resumes_where_it_stopped(tmp_path, monk
                 raise _Killed("the machine went away")
         return real_write(trajs, path, append)
 
+    # a run that fails before its first task leaves nothing that blocks the next one
+    with pytest.raises(ValueError, match="engine"):
+        await run_evaluation(cfg, tasks, engine="nonsense", out_dir=out, progress=False)
+    assert not (out / PROGRESS_FILE).exists()
     monkeypatch.setattr(ev, "write_trajectories", dies_on_the_third_group)
     with pytest.raises(_Killed):
         await run_evaluation(cfg, tasks, engine="expert", out_dir=out, progress=False)
