@@ -450,6 +450,13 @@ def read_partial(path: Path, samples: int) -> dict[int, list[Trajectory]]:
     }
 
 
+def _write_json(path: Path, obj: Any) -> None:
+    """Write ``obj`` as JSON through a temporary file, so a kill leaves the old file or the new."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1))
+    tmp.replace(path)
+
+
 def _start_or_resume(out: Path, settings: dict[str, Any], resume: bool) -> None:
     """Refuse to run over an unfinished evaluation in ``out`` unless resuming, and check
     that the one to resume ran with the same ``settings``. (A fresh evaluation writes its
@@ -486,9 +493,7 @@ def _write_progress(out: Path, settings: dict[str, Any]) -> None:
     if prog.exists():
         return
     out.mkdir(parents=True, exist_ok=True)
-    tmp = out / (PROGRESS_FILE + ".tmp")
-    tmp.write_text(json.dumps(settings, indent=1))
-    tmp.replace(prog)
+    _write_json(prog, settings)
 
 
 def _rewrite(path: Path, kept: dict[int, list[Trajectory]]) -> None:
@@ -518,9 +523,7 @@ def _mark_finished(out: Path, m: int, settings: dict[str, Any]) -> None:
     prog = out / PROGRESS_FILE
     state = json.loads(prog.read_text())
     state["finished_budgets"] = sorted({*state.get("finished_budgets", []), m})
-    tmp = out / (PROGRESS_FILE + ".tmp")
-    tmp.write_text(json.dumps(state, indent=1))
-    tmp.replace(prog)
+    _write_json(prog, state)
 
 
 async def run_evaluation(
@@ -646,7 +649,7 @@ async def run_evaluation(
                 }
             kept: dict[int, list[Trajectory]] = {}
             partial = None if out is None else out / _partial_name(m)
-            if resume and out is not None and partial is not None:
+            if resume and partial is not None:
                 kept = _finished_budget(out, m, len(tasks), samples)
                 if not kept:
                     kept = read_partial(partial, samples)
@@ -747,9 +750,7 @@ async def run_evaluation(
         summary["guess_baseline"] = baseline(tasks).to_dict()
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-        tmp = out / "eval.json.tmp"
-        tmp.write_text(json.dumps(summary, indent=1))
-        tmp.replace(out / "eval.json")
+        _write_json(out / "eval.json", summary)
         (out / PROGRESS_FILE).unlink(missing_ok=True)
     return summary
 
