@@ -421,8 +421,9 @@ PROGRESS_FILE = "eval-progress.json"
 """In an ``--out-dir`` while its evaluation is unfinished: the settings it runs with."""
 
 
-def _partial_name(max_turns: int) -> str:
-    return f"trajectories-t{max_turns}.partial.jsonl"
+def _trajectory_name(max_turns: int, partial: bool = False) -> str:
+    """A budget's trajectory file in an ``--out-dir`` (``partial``: while it is unfinished)."""
+    return f"trajectories-t{max_turns}{'.partial' if partial else ''}.jsonl"
 
 
 def read_partial(path: Path, samples: int) -> dict[int, list[Trajectory]]:
@@ -467,7 +468,7 @@ def _start_or_resume(out: Path, settings: dict[str, Any], resume: bool) -> None:
         if resume:
             raise ValueError(f"--resume: {out} holds no unfinished evaluation (no {PROGRESS_FILE})")
         for m in settings["max_turns"]:
-            (out / _partial_name(m)).unlink(missing_ok=True)
+            (out / _trajectory_name(m, partial=True)).unlink(missing_ok=True)
         return
     if not resume:
         raise ValueError(
@@ -510,7 +511,7 @@ def _finished_budget(out: Path, m: int, n_tasks: int, samples: int) -> dict[int,
     if m not in done:
         return {}
     try:
-        trs = read_trajectories(out / f"trajectories-t{m}.jsonl")
+        trs = read_trajectories(out / _trajectory_name(m))
     except (FileNotFoundError, TrajectoryFileError):
         return {}
     if len(trs) != n_tasks * samples:
@@ -648,7 +649,7 @@ async def run_evaluation(
                     if tr.status == "done" and len(tr.turns) <= m
                 }
             kept: dict[int, list[Trajectory]] = {}
-            partial = None if out is None else out / _partial_name(m)
+            partial = None if out is None else out / _trajectory_name(m, partial=True)
             if resume and partial is not None:
                 kept = _finished_budget(out, m, len(tasks), samples)
                 if not kept:
@@ -713,7 +714,7 @@ async def run_evaluation(
                 _source_hook(src, "headline_result", report.tasks, report.trajectories) or {}
             )
             if out is not None:
-                name = f"trajectories-t{m}.jsonl"
+                name = _trajectory_name(m)
                 _relative_screenshots(report.trajectories, out)
                 write_trajectories(report.trajectories, out / name)
                 res["trajectories"] = name
