@@ -147,9 +147,17 @@ class EnvConfig:
     screenshot_dir: str | None = None
     """Save a PNG of the page after every action here (the trajectory viewer shows them);
     None: no screenshots (they cost ~50 ms a step)."""
+    grade_at_turns: list[int] = field(default_factory=list)
+    """Turns after which a still-running episode is also graded as if its budget ended
+    there (trajectory ``info.graded_at``); ``eval --max-turns 4,8,16`` sets it to score every
+    budget from one rollout at the longest. Empty: graded only at the end."""
 
     def __post_init__(self) -> None:
         _check(self.max_turns >= 1, "env.max_turns must be >= 1")
+        _check(
+            all(isinstance(t, int) and t >= 1 for t in self.grade_at_turns),
+            f"env.grade_at_turns must be turn numbers >= 1, got {self.grade_at_turns!r}",
+        )
 
 
 @dataclass

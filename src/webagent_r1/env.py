@@ -9,7 +9,9 @@ after ``max_turns`` turns, or, for backends whose page runs the episode itself (
 ``PageEpisodes``), when the page says it is done; the task's evaluator then gives a binary
 reward. A crashed browser, or an evaluator that raises ``EnvError`` (it could not read the
 site), ends the episode with status ``env_error`` (never a failure to train on), and the next
-``reset`` relaunches Chromium if it died.
+``reset`` relaunches Chromium if it died. At the turns in ``EnvConfig.grade_at_turns`` a
+running episode is also graded as a budget ending there would grade it (``info["graded"]``),
+so one rollout at the longest turn budget scores the shorter ones too.
 """
 
 from __future__ import annotations
@@ -257,6 +259,8 @@ class WebEnv:
                     self._last_obs = obs
                     info["page_done"] = True
                     return await self._finish(obs, "done", None, info, t0)
+            if self.turn in self.cfg.grade_at_turns and self.turn < self.cfg.max_turns:
+                info["graded"] = await self._grade_now(obs)
         except BrowserCrashedError as e:
             return await self._crash(e, info)
         self._last_obs = obs
@@ -345,6 +349,16 @@ class WebEnv:
         await self.close_episode()
         assert obs is not None
         return StepResult(observation=obs, done=True, reward=result.reward, info=info)
+
+    async def _grade_now(self, obs: Observation) -> dict[str, Any]:
+        """Grade the episode as if its budget ended at this turn (``cfg.grade_at_turns``):
+        what ``_finish`` would grade on ``max_turns``, with no answer, the episode going on.
+        A grader fault gives a ``None`` reward (that budget's episode is an env error)."""
+        try:
+            result = await self._evaluate(None, obs.url)
+        except EnvError as e:
+            return {"turn": self.turn, "reward": None, "explanation": f"grader fault: {e}"}
+        return {"turn": self.turn, "reward": result.reward, "explanation": result.explanation}
 
     async def _crash(
         self, e: Exception, info: dict[str, Any], what: str = "browser crashed"

@@ -35,6 +35,7 @@ from webagent_r1.rollout.collect import Group, Policy, RolloutStats, collect
 from webagent_r1.rollout.pool import EnvPool, make_env_pool
 from webagent_r1.rollout.trajectories import (
     TrajectoryFileError,
+    cut_to_budget,
     failure_reason,
     read_trajectories,
     write_trajectories,
@@ -369,12 +370,13 @@ async def _evaluate_at(
     progress: bool,
     on_group: Callable[[Group], None] | None = None,
     group_ids: Sequence[int] | None = None,
+    grade_at: Sequence[int] = (),
 ) -> EvalReport:
     pool = make_env_pool(
         cfg,
         concurrency,
         browser=browser,
-        env_cfg=replace(cfg.env, max_turns=max_turns),
+        env_cfg=replace(cfg.env, max_turns=max_turns, grade_at_turns=list(grade_at)),
         backend=source.backend if browser is not None else None,
         evaluator=source.evaluator,
         count_tokens=count_tokens,
@@ -527,6 +529,32 @@ def _mark_finished(out: Path, m: int, settings: dict[str, Any]) -> None:
     _write_json(prog, state)
 
 
+def _budget_result(
+    m: int,
+    trajs: list[Trajectory],
+    tasks: list[Task],
+    samples: int,
+    wall_s: float,
+    source: TaskSource,
+    out: Path | None,
+    settings: dict[str, Any],
+) -> dict[str, Any]:
+    """One budget's entry of ``eval.json``; with ``out``, its trajectory file written."""
+    report = EvalReport(
+        trajs, [t for t in tasks for _ in range(samples)], wall_s=wall_s, samples=samples
+    )
+    report.env_errors = sum(tr.status == "env_error" for tr in trajs)
+    res = {"max_turns": m, **report.result()}
+    res.update(_source_hook(source, "headline_result", report.tasks, report.trajectories) or {})
+    if out is not None:
+        name = _trajectory_name(m)
+        _relative_screenshots(report.trajectories, out)
+        write_trajectories(report.trajectories, out / name)
+        res["trajectories"] = name
+        _mark_finished(out, m, settings)
+    return res
+
+
 async def run_evaluation(
     cfg: Any,
     tasks: list[Task],
@@ -551,9 +579,11 @@ async def run_evaluation(
     Greedy with one sample per task by default (deterministic given the seed); with
     ``samples`` = k > 1 it samples at ``temperature`` (default ``rollout.temperature``) and
     reports pass@k next to the mean success. Several ``max_turns`` make a test-time-scaling
-    sweep: the largest budget runs first, and when the policy is deterministic (greedy, one
-    sample) an episode that exited within a smaller budget is reused for it (its turns are a
-    prefix of what the smaller budget would see); the others are run again at that budget.
+    sweep from one rollout: the episodes run at the largest budget, the env grades each one
+    still running at every smaller budget's last turn as that budget would (the prompt never
+    states the budget, so up to that turn the episode is the one the smaller budget runs),
+    and each smaller budget's episodes are the longest's cut there (``cut_to_budget``): the
+    same tasks and samples at every budget, paired, for the price of the longest.
 
     Args:
         cfg: a ``Config`` (model, browser, observation, agent, env, rollout, seed).
@@ -582,7 +612,8 @@ async def run_evaluation(
 
     Returns:
         The ``eval.json`` content: ``results`` holds one entry per budget (ascending) with
-        success, ci, pass_at_k, by_site, by_kind, by_difficulty, failures and reused; for
+        success, ci, pass_at_k, by_site, by_kind, by_difficulty, failures, and ``cut_from``
+        (the budget whose episodes were cut) on the smaller budgets; for
         the embedded suite also ``guess_baseline`` (``tasks.guess``: what answering each
         template's most common training answer would score on these tasks).
 
@@ -608,7 +639,6 @@ async def run_evaluation(
         max_new_tokens=cfg.rollout.max_new_tokens,
         seed=cfg.seed,
     )
-    deterministic = temp == 0 and samples == 1
     n_conc = concurrency or cfg.rollout.max_concurrent_episodes
     out = Path(out_dir) if out_dir is not None else None
     if resume and out is None:
@@ -630,6 +660,9 @@ async def run_evaluation(
             "tasks": [str(t.task_id) for t in tasks],
             **{k: sections[k] for k in ("agent", "observation", "env")},
         }
+        settings["env"].pop("grade_at_turns", None)  # the sweep sets it: "graded_at" says
+        if len(budgets) > 1:
+            settings["graded_at"] = budgets[:-1]
         settings = json.loads(json.dumps(settings))
         _start_or_resume(out, settings, resume)
     results: list[dict[str, Any]] = []
@@ -639,95 +672,66 @@ async def run_evaluation(
     ) as (eng, tok, browser, src, count):
         source_name = getattr(src, "name", None)
         _source_hook(src, "check_run", tasks, samples, n_conc)
-        longest: EvalReport | None = None
-        for m in sorted(budgets, reverse=True):
-            reuse: dict[int, Trajectory] = {}
-            if longest is not None and deterministic:
-                reuse = {
-                    i: tr
-                    for i, tr in enumerate(longest.trajectories)
-                    if tr.status == "done" and len(tr.turns) <= m
-                }
-            kept: dict[int, list[Trajectory]] = {}
-            partial = None if out is None else out / _trajectory_name(m, partial=True)
-            if resume and partial is not None:
-                kept = _finished_budget(out, m, len(tasks), samples)
-                if not kept:
-                    kept = read_partial(partial, samples)
-                    kept = {i: trs for i, trs in kept.items() if i not in reuse and i < len(tasks)}
-                    if partial.exists():
-                        _rewrite(partial, kept)
+        m = budgets[-1]  # one rollout at the longest budget scores the shorter ones too
+        kept: dict[int, list[Trajectory]] = {}
+        partial = None if out is None else out / _trajectory_name(m, partial=True)
+        if resume and partial is not None:
+            kept = _finished_budget(out, m, len(tasks), samples)
+            if not kept:
+                kept = read_partial(partial, samples)
+                kept = {i: trs for i, trs in kept.items() if i < len(tasks)}
+                if partial.exists():
+                    _rewrite(partial, kept)
 
-            def save(group: Group, path: Path | None = partial) -> None:
-                if path is not None:
-                    _write_progress(path.parent, settings)
-                    _relative_screenshots(group.trajectories, path.parent)
-                    write_trajectories(group.trajectories, path, append=True)
+        def save(group: Group, path: Path | None = partial) -> None:
+            if path is not None:
+                _write_progress(path.parent, settings)
+                _relative_screenshots(group.trajectories, path.parent)
+                write_trajectories(group.trajectories, path, append=True)
 
-            todo = [i for i in range(len(tasks)) if i not in reuse and i not in kept]
-            if kept and progress:
-                print(
-                    f"max_turns {m}: resuming, {len(kept)} of {len(tasks)} tasks already done",
-                    flush=True,
-                )
-            if todo:
-                part = await _evaluate_at(
-                    cfg,
-                    eng,
-                    tok,
-                    browser,
-                    src,
-                    count,
-                    [tasks[i] for i in todo],
-                    m,
-                    params,
-                    samples,
-                    n_conc,
-                    progress,
-                    on_group=save,
-                    group_ids=todo,
-                )
-            else:
-                part = EvalReport(samples=samples)
-            fresh = iter(part.trajectories)
-            trajs: list[Trajectory] = []
-            for i in range(len(tasks)):
-                if i in reuse:
-                    trajs.append(reuse[i])
-                elif i in kept:
-                    trajs.extend(kept[i])
-                else:
-                    trajs.extend(next(fresh) for _ in range(samples))
-            report = EvalReport(
-                trajs,
-                [t for t in tasks for _ in range(samples)],
-                wall_s=part.wall_s,
-                samples=samples,
+        todo = [i for i in range(len(tasks)) if i not in kept]
+        if kept and progress:
+            print(
+                f"max_turns {m}: resuming, {len(kept)} of {len(tasks)} tasks already done",
+                flush=True,
             )
-            report.env_errors = sum(tr.status == "env_error" for tr in trajs)
-            if longest is None:
-                longest = report
-            res = {"max_turns": m, "reused": len(reuse), **report.result()}
+        part = EvalReport(samples=samples)
+        if todo:
+            part = await _evaluate_at(
+                cfg,
+                eng,
+                tok,
+                browser,
+                src,
+                count,
+                [tasks[i] for i in todo],
+                m,
+                params,
+                samples,
+                n_conc,
+                progress,
+                on_group=save,
+                group_ids=todo,
+                grade_at=budgets[:-1],
+            )
+        fresh = iter(part.trajectories)
+        longest: list[Trajectory] = []
+        for i in range(len(tasks)):
+            longest.extend(kept[i] if i in kept else [next(fresh) for _ in range(samples)])
+        for b in reversed(budgets):
+            trajs = longest if b == m else [cut_to_budget(tr, b) for tr in longest]
+            res = _budget_result(b, trajs, tasks, samples, part.wall_s, src, out, settings)
+            if b != m:
+                res["cut_from"] = m
             if kept:
                 res["resumed_tasks"] = len(kept)
-            res.update(
-                _source_hook(src, "headline_result", report.tasks, report.trajectories) or {}
-            )
-            if out is not None:
-                name = _trajectory_name(m)
-                _relative_screenshots(report.trajectories, out)
-                write_trajectories(report.trajectories, out / name)
-                res["trajectories"] = name
-                _mark_finished(out, m, settings)
-                if partial is not None:
-                    partial.unlink(missing_ok=True)
             results.append(res)
             if progress:
                 print(
-                    f"max_turns {m}: success {res['success']:.3f} "
+                    f"max_turns {b}: success {res['success']:.3f} "
                     f"[{res['ci'][0]:.3f}, {res['ci'][1]:.3f}] on {res['episodes']} episodes"
                     + (f", pass@{samples} {res['pass_at_k']:.3f}" if samples > 1 else "")
-                    + (f" ({len(reuse)} reused)" if reuse else "")
+                    + (f" (cut from the {m}-turn episodes)" if b != m else "")
                     + (
                         f"; {len(res['unscored_tasks'])} task(s) with no scored episode"
                         if res["unscored_tasks"]
@@ -735,6 +739,8 @@ async def run_evaluation(
                     ),
                     flush=True,
                 )
+        if partial is not None:
+            partial.unlink(missing_ok=True)
     summary = {
         "model": model_path or (openai_model if engine == "openai" else None) or cfg.model.name,
         "engine": engine,

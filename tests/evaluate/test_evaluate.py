@@ -133,7 +133,9 @@ def _cfg(tmp_path: Path, *extra: str) -> Config:
 
 
 @pytest.mark.browser
-async def test_experts_score_100_and_the_sweep_reuses_short_episodes(tmp_path: Path) -> None:
+async def test_experts_score_100_and_the_sweep_scores_shorter_budgets_from_one_rollout(
+    tmp_path: Path,
+) -> None:
     out = tmp_path / "eval"
     cfg = _cfg(tmp_path, f"env.screenshot_dir={out / 'screenshots'}")
     tasks = eval_subset(run_tasks("test", [], [], ["1-2", "3-5"]), 6, 0)
@@ -146,16 +148,27 @@ async def test_experts_score_100_and_the_sweep_reuses_short_episodes(tmp_path: P
     assert summary["guess_baseline"]["tasks"] == 6
     short, full = summary["results"]
     assert (short["max_turns"], full["max_turns"]) == (3, 15)
-    assert full["success"] == 1.0 and full["episodes"] == 6 and full["reused"] == 0
+    assert full["success"] == 1.0 and full["episodes"] == 6 and "cut_from" not in full
     assert full["ci"][0] > 0.5 and full["ci"][1] == 1.0
+    assert short["cut_from"] == 15 and short["episodes"] == 6
     long = read_trajectories(out / full["trajectories"])
     fits = sum(len(t.turns) <= 3 for t in long)
-    assert short["reused"] == fits  # exited within 3 turns: reused; the rest ran again
     assert 0 < fits < 6, "the sample should mix short and long expert solutions"
-    again = read_trajectories(out / short["trajectories"])
-    assert all(len(t.turns) <= 3 for t in again)
-    # The reused episodes succeed; a cut-off one may still pass (a nav or change task graded
-    # on the state it reached), which is why they are run again rather than marked failed.
+    cut = read_trajectories(out / short["trajectories"])
+    assert [len(t.turns) for t in cut] == [min(len(t.turns), 3) for t in long]
+    assert all(
+        t.status == "max_turns" for t, lt in zip(cut, long, strict=True) if len(lt.turns) > 3
+    )
+    # The reference: the same tasks run again, alone, at a 3-turn budget. A cut-off episode is
+    # graded on the state it reached (a nav or change task may pass), as a real budget does.
+    alone = await run_evaluation(
+        cfg, tasks, engine="expert", max_turns=[3], out_dir=tmp_path / "alone", progress=False
+    )
+    ref = read_trajectories(tmp_path / "alone" / alone["results"][0]["trajectories"])
+    assert [(t.reward, t.status, len(t.turns)) for t in cut] == [
+        (t.reward, t.status, len(t.turns)) for t in ref
+    ]
+    assert short["success"] == alone["results"][0]["success"]
     assert fits / 6 <= short["success"] < 1.0
     # a screenshot after every action, stored relative to the trajectory file, and the viewer
     # embeds them

@@ -8,6 +8,7 @@ import pytest
 
 from webagent_r1.rollout.trajectories import (
     TrajectoryFileError,
+    cut_to_budget,
     read_trajectories,
     turn_samples,
     write_trajectories,
@@ -95,3 +96,44 @@ def test_writing_refuses_invalid_trajectories(tmp_path) -> None:
         write_trajectories([_traj(reward=0.3)], tmp_path / "x.jsonl")
     with pytest.raises(FileNotFoundError, match="not found"):
         read_trajectories(tmp_path / "missing.jsonl")
+
+
+def _long(n: int, status: str = "max_turns", reward: float = 0.0, **info) -> Trajectory:
+    turns = [Turn([1, 2], [3], [-0.5], f"turn {k}", None) for k in range(n)]
+    return Trajectory("task/7", 7, turns, reward, status, {"member": 1, **info})
+
+
+def test_cut_to_budget_takes_the_grade_recorded_at_that_turn() -> None:
+    graded = {
+        "4": {"reward": 1.0, "explanation": "saved"},
+        "6": {"reward": 0.0, "explanation": "x"},
+    }
+    tr = _long(8, graded_at=graded, answer=None, explanation="ran out")
+    four = cut_to_budget(tr, 4)
+    assert [t.text for t in four.turns] == ["turn 0", "turn 1", "turn 2", "turn 3"]
+    assert (four.reward, four.status) == (1.0, "max_turns")
+    assert four.info["explanation"] == "saved" and four.info["cut_from_turns"] == 8
+    assert four.info["member"] == 1 and "answer" not in four.info
+    assert cut_to_budget(tr, 6).reward == 0.0 and len(cut_to_budget(tr, 6).turns) == 6
+    assert len(tr.turns) == 8 and tr.info["explanation"] == "ran out"  # the original is kept
+
+
+def test_cut_to_budget_keeps_an_episode_that_ended_within_the_budget() -> None:
+    done = _long(3, status="done", reward=1.0)
+    assert cut_to_budget(done, 3) is done and cut_to_budget(done, 5) is done
+    early_error = _long(2, status="env_error", error="browser crashed")
+    assert cut_to_budget(early_error, 4) is early_error
+
+
+def test_cut_to_budget_without_a_grade_is_an_env_error_not_a_failure() -> None:
+    missing = cut_to_budget(_long(8), 4)
+    assert (missing.status, missing.reward, len(missing.turns)) == ("env_error", 0.0, 4)
+    assert "not graded at turn 4" in missing.info["error"]
+    fault = {"4": {"reward": None, "explanation": "grader fault: site down"}}
+    assert cut_to_budget(_long(8, graded_at=fault), 4).info["error"] == "grader fault: site down"
+    # an env error after the budget's turn: the budget saw a healthy episode and its grade
+    later = _long(6, status="env_error", error="crash", graded_at={"4": {"reward": 1.0}})
+    assert (cut_to_budget(later, 4).status, cut_to_budget(later, 4).reward) == ("max_turns", 1.0)
+    # an env error in the budget's last turn (no grade recorded): still that error
+    at = cut_to_budget(_long(4, status="env_error", error="crash in turn 4"), 4)
+    assert (at.status, at.info["error"]) == ("env_error", "crash in turn 4")

@@ -332,6 +332,12 @@ class _Episode:
         )
         if not comp.trainable:
             self.traj.info["trainable"] = False
+        if "graded" in result.info:  # as a budget of this many turns would have ended it
+            g = result.info["graded"]
+            self.traj.info.setdefault("graded_at", {})[str(g["turn"])] = {
+                "reward": g["reward"],
+                "explanation": g["explanation"],
+            }
         assert self.obs is not None
         self.history.append((comp.text, format_observation(self.obs)))
         self.obs = result.observation

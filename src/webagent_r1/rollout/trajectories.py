@@ -27,6 +27,7 @@ __all__ = [
     "STATUSES",
     "Sample",
     "TrajectoryFileError",
+    "cut_to_budget",
     "failure_reason",
     "read_trajectories",
     "turn_samples",
@@ -326,3 +327,42 @@ def failure_reason(traj: Trajectory) -> str | None:
             return "ran out of turns: no valid action in any turn"
         return f"ran out of turns ({invalid} of {len(traj.turns)} turns without a valid action)"
     return f"wrong result: {str(traj.info.get('explanation') or 'reward 0')[:120]}"
+
+
+def cut_to_budget(traj: Trajectory, max_turns: int) -> Trajectory:
+    """The episode as a budget of ``max_turns`` turns would have ended it.
+
+    The prompt never states the budget, so up to turn ``max_turns`` an episode of a longer
+    budget is the one a ``max_turns`` budget runs (the same prompts, the same per-turn seeds);
+    what it does not show is the grade of the state the shorter budget would have stopped
+    in, which the env records at the turns of ``env.grade_at_turns`` (``info["graded_at"]``).
+
+    An episode that ended within ``max_turns`` turns is returned as it is, and so is one whose
+    env error came before turn ``max_turns`` ended. A longer one becomes its first
+    ``max_turns`` turns, status ``max_turns``, with the recorded grade; without a grade (not
+    recorded, or a grader fault) it becomes an env error, never a failure.
+    """
+    n = len(traj.turns)
+    if n <= max_turns and traj.status != "env_error":
+        return traj
+    grade = traj.info.get("graded_at", {}).get(str(max_turns))
+    if n < max_turns:  # an env error before the budget ran out
+        return traj
+    info = {k: v for k, v in traj.info.items() if k not in ("answer", "explanation", "error")}
+    info["cut_from_turns"] = n
+    if grade is not None and grade.get("reward") is not None:
+        info["explanation"] = grade.get("explanation", "")
+        return dataclasses.replace(
+            traj,
+            turns=traj.turns[:max_turns],
+            reward=float(grade["reward"]),
+            status="max_turns",
+            info=info,
+        )
+    why = grade.get("explanation") if grade else None
+    if why is None and traj.status == "env_error":  # the error came in turn max_turns
+        why = traj.info.get("error")
+    info["error"] = why or f"the episode was not graded at turn {max_turns}"
+    return dataclasses.replace(
+        traj, turns=traj.turns[:max_turns], reward=0.0, status="env_error", info=info
+    )
