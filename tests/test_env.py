@@ -92,6 +92,57 @@ async def test_allow_list_comes_from_the_task_sites(env: WebEnv, other_site: str
     assert err and "blocked" in err
 
 
+async def test_grade_at_turns_grades_a_running_episode_as_that_budget_would(
+    browser: Browser, site: str
+) -> None:
+    calls: list[str] = []
+
+    def on_product_page(ctx: EvalContext) -> tuple[float, str]:
+        calls.append(ctx.url)
+        if len(calls) == 2:  # the second grade's first try: the site could not be read
+            raise EnvError("database locked")
+        ok = ctx.session.page.url.endswith("/product.html") and ctx.answer is None
+        return (1.0 if ok else 0.0), f"at {ctx.session.page.url}"
+
+    env = WebEnv(
+        browser,
+        EnvConfig(max_turns=4, grade_at_turns=[1, 2, 4]),
+        backend=StaticSites({"fixture": site}),
+    )
+    try:
+        await env.reset(_task(on_product_page))
+        r1 = await env.step('<answer>do(action="Click", element="1")</answer>')
+        assert not r1.done and r1.info["graded"]["turn"] == 1
+        assert r1.observation.url.endswith("/product.html") and r1.info["graded"]["reward"] == 1.0
+        r2 = await env.step("<answer>go_backward()</answer>")  # graded, the fault tried again
+        assert not r2.done and r2.info["graded"]["reward"] == 0.0 and len(calls) == 3
+        assert r2.observation.title == "Test Shop"  # grading left the agent's tab alone
+        r3 = await env.step("nothing")  # turn 3 is not in grade_at_turns
+        assert "graded" not in r3.info and len(calls) == 3
+        r4 = await env.step("nothing")  # the last turn: graded once, by the episode's end
+        assert r4.done and r4.info["status"] == "max_turns" and "graded" not in r4.info
+        assert len(calls) == 4
+    finally:
+        await env.close()
+
+
+async def test_a_crash_while_grading_mid_episode_ends_it_as_env_error(
+    browser: Browser, site: str
+) -> None:
+    def crashed(ctx: EvalContext) -> float:
+        raise EnvError("browser fault") from BrowserCrashedError("the page died")
+
+    env = WebEnv(
+        browser, EnvConfig(max_turns=4, grade_at_turns=[1]), backend=StaticSites({"fixture": site})
+    )
+    try:
+        await env.reset(_task(crashed))
+        r = await env.step('<answer>do(action="Click", element="1")</answer>')
+        assert r.done and r.info["status"] == "env_error" and "the page died" in r.info["error"]
+    finally:
+        await env.close()
+
+
 async def test_unreachable_start_page_is_an_env_error(env: WebEnv) -> None:
     with pytest.raises(EnvError, match="start page"):
         await env.reset(_task(start="http://127.0.0.1:9/nothing"))

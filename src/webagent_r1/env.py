@@ -353,12 +353,19 @@ class WebEnv:
     async def _grade_now(self, obs: Observation) -> dict[str, Any]:
         """Grade the episode as if its budget ended at this turn (``cfg.grade_at_turns``):
         what ``_finish`` would grade on ``max_turns``, with no answer, the episode going on.
-        A grader fault gives a ``None`` reward (that budget's episode is an env error)."""
-        try:
-            result = await self._evaluate(None, obs.url)
-        except EnvError as e:
-            return {"turn": self.turn, "reward": None, "explanation": f"grader fault: {e}"}
-        return {"turn": self.turn, "reward": result.reward, "explanation": result.explanation}
+        A grader fault is tried once more, then gives a ``None`` reward (that budget's
+        episode is an env error); a crashed browser ends the episode as at any step."""
+        fault: EnvError | None = None
+        for _ in range(2):
+            try:
+                result = await self._evaluate(None, obs.url)
+            except EnvError as e:
+                if isinstance(e.__cause__, BrowserCrashedError):
+                    raise e.__cause__ from None
+                fault = e
+                continue
+            return {"turn": self.turn, "reward": result.reward, "explanation": result.explanation}
+        return {"turn": self.turn, "reward": None, "explanation": f"grader fault: {fault}"}
 
     async def _crash(
         self, e: Exception, info: dict[str, Any], what: str = "browser crashed"

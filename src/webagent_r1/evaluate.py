@@ -483,6 +483,11 @@ def _start_or_resume(out: Path, settings: dict[str, Any], resume: bool) -> None:
         raise ValueError(f"--resume: {prog} is unreadable ({e}); remove it to start anew") from None
     old.pop("finished_budgets", None)
     differ = sorted(k for k in settings.keys() | old.keys() if settings.get(k) != old.get(k))
+    if differ == ["graded_at"]:
+        raise ValueError(
+            f"--resume: {out} holds a turn-budget sweep of an older version, which ran each "
+            "budget on its own; finish it with that version, or choose another --out-dir"
+        )
     if differ:
         raise ValueError(
             f"--resume: {out} holds an evaluation with other settings ({', '.join(differ)} "
@@ -639,6 +644,13 @@ async def run_evaluation(
         max_new_tokens=cfg.rollout.max_new_tokens,
         seed=cfg.seed,
     )
+    # Budget runs: (turns, the smaller budgets cut from its episodes). One at the largest
+    # budget when the source's graders only read the site; else one per budget.
+    source = source or task_source(cfg)  # not started yet: _setup starts it
+    if source.grades_mid_episode:
+        runs = [(budgets[-1], budgets[:-1])]
+    else:
+        runs = [(m, []) for m in reversed(budgets)]
     n_conc = concurrency or cfg.rollout.max_concurrent_episodes
     out = Path(out_dir) if out_dir is not None else None
     if resume and out is None:
@@ -661,7 +673,7 @@ async def run_evaluation(
             **{k: sections[k] for k in ("agent", "observation", "env")},
         }
         settings["env"].pop("grade_at_turns", None)  # the sweep sets it: "graded_at" says
-        if len(budgets) > 1:
+        if len(runs) == 1 and len(budgets) > 1:
             settings["graded_at"] = budgets[:-1]
         settings = json.loads(json.dumps(settings))
         _start_or_resume(out, settings, resume)
@@ -672,75 +684,75 @@ async def run_evaluation(
     ) as (eng, tok, browser, src, count):
         source_name = getattr(src, "name", None)
         _source_hook(src, "check_run", tasks, samples, n_conc)
-        m = budgets[-1]  # one rollout at the longest budget scores the shorter ones too
-        kept: dict[int, list[Trajectory]] = {}
-        partial = None if out is None else out / _trajectory_name(m, partial=True)
-        if resume and partial is not None:
-            kept = _finished_budget(out, m, len(tasks), samples)
-            if not kept:
-                kept = read_partial(partial, samples)
-                kept = {i: trs for i, trs in kept.items() if i < len(tasks)}
-                if partial.exists():
-                    _rewrite(partial, kept)
+        for m, shorter in runs:
+            kept: dict[int, list[Trajectory]] = {}
+            partial = None if out is None else out / _trajectory_name(m, partial=True)
+            if resume and partial is not None:
+                kept = _finished_budget(out, m, len(tasks), samples)
+                if not kept:
+                    kept = read_partial(partial, samples)
+                    kept = {i: trs for i, trs in kept.items() if i < len(tasks)}
+                    if partial.exists():
+                        _rewrite(partial, kept)
 
-        def save(group: Group, path: Path | None = partial) -> None:
-            if path is not None:
-                _write_progress(path.parent, settings)
-                _relative_screenshots(group.trajectories, path.parent)
-                write_trajectories(group.trajectories, path, append=True)
+            def save(group: Group, path: Path | None = partial) -> None:
+                if path is not None:
+                    _write_progress(path.parent, settings)
+                    _relative_screenshots(group.trajectories, path.parent)
+                    write_trajectories(group.trajectories, path, append=True)
 
-        todo = [i for i in range(len(tasks)) if i not in kept]
-        if kept and progress:
-            print(
-                f"max_turns {m}: resuming, {len(kept)} of {len(tasks)} tasks already done",
-                flush=True,
-            )
-        part = EvalReport(samples=samples)
-        if todo:
-            part = await _evaluate_at(
-                cfg,
-                eng,
-                tok,
-                browser,
-                src,
-                count,
-                [tasks[i] for i in todo],
-                m,
-                params,
-                samples,
-                n_conc,
-                progress,
-                on_group=save,
-                group_ids=todo,
-                grade_at=budgets[:-1],
-            )
-        fresh = iter(part.trajectories)
-        longest: list[Trajectory] = []
-        for i in range(len(tasks)):
-            longest.extend(kept[i] if i in kept else [next(fresh) for _ in range(samples)])
-        for b in reversed(budgets):
-            trajs = longest if b == m else [cut_to_budget(tr, b) for tr in longest]
-            res = _budget_result(b, trajs, tasks, samples, part.wall_s, src, out, settings)
-            if b != m:
-                res["cut_from"] = m
-            if kept:
-                res["resumed_tasks"] = len(kept)
-            results.append(res)
-            if progress:
+            todo = [i for i in range(len(tasks)) if i not in kept]
+            if kept and progress:
                 print(
-                    f"max_turns {b}: success {res['success']:.3f} "
-                    f"[{res['ci'][0]:.3f}, {res['ci'][1]:.3f}] on {res['episodes']} episodes"
-                    + (f", pass@{samples} {res['pass_at_k']:.3f}" if samples > 1 else "")
-                    + (f" (cut from the {m}-turn episodes)" if b != m else "")
-                    + (
-                        f"; {len(res['unscored_tasks'])} task(s) with no scored episode"
-                        if res["unscored_tasks"]
-                        else ""
-                    ),
+                    f"max_turns {m}: resuming, {len(kept)} of {len(tasks)} tasks already done",
                     flush=True,
                 )
-        if partial is not None:
-            partial.unlink(missing_ok=True)
+            part = EvalReport(samples=samples)
+            if todo:
+                part = await _evaluate_at(
+                    cfg,
+                    eng,
+                    tok,
+                    browser,
+                    src,
+                    count,
+                    [tasks[i] for i in todo],
+                    m,
+                    params,
+                    samples,
+                    n_conc,
+                    progress,
+                    on_group=save,
+                    group_ids=todo,
+                    grade_at=shorter,
+                )
+            fresh = iter(part.trajectories)
+            longest: list[Trajectory] = []
+            for i in range(len(tasks)):
+                longest.extend(kept[i] if i in kept else [next(fresh) for _ in range(samples)])
+            for b in [m, *reversed(shorter)]:
+                trajs = longest if b == m else [cut_to_budget(tr, b) for tr in longest]
+                res = _budget_result(b, trajs, tasks, samples, part.wall_s, src, out, settings)
+                if b != m:
+                    res["cut_from"] = m
+                if kept:
+                    res["resumed_tasks"] = len(kept)
+                results.append(res)
+                if progress:
+                    print(
+                        f"max_turns {b}: success {res['success']:.3f} "
+                        f"[{res['ci'][0]:.3f}, {res['ci'][1]:.3f}] on {res['episodes']} episodes"
+                        + (f", pass@{samples} {res['pass_at_k']:.3f}" if samples > 1 else "")
+                        + (f" (cut from the {m}-turn episodes)" if b != m else "")
+                        + (
+                            f"; {len(res['unscored_tasks'])} task(s) with no scored episode"
+                            if res["unscored_tasks"]
+                            else ""
+                        ),
+                        flush=True,
+                    )
+            if partial is not None:
+                partial.unlink(missing_ok=True)
     summary = {
         "model": model_path or (openai_model if engine == "openai" else None) or cfg.model.name,
         "engine": engine,

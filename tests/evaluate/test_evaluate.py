@@ -17,6 +17,7 @@ from webagent_r1.evaluate import (
 )
 from webagent_r1.policy.base import Completion, Engine, SamplingParams
 from webagent_r1.rollout.trajectories import failure_reason, read_trajectories
+from webagent_r1.sources.embedded import EmbeddedSource
 from webagent_r1.tasks.guess import baseline
 from webagent_r1.tasks.suite import run_tasks
 from webagent_r1.types import Action, Task, Trajectory, Turn
@@ -120,6 +121,10 @@ def test_cli_eval_prints_the_baseline_under_the_table(monkeypatch) -> None:
     assert res.output.index("constant-answer") > res.output.index("shopping")
 
 
+class _OwnRunPerBudget(EmbeddedSource):
+    grades_mid_episode = False
+
+
 def _cfg(tmp_path: Path, *extra: str) -> Config:
     return load_config(
         None,
@@ -170,6 +175,22 @@ async def test_experts_score_100_and_the_sweep_scores_shorter_budgets_from_one_r
     ]
     assert short["success"] == alone["results"][0]["success"]
     assert fits / 6 <= short["success"] < 1.0
+    # A source whose graders may move the agent's tab runs each budget on its own.
+    per = await run_evaluation(
+        cfg,
+        tasks,
+        engine="expert",
+        max_turns=[3, 15],
+        out_dir=tmp_path / "per",
+        progress=False,
+        source=_OwnRunPerBudget.from_config(cfg),
+    )
+    assert not any("cut_from" in r for r in per["results"])
+    ran = read_trajectories(tmp_path / "per" / per["results"][0]["trajectories"])
+    assert [(t.reward, t.status, len(t.turns)) for t in ran] == [
+        (t.reward, t.status, len(t.turns)) for t in ref
+    ]
+    assert all("graded_at" not in t.info for t in ran)
     # a screenshot after every action, stored relative to the trajectory file, and the viewer
     # embeds them
     acted = [t for tr in long for t in tr.turns if t.action and t.action.kind != "exit"]

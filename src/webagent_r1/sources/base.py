@@ -30,6 +30,11 @@ class TaskSource(ABC):
     """The name in ``tasks.source`` / ``--tasks``."""
     splits: ClassVar[tuple[str, ...]] = ("train", "test")
     """The split names ``tasks`` accepts."""
+    grades_mid_episode: ClassVar[bool] = False
+    """True when the evaluator only reads the page and the sites (it never navigates the
+    agent's tab or runs scripts in it), so an episode can be graded at a turn and go on
+    (``env.grade_at_turns``): a turn-budget sweep then runs once, at its largest budget.
+    False: each budget of a sweep runs its own episodes."""
     _backend: SiteBackend | None = None
 
     @abstractmethod

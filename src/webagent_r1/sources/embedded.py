@@ -24,6 +24,7 @@ class EmbeddedSource(TaskSource):
 
     name = "embedded"
     splits = ("train", "test", "heldout", "wide", "extra")
+    grades_mid_episode = True  # graders read the database, the URL, or a page of their own
 
     def __init__(
         self,

@@ -531,6 +531,7 @@ class MiniWoBSource(TaskSource):
 
     name = "miniwob"
     splits = ("train", "test")
+    grades_mid_episode = True  # the reward is read from the page's state, nothing changed
 
     def __init__(
         self,

@@ -370,13 +370,13 @@ async def check_program_html(ctx: EvalContext) -> tuple[float, str]:
         locator = spec.get("locator", "") or ""
         page = ctx.session.page
         temp = None
-        if url != "last":
-            if url.startswith("func:"):
-                raise TaskError(f"program_html url helper {url!r} is only for WebArena sites")
-            temp = await ctx.session.context.new_page()
-            await temp.goto(ctx.backend.resolve_url(url), wait_until="domcontentloaded")
-            page = temp
+        if url != "last" and url.startswith("func:"):
+            raise TaskError(f"program_html url helper {url!r} is only for WebArena sites")
         try:
+            if url != "last":  # a page of its own, closed however it ends: the agent's tab
+                temp = await ctx.session.context.new_page()  # stays as it was
+                await temp.goto(ctx.backend.resolve_url(url), wait_until="domcontentloaded")
+                page = temp
             if not locator.strip():
                 content = await page.evaluate("() => document.body.innerText")
             elif locator.startswith(("document.", "[...document")):
