@@ -80,6 +80,9 @@ class SiteBackend(Protocol):
         """Release what ``begin`` created."""
         ...
 
+    # Optional: ``keep_alive(instance_id)``, called at every step, for backends that reap
+    # instances left idle (the embedded sites).
+
 
 @runtime_checkable
 class PageEpisodes(Protocol):
@@ -230,6 +233,9 @@ class WebEnv:
         self.turn += 1
         t0 = time.perf_counter()
         info: dict[str, Any] = {"turn": self.turn}
+        keep_alive = getattr(self.backend, "keep_alive", None)
+        if keep_alive is not None and self.instance_id is not None:
+            keep_alive(self.instance_id)  # the instance is in use however slow the turns
         try:
             action = parse_action(response_text)
         except ActionParseError as e:

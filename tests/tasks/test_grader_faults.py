@@ -8,6 +8,7 @@ all); the closed page is a real Chromium tab.
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -163,3 +164,36 @@ async def test_locked_instance_database_ends_the_episode_as_env_error(env, embed
         holder.execute("ROLLBACK")
         holder.close()
     assert r.info["status"] == "env_error" and "database fault" in r.info["error"], r.info
+
+
+@pytest.mark.browser
+async def test_a_slow_episode_keeps_its_instance_and_a_lost_one_is_an_env_error(
+    env, embedded_sites, monkeypatch
+) -> None:
+    """An episode whose turns make no request (a scroll) for longer than the reaper's idle
+    timeout still holds its instance, because every step marks it in use; an instance that
+    is gone anyway (deleted here) makes the state check an env_error, not a crash."""
+    ev = {
+        "eval_types": ["state_match"],
+        "state_checks": [
+            {"site": "shopping", "sql": "SELECT count(*) > 0 FROM products", "expected": "1"}
+        ],
+    }
+    task = _task(ev)
+    task.sites = ["shopping"]
+    stores = [embedded_sites.running.store(s) for s in embedded_sites.urls]
+    for store in stores:
+        monkeypatch.setattr(store, "idle_timeout_s", 0.5)
+    await env.reset(task)
+    iid = env.instance_id
+    await asyncio.sleep(0.8)  # idle past the timeout, in the middle of the episode
+    r = await env.step('<answer>do(action="Scroll Down")</answer>')  # no request to the site
+    assert not r.done
+    assert iid not in embedded_sites.running.reap_idle()
+    r = await env.step('<answer>exit(message="")</answer>')
+    assert r.info["status"] == "done" and r.reward == 1.0, r.info
+
+    await env.reset(task)
+    embedded_sites.running.delete_instance(env.instance_id)
+    r = await env.step('<answer>exit(message="")</answer>')
+    assert r.info["status"] == "env_error" and "instance is gone" in r.info["error"], r.info

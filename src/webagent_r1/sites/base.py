@@ -220,6 +220,10 @@ class Site:
 # --------------------------------------------------------------------------------------------
 
 
+class UnknownInstanceError(KeyError):
+    """No live instance has this id: never created, ended, or reaped after going idle."""
+
+
 @dataclass
 class _Instance:
     path: Path
@@ -301,6 +305,15 @@ class InstanceStore:
         with self._lock:
             return self._get(instance_id).path
 
+    def touch(self, instance_id: str) -> bool:
+        """Mark an instance as in use now (an episode holding it between requests, so the
+        reaper leaves it); returns False if it does not exist."""
+        with self._lock:
+            inst = self._instances.get(instance_id)
+            if inst is not None:
+                inst.last_used = time.monotonic()
+            return inst is not None
+
     def exists(self, instance_id: str) -> bool:
         """Whether the instance exists."""
         with self._lock:
@@ -351,7 +364,7 @@ class InstanceStore:
     def _get(self, instance_id: str) -> _Instance:
         inst = self._instances.get(instance_id)
         if inst is None:
-            raise KeyError(
+            raise UnknownInstanceError(
                 f"unknown instance {instance_id!r} of backend {self.backend.name!r}; "
                 f"live instances: {sorted(self._instances)}"
             )

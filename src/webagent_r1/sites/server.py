@@ -135,6 +135,11 @@ class RunningSites:
         for store in self._stores.values():
             store.reset(instance_id)
 
+    def touch_instance(self, instance_id: str) -> None:
+        """Mark an instance as in use on every backend (see :meth:`InstanceStore.touch`)."""
+        for store in self._stores.values():
+            store.touch(instance_id)
+
     def delete_instance(self, instance_id: str) -> None:
         """Delete an instance (its database files) on every backend."""
         for store in self._stores.values():

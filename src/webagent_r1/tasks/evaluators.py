@@ -42,6 +42,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from webagent_r1.browser import BrowserError
 from webagent_r1.env import EnvError, EvalContext, EvalResult
+from webagent_r1.sites.base import UnknownInstanceError
 from webagent_r1.tasks.io import TaskError
 
 Check = Callable[[EvalContext], Awaitable[tuple[float, str]]]
@@ -401,7 +402,10 @@ def _state_db(ctx: EvalContext, site: str) -> sqlite3.Connection:
     path_fn = getattr(ctx.backend, "instance_db_path", None)
     if path_fn is None or ctx.instance_id is None:
         raise TaskError("state_match needs an embedded site instance")
-    path = path_fn(site, ctx.instance_id)
+    try:
+        path = path_fn(site, ctx.instance_id)
+    except UnknownInstanceError as e:  # the instance is gone (reaped, or the sites restarted)
+        raise EnvError(f"state_match: the episode's site instance is gone: {e}") from e
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     conn.row_factory = None
     return conn
