@@ -14,7 +14,7 @@ from typing import Any
 
 from webagent_r1.tasks.suite import all_templates, build_suite, spec_for
 
-SUITE_SHA256 = "65eec1eff94d2793ffefa75caf2ddde9d7695e6bc684d4d93c3cdb431bba1d5b"
+SUITE_SHA256 = "ea3401337e3c8c47ef6160dd22b9214a0b23cf817ac2841a0e5a1c8cc5c4d251"
 """sha256 of ``exported_suite()`` as canonical JSON."""
 
 

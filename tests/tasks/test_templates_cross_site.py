@@ -109,7 +109,8 @@ def test_tasks_carry_per_site_logins() -> None:
 async def test_pristine_state_fails_every_change_check() -> None:
     """An agent that changes nothing gets 0 on every cross-site change task."""
     backend = SimpleNamespace(
-        instance_db_path=lambda site, instance: SITES[site].backend.ensure_pristine()
+        instance_db_path=lambda site, instance: SITES[site].backend.ensure_pristine(),
+        pristine_db_path=lambda site: SITES[site].backend.ensure_pristine(),
     )
     tasks = [t for t in cross_tasks() if t.extra["kind"] == "change"]
     assert tasks

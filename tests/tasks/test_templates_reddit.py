@@ -76,7 +76,9 @@ def test_suite_is_deterministic() -> None:
 async def test_pristine_state_fails_every_change_check() -> None:
     """An agent that changes nothing gets 0 on every change task."""
     path = SITES["reddit"].backend.ensure_pristine()
-    backend = SimpleNamespace(instance_db_path=lambda site, instance: path)
+    backend = SimpleNamespace(
+        instance_db_path=lambda site, instance: path, pristine_db_path=lambda site: path
+    )
     tasks = [t for t in build_suite(sites=["reddit"]) if t.extra["kind"] == "change"]
     assert tasks
     for task in tasks:

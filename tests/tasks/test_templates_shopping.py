@@ -51,7 +51,9 @@ def test_every_template_yields_its_full_count(pristine: sqlite3.Connection) -> N
 async def test_pristine_state_fails_every_change_check(pristine: sqlite3.Connection) -> None:
     """An agent that changes nothing gets 0 on every change task."""
     path = SITES["shopping"].backend.ensure_pristine()
-    backend = SimpleNamespace(instance_db_path=lambda site, instance: path)
+    backend = SimpleNamespace(
+        instance_db_path=lambda site, instance: path, pristine_db_path=lambda site: path
+    )
     tasks = [t for t in build_suite(sites=["shopping"]) if t.extra["kind"] == "change"]
     assert tasks
     for task in tasks:

@@ -78,6 +78,9 @@ class EmbeddedSites:
     def instance_db_path(self, site: str, instance_id: str) -> Path:
         return self.running.instance_db_path(site, instance_id)
 
+    def pristine_db_path(self, site: str) -> Path:
+        return self.running.pristine_db_path(site)
+
     async def begin(self, task: Task, session) -> str | None:
         instance_id = await asyncio.to_thread(self.running.create_instance)
         cookies = self.running.instance_cookies(instance_id)

@@ -149,6 +149,10 @@ class RunningSites:
         """Database file of ``instance_id`` behind ``site`` (open it read-only to evaluate)."""
         return self.store(site).path(instance_id)
 
+    def pristine_db_path(self, site: str) -> Path:
+        """The pristine database behind ``site`` (what every instance starts as)."""
+        return self.store(site).pristine
+
     def connect(self, site: str, instance_id: str, readonly: bool = True) -> sqlite3.Connection:
         """Open the instance database behind ``site`` (read-only by default; rows by name)."""
         return connect(self.instance_db_path(site, instance_id), readonly=readonly)

@@ -411,10 +411,76 @@ def _state_db(ctx: EvalContext, site: str) -> sqlite3.Connection:
     return conn
 
 
+BOOKKEEPING_TABLES = frozenset({"sessions"})
+"""Tables an episode writes without acting on the site (its login session); never side effects."""
+
+
+def _footprint(ctx: EvalContext) -> dict[str, int]:
+    """Rows the episode changed, per ``site.table``: the primary keys (rowids where a table has
+    none) whose row differs between the instance and the pristine database (inserted, updated
+    or deleted; a row changed and changed back is no change), bookkeeping left out.
+    Sites sharing one database count once, under the first of the task's sites."""
+    pristine_fn = getattr(ctx.backend, "pristine_db_path", None)
+    if pristine_fn is None:
+        raise TaskError("a write budget needs a backend with pristine databases")
+    out: dict[str, int] = {}
+    seen: set[str] = set()
+    for site in ctx.task.sites:
+        pristine = str(pristine_fn(site))
+        if pristine in seen:
+            continue
+        seen.add(pristine)
+        conn = _state_db(ctx, site)
+        try:
+            conn.execute("ATTACH DATABASE ? AS pristine", (f"file:{pristine}?mode=ro",))
+            tables = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT name FROM main.sqlite_master WHERE type = 'table' "
+                    "AND name NOT LIKE 'sqlite_%' ORDER BY name"
+                )
+            ]
+            for table in tables:
+                if table in BOOKKEEPING_TABLES:
+                    continue
+                q = f'"{table}"'
+                info = conn.execute(f"PRAGMA main.table_info({q})").fetchall()
+                pk = [f'"{r[1]}"' for r in sorted(info, key=lambda r: r[5]) if r[5] > 0]
+                key = ", ".join(pk) if pk else "_rowid"
+                cols = "*" if pk else "rowid AS _rowid, *"
+                n = conn.execute(
+                    f"SELECT COUNT(*) FROM (SELECT DISTINCT {key} FROM ("
+                    f"SELECT * FROM (SELECT {cols} FROM main.{q} "
+                    f"EXCEPT SELECT {cols} FROM pristine.{q}) "
+                    f"UNION ALL SELECT * FROM (SELECT {cols} FROM pristine.{q} "
+                    f"EXCEPT SELECT {cols} FROM main.{q})))"
+                ).fetchone()[0]
+                if n:
+                    out[f"{site}.{table}"] = int(n)
+        finally:
+            conn.close()
+    return out
+
+
+def _side_effects(ctx: EvalContext, writes: dict[str, int]) -> str | None:
+    """What the episode changed beyond its write budget, or None when it stayed within."""
+    over = [
+        f"{n} row{'s' if n != 1 else ''} of {key} (the task changes at most {writes.get(key, 0)})"
+        for key, n in _footprint(ctx).items()
+        if n > writes.get(key, 0)
+    ]
+    return "; ".join(over) or None
+
+
 async def check_state_match(ctx: EvalContext) -> tuple[float, str]:
     checks = ctx.task.eval.get("state_checks") or []
     if not checks:
         raise TaskError("state_match needs eval.state_checks")
+    writes = ctx.task.eval.get("writes")
+    if writes is not None:
+        extra = _side_effects(ctx, writes)
+        if extra is not None:
+            return 0.0, f"state_match: side effects: {extra}"
     for c in checks:
         site = c.get("site") or (ctx.task.sites[0] if ctx.task.sites else "")
         conn = _state_db(ctx, site)

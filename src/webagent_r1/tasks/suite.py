@@ -92,6 +92,17 @@ def instantiate(t: Template, conn: Any, spec: SuiteSpec) -> list[tuple[str, dict
     return [(split_of(i), p) for i, p in enumerate(params)]
 
 
+def _with_writes(ev: dict[str, Any], writes: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """The eval spec with the template's write budget (graded by ``state_match``)."""
+    if writes is None:
+        return ev
+    if callable(writes):
+        writes = writes(params)
+    if "state_match" not in ev.get("eval_types", []):
+        raise ValueError("a template's writes are checked by state_match: add a state check")
+    return {**ev, "writes": dict(writes)}
+
+
 def make_task(t: Template, k: int, split: str, params: dict[str, Any]) -> Task:
     """The Task config of instance ``k`` of template ``t``."""
     pub = public_params(params)
@@ -105,7 +116,7 @@ def make_task(t: Template, k: int, split: str, params: dict[str, Any]) -> Task:
         start_url=t.start_url,
         require_login=t.user is not None or bool(t.logins),
         require_reset=t.kind == "change",
-        eval=t.evaluation(params),
+        eval=_with_writes(t.evaluation(params), t.writes, params),
         user=t.user,
         split=split,
         heldout_template=t.heldout,

@@ -60,3 +60,8 @@ class Template:
     site name -> connection instead of one connection."""
     logins: dict[str, str] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    writes: dict[str, int] | Callable[[dict[str, Any]], dict[str, int]] | None = None
+    """``change`` templates: the most rows of each ``site.table`` the task may change (insert,
+    update or delete), or a function of the parameters giving them. The grader fails an
+    episode that changed more, or any other table (side effects: a second vote, a comment, a
+    subscription; ``docs/grading.md``). The experts stay within them (``tasks check``)."""

@@ -502,6 +502,7 @@ def expert_address_from_map(p: Params) -> Expert:
 TEMPLATES.add(
     id=600,
     name="cross.address_from_map",
+    writes={"shopping.customers": 1},
     sites=MAP_SHOP,
     kind="change",
     intent="Look up {place} on the map and make its address my default address in the "
@@ -593,6 +594,7 @@ def expert_route_issue(p: Params) -> Expert:
 TEMPLATES.add(
     id=602,
     name="cross.bike_distance_issue",
+    writes={"gitlab.issues": 1, "gitlab.projects": 1},
     sites=["map", "gitlab"],
     kind="change",
     intent='Open an issue titled "{title}" in the GitLab project {project}, with the '
@@ -647,6 +649,7 @@ def expert_hours_post(p: Params) -> Expert:
 TEMPLATES.add(
     id=603,
     name="cross.opening_time_post",
+    writes={"reddit.submissions": 1},
     sites=["map", "reddit"],
     kind="change",
     intent='Post in the f/{forum} forum a new post titled "{title}" whose text says what '
@@ -713,6 +716,7 @@ def expert_price_reply(p: Params) -> Expert:
 TEMPLATES.add(
     id=604,
     name="cross.price_reply",
+    writes={"reddit.comments": 1},
     sites=["shopping", "reddit"],
     kind="change",
     intent='Reply to the forum post "{post}" with a comment giving the price of the '
@@ -780,6 +784,7 @@ def expert_price_issue_comment(p: Params) -> Expert:
 TEMPLATES.add(
     id=605,
     name="cross.price_issue_comment",
+    writes={"gitlab.issues": 1, "gitlab.notes": 1, "gitlab.projects": 1},
     sites=["shopping", "gitlab"],
     kind="change",
     intent='Comment on the issue "{issue}" of the GitLab project Storefront with the '
@@ -845,6 +850,7 @@ def expert_closest_reply(p: Params) -> Expert:
 TEMPLATES.add(
     id=606,
     name="cross.closest_place_reply",
+    writes={"reddit.comments": 1},
     sites=["map", "reddit"],
     kind="change",
     intent="Find the {category} closest to {place} on the map (straight-line distance) and "
@@ -894,6 +900,7 @@ def expert_closest_issue(p: Params) -> Expert:
 TEMPLATES.add(
     id=640,
     name="cross.closest_place_issue",
+    writes={"gitlab.issues": 1, "gitlab.projects": 1},
     sites=["map", "gitlab"],
     kind="change",
     intent='Open an issue titled "{title}" in the GitLab project {project} whose '
@@ -953,6 +960,7 @@ def expert_cheaper_post(p: Params) -> Expert:
 TEMPLATES.add(
     id=641,
     name="cross.cheaper_product_post",
+    writes={"reddit.submissions": 1},
     sites=["shopping", "reddit"],
     kind="change",
     intent="Which is cheaper in the shop, the {a} or the {b}? Post in the f/{forum} forum a "

@@ -698,6 +698,7 @@ def expert_create_issue(p: Params) -> Expert:
 TEMPLATES.add(
     id=408,
     name="gitlab.create_issue",
+    writes={"gitlab.issues": 1, "gitlab.projects": 1},
     kind="change",
     intent='Create an issue in the project {project} titled "{title}" with the description '
     '"{description}".',
@@ -759,6 +760,7 @@ def expert_close_issue(p: Params) -> Expert:
 TEMPLATES.add(
     id=409,
     name="gitlab.close_issue",
+    writes={"gitlab.issues": 1, "gitlab.notes": 1, "gitlab.projects": 1},
     kind="change",
     intent="Close issue #{iid} of the project {project}.",
     sample=sample_close_issue,
@@ -820,6 +822,7 @@ def expert_add_member(p: Params) -> Expert:
 TEMPLATES.add(
     id=410,
     name="gitlab.add_member",
+    writes={"gitlab.members": 1},
     kind="change",
     intent="Add the user {username} to the project {project} as a {role}.",
     sample=sample_add_member,
@@ -874,6 +877,7 @@ def expert_star(p: Params) -> Expert:
 TEMPLATES.add(
     id=411,
     name="gitlab.star_project",
+    writes={"gitlab.stars": 1},
     kind="change",
     intent="Star the project {project}.",
     sample=sample_star,
@@ -943,6 +947,7 @@ def expert_assign(p: Params) -> Expert:
 TEMPLATES.add(
     id=412,
     name="gitlab.assign_issue",
+    writes={"gitlab.issues": 1, "gitlab.notes": 1},
     kind="change",
     intent='Assign the issue "{title}" of the project {project} to {name}.',
     sample=sample_assign,
@@ -1030,6 +1035,7 @@ def expert_comment_mr(p: Params) -> Expert:
 TEMPLATES.add(
     id=413,
     name="gitlab.comment_merge_request",
+    writes={"gitlab.merge_requests": 1, "gitlab.notes": 1, "gitlab.projects": 1},
     kind="change",
     intent='Comment "{comment}" on the merge request "{title}" of the project {project}.',
     sample=sample_comment_mr,
@@ -1093,6 +1099,7 @@ def expert_create_project(p: Params) -> Expert:
 TEMPLATES.add(
     id=414,
     name="gitlab.create_project",
+    writes={"gitlab.members": 1, "gitlab.projects": 1},
     kind="change",
     intent='Create a new {visibility} project named "{name}".',
     sample=sample_create_project,
@@ -1155,6 +1162,7 @@ def expert_label_issue(p: Params) -> Expert:
 TEMPLATES.add(
     id=415,
     name="gitlab.label_issue",
+    writes={"gitlab.issue_labels": 1, "gitlab.issues": 1, "gitlab.notes": 1},
     kind="change",
     intent='Add the label "{label}" to issue #{iid} of the project {project}.',
     sample=sample_label_issue,
@@ -1190,6 +1198,7 @@ def sample_close_labelled(conn: sqlite3.Connection, rng: random.Random) -> Param
         "_pid": p["id"],
         "_label": label["id"],
         "_open": open_now - label["n"],
+        "_n": label["n"],
     }
 
 
@@ -1230,6 +1239,7 @@ def expert_close_labelled(p: Params) -> Expert:
 TEMPLATES.add(
     id=416,
     name="gitlab.close_labelled_issues",
+    writes=lambda p: {"gitlab.issues": p["_n"], "gitlab.notes": p["_n"], "gitlab.projects": 1},
     kind="change",
     intent='Close every open issue of the project {project} that has the label "{label}".',
     sample=sample_close_labelled,
@@ -1444,6 +1454,7 @@ def expert_create_full(p: Params) -> Expert:
 TEMPLATES.add(
     id=443,
     name="gitlab.create_issue_assigned_labelled",
+    writes={"gitlab.issue_labels": 1, "gitlab.issues": 1, "gitlab.projects": 1},
     kind="change",
     intent='Create an issue in the project {project} titled "{title}", assigned to {name} and '
     'labelled "{label}".',

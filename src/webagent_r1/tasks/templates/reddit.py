@@ -448,6 +448,7 @@ def expert_upvote(p: Params) -> Expert:
 TEMPLATES.add(
     id=303,
     name="reddit.upvote_post",
+    writes={"reddit.submission_votes": 1, "reddit.submissions": 1},
     kind="change",
     intent='Upvote the post "{title}".',
     sample=sample_upvote,
@@ -483,6 +484,7 @@ def sample_subscriptions(conn: sqlite3.Connection, rng: random.Random) -> Params
         "changes": " and ".join(parts),
         "_user": uid,
         "_after": ",".join(str(i) for i in sorted(after)),
+        "_n": len(parts),
     }
 
 
@@ -521,6 +523,7 @@ def expert_subscriptions(p: Params) -> Expert:
 TEMPLATES.add(
     id=304,
     name="reddit.update_subscriptions",
+    writes=lambda p: {"reddit.subscriptions": p["_n"]},
     kind="change",
     intent="Update my forum subscriptions: {changes}.",
     sample=sample_subscriptions,
@@ -586,6 +589,7 @@ def expert_create_post(p: Params) -> Expert:
 TEMPLATES.add(
     id=305,
     name="reddit.create_post",
+    writes={"reddit.submissions": 1},
     kind="change",
     intent='Post in the forum f/{forum} a thread titled "{title}" saying "{body}"',
     sample=sample_create_post,
@@ -647,6 +651,7 @@ def expert_reply_post(p: Params) -> Expert:
 TEMPLATES.add(
     id=306,
     name="reddit.reply_post",
+    writes={"reddit.comments": 1},
     kind="change",
     intent='Reply to the post "{title}" with the comment "{text}"',
     sample=sample_reply_post,
@@ -713,6 +718,7 @@ def expert_edit_post(p: Params) -> Expert:
 TEMPLATES.add(
     id=307,
     name="reddit.edit_post",
+    writes={"reddit.submissions": 1},
     kind="change",
     intent='Edit your post "{title}" so that its text says "{text}"',
     sample=sample_edit_post,
@@ -894,6 +900,7 @@ def expert_reply_comment(p: Params) -> Expert:
 TEMPLATES.add(
     id=311,
     name="reddit.reply_comment",
+    writes={"reddit.comments": 1},
     kind="change",
     intent='In the post "{title}", reply to the comment by {author} that says "{comment}" '
     'with "{text}"',
@@ -1000,6 +1007,7 @@ def expert_downvote_comment(p: Params) -> Expert:
 TEMPLATES.add(
     id=313,
     name="reddit.downvote_comment",
+    writes={"reddit.comment_votes": 1, "reddit.comments": 1},
     kind="change",
     intent='In the post "{title}", downvote the comment by {author} that says "{comment}"',
     sample=sample_downvote_comment,
@@ -1137,6 +1145,7 @@ def expert_copy_post(p: Params) -> Expert:
 TEMPLATES.add(
     id=316,
     name="reddit.copy_newest_post",
+    writes={"reddit.submissions": 1},
     kind="change",
     intent="Copy the newest post of the forum f/{src} to the forum f/{dst}: post there a "
     "thread with the same title and the same text.",

@@ -697,6 +697,7 @@ def expert_add_to_cart(p: Params) -> Expert:
 TEMPLATES.add(
     id=108,
     name="shopping.add_to_cart",
+    writes={"shopping.cart_items": 1},
     kind="change",
     intent="Add the {product} to my shopping cart with {options} and quantity {qty}.",
     sample=sample_add_to_cart,
@@ -765,6 +766,7 @@ def expert_wishlist(p: Params) -> Expert:
 TEMPLATES.add(
     id=109,
     name="shopping.add_to_wishlist",
+    writes={"shopping.wishlist_items": 1},
     kind="change",
     intent="Add the {product} to my wish list.",
     sample=sample_wishlist,
@@ -844,6 +846,7 @@ def expert_review(p: Params) -> Expert:
 TEMPLATES.add(
     id=110,
     name="shopping.write_review",
+    writes={"shopping.reviews": 1},
     kind="change",
     intent='Write a {stars}-star review of the {product} with the summary "{title}" and the '
     'review text "{text}"',
@@ -925,6 +928,7 @@ def expert_address(p: Params) -> Expert:
 TEMPLATES.add(
     id=111,
     name="shopping.update_address",
+    writes={"shopping.customers": 1},
     kind="change",
     intent="Change my default address to {street}, {city}, {region} {postcode} (same "
     "country) and my phone number to {phone}.",
@@ -1047,6 +1051,7 @@ def expert_checkout(p: Params) -> Expert:
 TEMPLATES.add(
     id=112,
     name="shopping.checkout_ship_to",
+    writes={"shopping.order_items": 1, "shopping.orders": 1, "shopping.products": 1},
     kind="change",
     intent="Buy {qty} of the {product} ({options}) and have the order shipped to "
     "{first_name} {last_name}, {street}, {city}, {region} {postcode}, United States, "
@@ -1116,6 +1121,7 @@ def expert_email(p: Params) -> Expert:
 TEMPLATES.add(
     id=113,
     name="shopping.change_email",
+    writes={"shopping.customers": 1, "shopping.users": 1},
     kind="change",
     intent="Change the email address of my account to {email}.",
     sample=sample_email,
@@ -1205,6 +1211,7 @@ def expert_register(p: Params) -> Expert:
 TEMPLATES.add(
     id=114,
     name="shopping.register_account",
+    writes={"shopping.customers": 1, "shopping.users": 1},
     kind="change",
     intent="Create a new customer account for {first_name} {last_name} with the email "
     "{email}, the username {username} and the password {password}.",
@@ -1391,6 +1398,7 @@ def expert_wish_extreme(p: Params) -> Expert:
 TEMPLATES.add(
     id=152,
     name="shopping.wishlist_extreme_in_category",
+    writes={"shopping.wishlist_items": 1},
     kind="change",
     intent="Add the {which} product of the {leaf} category (under {top}) to my wish list.",
     sample=sample_wish_extreme,

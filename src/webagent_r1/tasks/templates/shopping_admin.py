@@ -843,6 +843,7 @@ def expert_order_status(p: dict) -> Expert:
 TEMPLATES.add(
     id=210,
     name="shopping_admin.update_order_status",
+    writes={"shopping_admin.order_comments": 1, "shopping_admin.orders": 1},
     kind="change",
     intent="Change the status of order #{order} to {status} and add this comment: {comment}",
     sample=sample_order_status,
@@ -910,6 +911,7 @@ def expert_price(p: dict) -> Expert:
 TEMPLATES.add(
     id=211,
     name="shopping_admin.set_product_price",
+    writes={"shopping_admin.products": 1},
     kind="change",
     intent="Change the price of the product '{name}' to ${price}.",
     sample=sample_price,
@@ -977,6 +979,7 @@ def expert_sold_out(p: dict) -> Expert:
 TEMPLATES.add(
     id=212,
     name="shopping_admin.mark_sold_out",
+    writes={"shopping_admin.products": 1},
     kind="change",
     intent="The product with SKU {sku} has sold out: set its quantity to 0 and disable it.",
     sample=sample_sold_out,
@@ -1078,6 +1081,7 @@ def expert_delete_review(p: dict) -> Expert:
 TEMPLATES.add(
     id=213,
     name="shopping_admin.delete_review",
+    writes={"shopping_admin.reviews": 1},
     kind="change",
     intent="Delete the review titled '{title}' that {nickname} wrote about '{product}'.",
     sample=sample_review,
@@ -1158,6 +1162,7 @@ def expert_address(p: dict) -> Expert:
 TEMPLATES.add(
     id=214,
     name="shopping_admin.update_customer_address",
+    writes={"shopping_admin.customers": 1},
     kind="change",
     intent="Customer {name} has moved. Update their address to {street}, {city}, {region} "
     "{postcode} and their phone number to {phone}.",
@@ -1253,6 +1258,7 @@ def expert_new_product(p: dict) -> Expert:
 TEMPLATES.add(
     id=215,
     name="shopping_admin.create_product",
+    writes={"shopping_admin.products": 1},
     kind="change",
     intent="Add a new enabled product named '{name}' (SKU {sku}) in the category "
     "'{category}', priced at ${price} with {qty} units in stock. Its description: "
