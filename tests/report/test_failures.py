@@ -136,6 +136,19 @@ def test_precedence() -> None:
     assert classify(episode(cannot), KINDS) == "gave_up"
 
 
+def test_a_write_budget_failure_is_side_effects_before_anything_else() -> None:
+    """The vote was cast, then the episode clicked on until the turns ran out, commenting on
+    the way: the grader named the extra rows, and that is the kind."""
+    extra = "state_match: side effects: 1 row of reddit.comments (the task changes at most 0)"
+    looped = [*[turn(back(), "s1") for _ in range(3)]]
+    traj = episode(looped, status="max_turns", template="t.change")
+    assert classify(traj, KINDS) == "loop"
+    traj.info["explanation"] = extra
+    assert classify(traj, KINDS) == "side_effects"
+    traj.info["explanation"] = "state_match: the user upvoted the post: got None, want 1"
+    assert classify(traj, KINDS) == "loop"
+
+
 def test_invalid_action_needs_more_than_half_of_the_turns() -> None:
     half = [turn(None, "s0"), turn(click(), "s1"), turn(click("4"), "s2", error="no element 4")]
     half.append(turn(click("5"), "s3"))  # 2 of 4 invalid: not a majority
@@ -235,6 +248,7 @@ def test_table_counts_per_template() -> None:
     o = t.overall
     assert (o.episodes, o.successes, o.env_errors, o.failures) == (10, 3, 1, 6)
     assert o.kinds == {
+        "side_effects": 0,
         "invalid_action": 1,
         "loop": 1,
         "ran_out_of_turns": 1,
@@ -262,9 +276,9 @@ def test_table_counts_per_template() -> None:
 
     md = "\n".join(failures_markdown([t]))
     assert "## Failure kinds" in md
-    # t.nav: 4 episodes, 3 failed, 0 0 1 0 0 2, no env error, 3.0 / 4.0 turns
-    assert "| t.nav | 4 | 3 | 0 | 0 | 1 (33%) | 0 | 0 | 2 (67%) | 0 | 3.0 | 4.0 |" in md
-    assert "| **all** | 10 | 6 | 1 (17%) | 1 (17%) | 1 (17%) | 1 (17%) | 0 | 2 (33%) | 1 |" in md
+    # t.nav: 4 episodes, 3 failed, 0 0 0 1 0 0 2, no env error, 3.0 / 4.0 turns
+    assert "| t.nav | 4 | 3 | 0 | 0 | 0 | 1 (33%) | 0 | 0 | 2 (67%) | 0 | 3.0 | 4.0 |" in md
+    assert "| **all** | 10 | 6 | 0 | 1 (17%) | 1 (17%) | 1 (17%) | 1 (17%) | 0 | 2 (33%) | 1 |" in md
     assert "Templates without a failed episode: 2." in md
 
     only = tabulate(trajs, "eval", KINDS, template=nav)
@@ -342,6 +356,7 @@ def test_cli_json_on_a_run_folder(tmp_path: Path) -> None:
     o = final["overall"]
     assert (o["episodes"], o["successes"], o["failures"], o["env_errors"]) == (6, 1, 4, 1)
     assert o["kinds"] == {
+        "side_effects": 0,
         "invalid_action": 0,
         "loop": 1,
         "ran_out_of_turns": 0,
@@ -444,7 +459,7 @@ def test_report_section_only_with_failures(tmp_path: Path) -> None:
     assert "## Failure kinds" in md
     assert "### RL eval, step 4" in md and "### RL rollouts, step 4" in md
     # the final evaluation's nav row: 2 episodes, both failed (a loop, a wrong end state)
-    row = f"| {NAV_T} | 2 | 2 | 0 | 1 (50%) | 0 | 0 | 0 | 1 (50%) | 0 | 3.0 | – |"
+    row = f"| {NAV_T} | 2 | 2 | 0 | 0 | 1 (50%) | 0 | 0 | 0 | 1 (50%) | 0 | 3.0 | – |"
     assert row in md
     assert "Lines that were not trajectories, skipped: 1." in md
 

@@ -3,6 +3,9 @@
 Every failed episode (reward 0, status other than ``env_error``) gets exactly one kind: the
 first of ``FAILURE_KINDS`` that applies, in this order of precedence:
 
+0. ``side_effects``: the grader failed the episode for changing the site beyond the task
+   (``state_match``'s write budget: a second vote, a comment; ``docs/grading.md``), whatever
+   else it did: the task's own change may well have been made.
 1. ``invalid_action``: more than half of its turns had an invalid action, one that the parser
    refused (``Turn.action`` is None, the parse error in ``Turn.error``) or that the page could
    not execute (``Turn.error`` set: an unknown element, a blocked URL …). Such actions never
@@ -66,6 +69,7 @@ __all__ = [
 ]
 
 FAILURE_KINDS: tuple[str, ...] = (
+    "side_effects",
     "invalid_action",
     "loop",
     "ran_out_of_turns",
@@ -74,6 +78,8 @@ FAILURE_KINDS: tuple[str, ...] = (
     "wrong_end_state",
 )
 """The kinds of failure, in order of precedence (the first that applies is given)."""
+SIDE_EFFECTS = "state_match: side effects:"
+"""How the grader's explanation starts when a write budget failed the episode."""
 LOOP_REPEATS = 3
 """Default times the same action from the same state makes a ``loop``."""
 TASK_KINDS = ("info", "nav", "change")
@@ -206,6 +212,9 @@ def classify(
     """
     if traj.status == "env_error" or traj.reward == 1.0:
         return None
+    explanation = traj.info.get("explanation") if isinstance(traj.info, dict) else None
+    if isinstance(explanation, str) and SIDE_EFFECTS in explanation:
+        return "side_effects"
     turns = traj.turns
     if turns and 2 * sum(map(invalid_turn, turns)) > len(turns):
         return "invalid_action"
