@@ -76,11 +76,13 @@ async def test_bad_actions_cost_a_turn_and_never_raise(env: WebEnv) -> None:
 
 
 async def test_actions_change_the_page(env: WebEnv) -> None:
-    await env.reset(_task())
+    first = await env.reset(_task())
     r = await env.step('<answer>do(action="Click", element="1")</answer>')
     assert r.observation.error is None and r.observation.title == "Orbit Golden Charger"
+    line = next(ln for ln in first.text.splitlines() if ln.strip().startswith("[1] "))
+    assert r.info["target"] == line.strip()[4:] and "Orbit Golden Charger" in r.info["target"]
     r = await env.step("<answer>go_backward()</answer>")
-    assert r.observation.title == "Test Shop"
+    assert r.observation.title == "Test Shop" and "target" not in r.info
 
 
 async def test_allow_list_comes_from_the_task_sites(env: WebEnv, other_site: str) -> None:

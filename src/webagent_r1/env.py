@@ -252,6 +252,9 @@ class WebEnv:
             else:
                 self.history.append(action)
                 info["action"] = action.to_dict()
+                target = self._element_line(action.element)
+                if target is not None:
+                    info["target"] = target
                 async with self.browser.slot(), self._hang_bound(f"the action {action.kind}"):
                     err = await self.session.execute(action)
                     obs = await self._observe()
@@ -293,6 +296,14 @@ class WebEnv:
         await self.close_episode()
 
     # ---------------------------------------------------------------- helpers
+
+    def _element_line(self, element: str | None) -> str | None:
+        """The line of the page the agent acted on that names ``element`` (``button
+        "Upvote"``), for reading episodes; None when the action names no element on it."""
+        if element is None or self._last_obs is None:
+            return None
+        m = re.search(rf"^\s*\[{re.escape(element)}\] ?(.*)$", self._last_obs.text, re.M)
+        return m.group(1).strip()[:120] if m else None
 
     def _hang_bound(self, what: str) -> contextlib.AbstractAsyncContextManager[None]:
         """Bound a browser exchange against a hung Chromium (``Browser.hang_bound``): the

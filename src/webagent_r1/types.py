@@ -201,11 +201,13 @@ class Turn:
     (the trainer's optimizer-step count; None when the engine does not track versions, and
     in files written before the field existed).
 
-    ``observation`` summarises the page AFTER the action; ``state_key`` identifies the page
-    BEFORE it, the one the prompt showed: a hash of that observation as the prompt rendered
-    it (URL, tabs, the previous action's error, page text), so turns of a group's episodes
-    that acted on the same page in the same state share it (GiGPO's anchor states,
-    ``algos/gigpo.py``). None in files written before the field existed.
+    ``observation`` summarises the page AFTER the action (its ``target``, when the action
+    named an element: that element's line on the page before, ``button "Upvote"``);
+    ``state_key`` identifies the page BEFORE it, the one the prompt showed: a hash of that
+    observation as the prompt rendered it (URL, tabs, the previous action's error, page
+    text), so turns of a group's episodes that acted on the same page in the same state share
+    it (GiGPO's anchor states, ``algos/gigpo.py``). None in files written before the field
+    existed.
     """
 
     prompt_ids: list[int]

@@ -67,6 +67,7 @@ def make_trajectories() -> tuple[list[Trajectory], list[Trajectory]]:
                     "Red mug",
                     "[3] link 'Red mug' $12",
                     screenshot="shots/t0.png",
+                    target="link 'Red mug'",
                 ),
             ),
             _turn(

@@ -57,6 +57,7 @@ def test_build_viewer_writes_one_self_contained_page(run_dir: Path) -> None:
     t0 = ok["turns"][0]
     assert t0["thinking"] == "The mug page is linked from the home page."
     assert t0["action"] == 'do(action="Click", element="3")'
+    assert t0["target"] == "link 'Red mug'" and ok["turns"][1]["target"] == ""
     assert t0["obs"]["title"] == "Red mug" and t0["obs"]["text_head"].startswith("[3] link")
     assert t0["screenshot"].startswith("data:image/png;base64,iVBOR")
     # No token ids in the page.

@@ -153,6 +153,7 @@ def _episode(
                 # tags at all is still readable (and the page stays small otherwise).
                 "text": "" if thinking else t.text,
                 "action": t.action.raw if t.action and t.action.raw else "",
+                "target": _text(obs.get("target")),
                 "error": _text(t.error),
                 "obs": {k: _text(obs.get(k)) for k in ("url", "title", "error", "text_head")},
                 "screenshot": _screenshot(obs, folder, root),
@@ -438,6 +439,7 @@ _JS = r"""
       a.append(el("span", "label", "action: "));
       a.append(t.action ? el("code", "action", t.action)
         : el("span", "noaction", "(no valid action)"));
+      if (t.target) a.append(el("span", "label", " on "), el("code", "action", t.target));
       d.append(a);
       field(d, "error", t.error, "error");
       const o = t.obs;

@@ -70,9 +70,13 @@ def chat_ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
 
 
 def observation_summary(
-    obs_dict: dict[str, Any], limit: int = 200, screenshot: str | None = None
+    obs_dict: dict[str, Any],
+    limit: int = 200,
+    screenshot: str | None = None,
+    target: str | None = None,
 ) -> dict[str, Any]:
-    """A short record of an observation for trajectory files (the full text is not kept)."""
+    """A short record of an observation for trajectory files (the full text is not kept);
+    ``target``: the element the action acted on, as the page before it named it."""
     out = {
         "url": obs_dict.get("url", ""),
         "title": obs_dict.get("title", ""),
@@ -81,6 +85,8 @@ def observation_summary(
     }
     if screenshot:
         out["screenshot"] = screenshot
+    if target:
+        out["target"] = target
     return out
 
 
@@ -315,7 +321,9 @@ class _Episode:
                 text=comp.text,
                 action=action,
                 observation=observation_summary(
-                    result.observation.to_dict(), screenshot=result.info.get("screenshot")
+                    result.observation.to_dict(),
+                    screenshot=result.info.get("screenshot"),
+                    target=result.info.get("target"),
                 ),
                 error=result.info.get("parse_error") or result.observation.error,
                 timings={
