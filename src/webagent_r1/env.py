@@ -298,11 +298,14 @@ class WebEnv:
     # ---------------------------------------------------------------- helpers
 
     def _element_line(self, element: str | None) -> str | None:
-        """The line of the page the agent acted on that names ``element`` (``button
-        "Upvote"``), for reading episodes; None when the action names no element on it."""
+        """How the page the agent acted on names ``element`` (``button "Upvote"``; a table
+        row's cell alone), for reading episodes; None when the action names no element on it
+        or the page is not in the compact format."""
         if element is None or self._last_obs is None:
             return None
-        m = re.search(rf"^\s*\[{re.escape(element)}\] ?(.*)$", self._last_obs.text, re.M)
+        # At a line's start, or as a table row's cell ("cell | [45] link 'View' | cell").
+        pattern = rf"(?:^|\| )\s*\[{re.escape(element)}\] ?([^|\n]*)"
+        m = re.search(pattern, self._last_obs.text, re.M)
         return m.group(1).strip()[:120] if m else None
 
     def _hang_bound(self, what: str) -> contextlib.AbstractAsyncContextManager[None]:

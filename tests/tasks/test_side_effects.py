@@ -204,3 +204,27 @@ async def test_a_star_that_also_unstars_another_project_fails(
         assert res.reward == 0.0 and "2 rows of gitlab.stars" in res.explanation, res.explanation
     else:
         assert res.reward == 1.0, res.explanation
+
+
+async def test_event_notes_are_left_out_of_the_diff(tmp_path) -> None:
+    """GitLab logs each change as a system note; the change is counted in its own table, so
+    assigning the wrong person and then the right one is not two side effects."""
+    files = _files(tmp_path)
+    _write(
+        files,
+        """
+        CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT, system INTEGER);
+        """,
+    )
+    shutil.copyfile(files.instance, files.pristine)
+    _write(
+        files,
+        """
+        INSERT INTO notes (body, system) VALUES ('assigned to @a', 1), ('assigned to @b', 1);
+        UPDATE t SET v = 'assigned' WHERE id = 1;
+        """,
+    )
+    assert (await _grade(files, {"s.t": 1})).reward == 1.0
+    _write(files, "INSERT INTO notes (body, system) VALUES ('thanks!', 0);")  # a comment
+    res = await _grade(files, {"s.t": 1})
+    assert res.reward == 0.0 and "1 row of s.notes" in res.explanation, res.explanation

@@ -14,7 +14,7 @@ from typing import Any
 
 from webagent_r1.tasks.suite import all_templates, build_suite, spec_for
 
-SUITE_SHA256 = "ea3401337e3c8c47ef6160dd22b9214a0b23cf817ac2841a0e5a1c8cc5c4d251"
+SUITE_SHA256 = "dbb44b1d1b577fc60ad789a4ec120ebdd408593c939154a1885b6f5e05c75f06"
 """sha256 of ``exported_suite()`` as canonical JSON."""
 
 

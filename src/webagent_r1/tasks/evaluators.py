@@ -413,6 +413,10 @@ def _state_db(ctx: EvalContext, site: str) -> sqlite3.Connection:
 
 BOOKKEEPING_TABLES = frozenset({"sessions"})
 """Tables an episode writes without acting on the site (its login session); never side effects."""
+EVENT_ROWS = {"notes": "system = 1"}
+"""Rows a site writes to log a change it makes elsewhere (GitLab's "closed", "assigned to @x"
+notes): the change itself is counted in its own table, so these are left out of the diff
+(assigning the wrong person and then the right one is one changed issue, not two notes)."""
 
 
 def _footprint(ctx: EvalContext) -> dict[str, int]:
@@ -448,12 +452,13 @@ def _footprint(ctx: EvalContext) -> dict[str, int]:
                 pk = [f'"{r[1]}"' for r in sorted(info, key=lambda r: r[5]) if r[5] > 0]
                 key = ", ".join(pk) if pk else "_rowid"
                 cols = "*" if pk else "rowid AS _rowid, *"
+                where = f" WHERE NOT ({EVENT_ROWS[table]})" if table in EVENT_ROWS else ""
                 n = conn.execute(
                     f"SELECT COUNT(*) FROM (SELECT DISTINCT {key} FROM ("
-                    f"SELECT * FROM (SELECT {cols} FROM main.{q} "
-                    f"EXCEPT SELECT {cols} FROM pristine.{q}) "
-                    f"UNION ALL SELECT * FROM (SELECT {cols} FROM pristine.{q} "
-                    f"EXCEPT SELECT {cols} FROM main.{q})))"
+                    f"SELECT * FROM (SELECT {cols} FROM main.{q}{where} "
+                    f"EXCEPT SELECT {cols} FROM pristine.{q}{where}) "
+                    f"UNION ALL SELECT * FROM (SELECT {cols} FROM pristine.{q}{where} "
+                    f"EXCEPT SELECT {cols} FROM main.{q}{where})))"
                 ).fetchone()[0]
                 if n:
                     out[f"{site}.{table}"] = int(n)

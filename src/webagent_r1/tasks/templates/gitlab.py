@@ -760,7 +760,7 @@ def expert_close_issue(p: Params) -> Expert:
 TEMPLATES.add(
     id=409,
     name="gitlab.close_issue",
-    writes={"gitlab.issues": 1, "gitlab.notes": 1, "gitlab.projects": 1},
+    writes={"gitlab.issues": 1, "gitlab.projects": 1},
     kind="change",
     intent="Close issue #{iid} of the project {project}.",
     sample=sample_close_issue,
@@ -947,7 +947,7 @@ def expert_assign(p: Params) -> Expert:
 TEMPLATES.add(
     id=412,
     name="gitlab.assign_issue",
-    writes={"gitlab.issues": 1, "gitlab.notes": 1},
+    writes={"gitlab.issues": 1},
     kind="change",
     intent='Assign the issue "{title}" of the project {project} to {name}.',
     sample=sample_assign,
@@ -1162,7 +1162,7 @@ def expert_label_issue(p: Params) -> Expert:
 TEMPLATES.add(
     id=415,
     name="gitlab.label_issue",
-    writes={"gitlab.issue_labels": 1, "gitlab.issues": 1, "gitlab.notes": 1},
+    writes={"gitlab.issue_labels": 1, "gitlab.issues": 1},
     kind="change",
     intent='Add the label "{label}" to issue #{iid} of the project {project}.',
     sample=sample_label_issue,
@@ -1239,7 +1239,7 @@ def expert_close_labelled(p: Params) -> Expert:
 TEMPLATES.add(
     id=416,
     name="gitlab.close_labelled_issues",
-    writes=lambda p: {"gitlab.issues": p["_n"], "gitlab.notes": p["_n"], "gitlab.projects": 1},
+    writes=lambda p: {"gitlab.issues": p["_n"], "gitlab.projects": 1},
     kind="change",
     intent='Close every open issue of the project {project} that has the label "{label}".',
     sample=sample_close_labelled,
