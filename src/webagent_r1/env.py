@@ -80,8 +80,8 @@ class SiteBackend(Protocol):
         """Release what ``begin`` created."""
         ...
 
-    # Optional: ``keep_alive(instance_id)``, called at every step, for backends that reap
-    # instances left idle (the embedded sites).
+    # Optional: ``keep_alive(instance_id) -> bool``, called at every step, for backends that
+    # reap instances left idle (the embedded sites); False ends the episode as an env error.
 
 
 @runtime_checkable
@@ -234,8 +234,11 @@ class WebEnv:
         t0 = time.perf_counter()
         info: dict[str, Any] = {"turn": self.turn}
         keep_alive = getattr(self.backend, "keep_alive", None)
-        if keep_alive is not None and self.instance_id is not None:
-            keep_alive(self.instance_id)  # the instance is in use however slow the turns
+        # The instance is in use however slow the turns; one that is gone ends the episode.
+        iid = self.instance_id
+        if keep_alive is not None and iid is not None and keep_alive(iid) is False:
+            gone = EnvError(f"the episode's site instance {iid!r} is gone")
+            return await self._crash(gone, info, what="site fault")
         try:
             action = parse_action(response_text)
         except ActionParseError as e:

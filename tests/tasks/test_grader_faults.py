@@ -195,5 +195,20 @@ async def test_a_slow_episode_keeps_its_instance_and_a_lost_one_is_an_env_error(
 
     await env.reset(task)
     embedded_sites.running.delete_instance(env.instance_id)
+    r = await env.step('<answer>exit(message="")</answer>')  # caught before the action
+    assert r.info["status"] == "env_error" and "instance" in r.info["error"], r.info
+    assert "is gone" in r.info["error"] and r.done and env.session is None
+
+    # The grader's own check, for an instance lost during the last action.
+    await env.reset(task)
+    gone = env.instance_id
+    real_keep_alive = embedded_sites.keep_alive
+
+    def delete_then_keep(iid: str) -> bool:
+        ok = real_keep_alive(iid)
+        embedded_sites.running.delete_instance(gone)
+        return ok
+
+    monkeypatch.setattr(embedded_sites, "keep_alive", delete_then_keep)
     r = await env.step('<answer>exit(message="")</answer>')
-    assert r.info["status"] == "env_error" and "instance is gone" in r.info["error"], r.info
+    assert r.info["status"] == "env_error" and "site instance is gone" in r.info["error"], r.info

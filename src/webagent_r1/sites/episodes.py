@@ -91,11 +91,12 @@ class EmbeddedSites:
         await session.context.add_cookies(cookies)
         return instance_id
 
-    def keep_alive(self, instance_id: str) -> None:
+    def keep_alive(self, instance_id: str) -> bool:
         """Called by the env at every step: an episode whose actions make no request (typing,
         scrolling, invalid actions) while it waits its turns must not lose its instance to
-        the idle reaper, which is there for instances a dead client left behind."""
-        self.running.touch_instance(instance_id)
+        the idle reaper, which is there for instances a dead client left behind. False: the
+        instance is gone (the env then ends the episode as an env error)."""
+        return self.running.touch_instance(instance_id)
 
     async def end(self, instance_id: str | None) -> None:
         if instance_id is not None:

@@ -135,10 +135,11 @@ class RunningSites:
         for store in self._stores.values():
             store.reset(instance_id)
 
-    def touch_instance(self, instance_id: str) -> None:
-        """Mark an instance as in use on every backend (see :meth:`InstanceStore.touch`)."""
-        for store in self._stores.values():
-            store.touch(instance_id)
+    def touch_instance(self, instance_id: str) -> bool:
+        """Mark an instance as in use on every backend (see :meth:`InstanceStore.touch`);
+        False when some backend no longer has it."""
+        found = [store.touch(instance_id) for store in self._stores.values()]
+        return all(found)
 
     def delete_instance(self, instance_id: str) -> None:
         """Delete an instance (its database files) on every backend."""
