@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webagent_r1.report.markdown import MISSING, md_table
+from webagent_r1.tasks.evaluators import SIDE_EFFECTS
 from webagent_r1.tasks.suite import all_templates
 from webagent_r1.types import Trajectory, Turn
 
@@ -78,8 +79,6 @@ FAILURE_KINDS: tuple[str, ...] = (
     "wrong_end_state",
 )
 """The kinds of failure, in order of precedence (the first that applies is given)."""
-SIDE_EFFECTS = "state_match: side effects:"
-"""How the grader's explanation starts when a write budget failed the episode."""
 LOOP_REPEATS = 3
 """Default times the same action from the same state makes a ``loop``."""
 TASK_KINDS = ("info", "nav", "change")

@@ -411,6 +411,8 @@ def _state_db(ctx: EvalContext, site: str) -> sqlite3.Connection:
     return conn
 
 
+SIDE_EFFECTS = "state_match: side effects:"
+"""How the explanation starts when a write budget failed the episode (``report.failures``)."""
 BOOKKEEPING_TABLES = frozenset({"sessions"})
 """Tables an episode writes without acting on the site (its login session); never side effects."""
 EVENT_ROWS = {"notes": "system = 1"}
@@ -485,7 +487,7 @@ async def check_state_match(ctx: EvalContext) -> tuple[float, str]:
     if writes is not None:
         extra = _side_effects(ctx, writes)
         if extra is not None:
-            return 0.0, f"state_match: side effects: {extra}"
+            return 0.0, f"{SIDE_EFFECTS} {extra}"
     for c in checks:
         site = c.get("site") or (ctx.task.sites[0] if ctx.task.sites else "")
         conn = _state_db(ctx, site)
