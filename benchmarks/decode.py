@@ -24,6 +24,15 @@ prompts are chat prompts (when the model has a chat template) sharing a long pag
 message and each asking its own question, decoded greedily until end-of-sequence or
 ``--new-tokens``; the report adds the completion lengths. Whether the tokens are the same is
 reported, not required: fewer rows can change the float rounding of a matrix product.
+
+    python benchmarks/decode.py --compare prefill [--batch 16,48] [--prompt-len 750] ...
+
+``--compare prefill`` times prefilling prompts of unequal length in groups of like length
+(``HFEngine.max_pad_ratio``, 1.1 on CPU, the groups' KV caches merged) against one padded
+batch (``inf``). The prompts share a 290-token head (a system prompt) and have own parts
+spread evenly from 40% to 160% of ``--prompt-len`` minus the head (shuffled), as a rollout
+batch's pages differ; each row then decodes ``--new-tokens`` greedy tokens. The report adds
+the padding tokens each side computed.
 """
 
 from __future__ import annotations
@@ -75,6 +84,17 @@ def timed_drop(engine: HFEngine, prompts: list[list[int]], params: SamplingParam
         return _decode(engine, prompts, params)
     finally:
         engine.drop_finished_fraction = default
+
+
+def timed_pad(engine: HFEngine, prompts: list[list[int]], params: SamplingParams, grouped: bool):
+    """One decode, prefilled in length groups or as one padded batch; returns (seconds, token
+    ids). The engine's ``padded_prefill_tokens`` counts the padding each side computed."""
+    default = engine.max_pad_ratio
+    engine.max_pad_ratio = 1.1 if grouped else float("inf")
+    try:
+        return _decode(engine, prompts, params)
+    finally:
+        engine.max_pad_ratio = default
 
 
 def alternate(side: Callable[[bool], tuple[float, list[list[int]]]], reps: int):
@@ -174,6 +194,68 @@ def run_drop(
     }
 
 
+def spread_prompts(vocab: int, b: int, prompt_len: int, gen: torch.Generator) -> list[list[int]]:
+    """``b`` random prompts sharing a 290-token head, own parts from 40% to 160% of the rest."""
+    low = min(100, vocab // 2)  # above the special tokens
+    n_head = min(290, prompt_len // 2)
+    head = torch.randint(low, vocab, (n_head,), generator=gen).tolist()
+    rest = prompt_len - n_head
+    own = [max(1, round(rest * (0.4 + 1.2 * i / max(b - 1, 1)))) for i in range(b)]
+    order = torch.randperm(b, generator=gen).tolist()
+    return [head + torch.randint(low, vocab, (own[i],), generator=gen).tolist() for i in order]
+
+
+def run_prefill(
+    model: str = "smollm2-135m-instruct",
+    batches: tuple[int, ...] = (16, 48),
+    prompt_len: int = 750,
+    new_tokens: int = 64,
+    reps: int = 3,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Time length-grouped prefill against one padded batch at every batch size (greedy)."""
+    engine = _engine(model, batches, prompt_len, new_tokens, reps)
+    engine.eos_ids = set()  # every row decodes exactly new_tokens tokens
+    params = SamplingParams(temperature=0.0, max_new_tokens=new_tokens, stop=[])
+    gen = torch.Generator().manual_seed(seed)
+    rows: list[dict[str, Any]] = []
+    for b in batches:
+        prompts = spread_prompts(engine.model.config.vocab_size, b, prompt_len, gen)
+        timed_pad(engine, prompts[:1], SamplingParams(temperature=0.0, max_new_tokens=2), True)
+        padded = {}
+        times: dict[bool, list[float]] = {True: [], False: []}
+        tokens: dict[bool, list[list[int]]] = {}
+        for _ in range(reps):
+            for flag in (True, False):
+                before = engine.padded_prefill_tokens
+                sec, tokens[flag] = timed_pad(engine, prompts, params, flag)
+                times[flag].append(sec)
+                padded[flag] = engine.padded_prefill_tokens - before
+        med = {k: statistics.median(v) for k, v in times.items()}
+        rows.append(
+            {
+                "batch": b,
+                "prompt_tokens": sum(len(p) for p in prompts),
+                "grouped_padding": padded[True],
+                "one_batch_padding": padded[False],
+                "grouped_s": round(med[True], 3),
+                "one_batch_s": round(med[False], 3),
+                "ratio": round(med[False] / med[True], 3),
+                "same_tokens": tokens[True] == tokens[False],
+            }
+        )
+    engine.close()
+    return {
+        "compare": "prefill in length groups (max_pad_ratio 1.1) vs one padded batch",
+        "model": model,
+        "prompt_len": prompt_len,
+        "new_tokens": new_tokens,
+        "reps": reps,
+        "threads": torch.get_num_threads(),
+        "results": rows,
+    }
+
+
 def run(
     model: str = "smollm2-135m-instruct",
     batches: tuple[int, ...] = (1, 12, 48),
@@ -227,11 +309,13 @@ def main() -> None:
     p.add_argument("--new-tokens", type=int, default=64)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--compare", choices=("reserve", "drop"), default="reserve")
+    p.add_argument("--compare", choices=("reserve", "drop", "prefill"), default="reserve")
     a = p.parse_args()
     batches = tuple(int(x) for x in a.batch.split(","))
     if a.compare == "drop":
         out = run_drop(a.model, batches, a.prompt_len, a.new_tokens, a.reps)
+    elif a.compare == "prefill":
+        out = run_prefill(a.model, batches, a.prompt_len, a.new_tokens, a.reps, a.seed)
     else:
         out = run(a.model, batches, a.prompt_len, a.new_tokens, a.reps, a.seed)
     print(json.dumps(out, indent=1))

@@ -51,3 +51,14 @@ def test_drop_bench_times_both_sides_on_chat_prompts(tmp_path: Path) -> None:
     assert isinstance(r["same_tokens"], bool) and r["rows_dropped_per_call"] >= 0
     with pytest.raises(ValueError, match="must be >= 1"):
         bench.run_drop(str(model), batches=(2,), reps=0)
+
+
+def test_prefill_bench_times_both_sides_and_counts_their_padding(tmp_path: Path) -> None:
+    bench = load_bench()
+    model = make_tiny_model(tmp_path / "model")
+    out = bench.run_prefill(str(model), batches=(4,), prompt_len=40, new_tokens=3, reps=1)
+    [r] = out["results"]
+    assert r["batch"] == 4 and r["grouped_s"] > 0 and r["one_batch_s"] > 0
+    # own parts of 8, 16, 24 and 32 tokens: one batch pads 24 + 16 + 8 = 48 tokens
+    assert r["one_batch_padding"] == 48
+    assert r["grouped_padding"] < r["one_batch_padding"]

@@ -1045,14 +1045,15 @@ def bench_decode(
         str,
         typer.Option(
             help="reserve: reserved KV cache vs concatenation; drop: dropping finished rows "
-            "vs keeping them (chat prompts that stop at different lengths)."
+            "vs keeping them (chat prompts that stop at different lengths); prefill: prompts "
+            "of unequal length prefilled in length groups vs one padded batch."
         ),
     ] = "reserve",
 ) -> None:
-    """HF engine decoding: reserved KV cache vs concatenation, or dropping finished rows vs
-    keeping them (runs benchmarks/decode.py)."""
-    if compare not in ("reserve", "drop"):
-        raise typer.BadParameter(f"--compare is reserve or drop, not {compare!r}")
+    """HF engine decoding: reserved KV cache vs concatenation, dropping finished rows vs
+    keeping them, or length-grouped prefill vs one padded batch (runs benchmarks/decode.py)."""
+    if compare not in ("reserve", "drop", "prefill"):
+        raise typer.BadParameter(f"--compare is reserve, drop or prefill, not {compare!r}")
 
     try:
         batches = tuple(int(x) for x in batch.split(","))
@@ -1062,6 +1063,8 @@ def bench_decode(
     try:  # run() checks the sizes before it loads the model
         if compare == "drop":
             out = module.run_drop(model, batches, prompt_len, new_tokens, reps)
+        elif compare == "prefill":
+            out = module.run_prefill(model, batches, prompt_len, new_tokens, reps, seed)
         else:
             out = module.run(model, batches, prompt_len, new_tokens, reps, seed)
     except ValueError as e:

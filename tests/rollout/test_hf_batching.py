@@ -14,7 +14,13 @@ import torch
 from tests.support.fakes import FakeTokenizer
 from webagent_r1.policy import hf as hf_module
 from webagent_r1.policy.base import SamplingParams
-from webagent_r1.policy.hf import HFEngine, reserve_cache, row_seeds, rows_can_be_dropped
+from webagent_r1.policy.hf import (
+    HFEngine,
+    prefill_chunks,
+    reserve_cache,
+    row_seeds,
+    rows_can_be_dropped,
+)
 
 TOK = FakeTokenizer()
 GREEDY = SamplingParams(temperature=0.0, max_new_tokens=6, stop=[])
@@ -407,3 +413,60 @@ def test_rows_are_dropped_only_from_caches_of_plain_key_value_layers(model) -> N
     past.layers[1].__class__ = StatefulLayer
     assert not rows_can_be_dropped(past)
     assert not rows_can_be_dropped(None) and not rows_can_be_dropped((torch.zeros(1),))
+
+
+def test_prefill_chunks_group_prompts_of_like_length() -> None:
+    # sorted 300, 310 | 790, 800: 3 x 790 = 2370 > 1.1 x 1400, so 790 starts a group
+    assert prefill_chunks([300, 800, 310, 790], 1.1) == [[0, 2], [3, 1]]
+    assert prefill_chunks([300, 800, 310, 790], float("inf")) == [[0, 2, 3, 1]]
+    assert prefill_chunks([5, 5, 6], 1.0) == [[0, 1], [2]]  # no padding at all
+    assert prefill_chunks([7], 1.1) == [[0]]
+    with pytest.raises(ValueError, match="max_pad_ratio"):
+        prefill_chunks([3, 4], 0.9)
+
+
+@needs_layers
+@pytest.mark.parametrize("shared_head", [True, False])
+def test_prefill_in_length_groups_matches_one_padded_batch_and_a_full_forward(
+    model, shared_head: bool
+) -> None:
+    """Prompts of very different lengths are prefilled in groups, their caches merged: every
+    row samples what one padded batch samples, with the log-probs of a plain forward over its
+    own prompt and completion, and less padding is computed."""
+    head = TOK.encode("you are a web agent " * 5) if shared_head else []
+    own = ("zz", "find the red mug " * 6, "a b c", "find the red mug " * 6, "q " * 40, "yy")
+    prompts = [head + TOK.encode(s) for s in own]
+    params = SamplingParams(temperature=0.7, max_new_tokens=6, stop=[], seed=3)
+    got, padded = {}, {}
+    for ratio in (1.1, float("inf")):
+        engine = _engine(model, max_batch_size=len(prompts))
+        engine.max_pad_ratio = ratio
+        got[ratio] = engine.generate_sync(prompts, params)
+        padded[ratio] = engine.padded_prefill_tokens
+        engine.close()
+    assert padded[1.1] < padded[float("inf")] / 2
+    for a, b, p in zip(got[1.1], got[float("inf")], prompts, strict=True):
+        assert a.token_ids == b.token_ids
+        torch.testing.assert_close(torch.tensor(a.logprobs), torch.tensor(b.logprobs))
+        # sampled at T = 0.7: the stored log-probs are of the tempered distribution
+        ids = torch.tensor([p + a.token_ids])
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits[0, len(p) - 1 : -1] / 0.7
+        want = torch.log_softmax(logits, -1).gather(-1, torch.tensor(a.token_ids)[:, None])[:, 0]
+        torch.testing.assert_close(torch.tensor(a.logprobs), want, atol=1e-5, rtol=1e-5)
+
+
+@needs_layers
+def test_prefill_falls_back_to_one_batch_when_caches_cannot_be_merged(model, monkeypatch) -> None:
+    """A model whose cache layers hold more than keys and values (here: said to) is prefilled
+    as one padded batch from then on, with the same outputs."""
+    prompts = [TOK.encode(s) for s in ("zz", "find the red mug " * 6, "q " * 30)]
+    engine = _engine(model, max_batch_size=3)
+    want = engine.generate_sync(prompts, GREEDY)
+    monkeypatch.setattr(hf_module, "rows_can_be_dropped", lambda past: False)
+    got = engine.generate_sync(prompts, GREEDY)
+    assert engine._merge_ok is False
+    assert [c.token_ids for c in got] == [c.token_ids for c in want]
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(torch.tensor(a.logprobs), torch.tensor(b.logprobs))
+    engine.close()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import copy
 import inspect
 import queue
 import threading
@@ -129,6 +130,36 @@ def rows_can_be_dropped(past: Any) -> bool:
     if DynamicLayer is None or not isinstance(layers, list):
         return False
     return all(type(layer) in (DynamicLayer, _ReservedLayer) for layer in layers)
+
+
+def prefill_chunks(lengths: list[int], max_pad_ratio: float) -> list[list[int]]:
+    """Split prompts into groups that are each run as one left-padded forward.
+
+    A padded forward computes rows x longest tokens; prompts of 300 and 800 tokens in one batch
+    compute 1,600 for 1,100 real ones. Sorted by length, a group takes the next prompt while its
+    padded size stays within ``max_pad_ratio`` times its real tokens (``inf``: one group).
+
+    Args:
+        lengths: tokens of each prompt (each >= 1).
+        max_pad_ratio: the most padded/real tokens a group may compute (>= 1).
+
+    Returns:
+        groups of prompt indices, each sorted by length, together covering every prompt once.
+    """
+    if max_pad_ratio < 1:
+        raise ValueError(f"max_pad_ratio must be >= 1, got {max_pad_ratio}")
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+    groups: list[list[int]] = []
+    real = 0
+    for i in order:
+        # ascending order: the new prompt is the longest of the group it would join
+        if groups and (len(groups[-1]) + 1) * lengths[i] <= max_pad_ratio * (real + lengths[i]):
+            groups[-1].append(i)
+            real += lengths[i]
+        else:
+            groups.append([i])
+            real = lengths[i]
+    return groups
 
 
 def load_tokenizer(name: str) -> Any:
@@ -251,6 +282,15 @@ class HFEngine(Engine):
         """Prompt tokens not computed thanks to shared prefixes and duplicate prompts."""
         self.min_shared_prefix = 16
         """Shorter shared prefixes are not worth a separate forward."""
+        self.max_pad_ratio = 1.1 if self.device.type == "cpu" else float("inf")
+        """Prefill prompts of unequal length in groups computing at most this many padded
+        tokens per real one (``prefill_chunks``), their KV caches then merged into one batch.
+        On CPU a forward costs in proportion to the tokens it computes, padding included, and
+        the pages of a rollout batch differ by hundreds of tokens; on accelerators one padded
+        forward is cheaper than several (``inf``: one group)."""
+        self._merge_ok = True  # set False once a model's caches prove unmergeable
+        self.padded_prefill_tokens = 0
+        """Padding positions run through the model at prefill (computed, then masked)."""
         self.drop_finished_fraction = 0.125
         """Drop finished rows from a decoding batch once this share of its rows has stopped
         (0: at every stop; above 1: never)."""
@@ -564,44 +604,111 @@ class HFEngine(Engine):
             n_pre = next((i for i in range(n_pre) if p[i] != uniq[0][i]), n_pre)
         if n_uniq == 1 or n_pre < self.min_shared_prefix:
             n_pre = 0
-        past = None
+        prefix = None  # the shared prefix's KV cache, one row
         if n_pre:
             out = self.model(
                 input_ids=torch.tensor([uniq[0][:n_pre]], device=self.device),
                 use_cache=True,
                 logits_to_keep=1,
             )
-            past = getattr(out, self._cache_kw)
-            past.batch_repeat_interleave(n_uniq)
+            prefix = getattr(out, self._cache_kw)
         computed = n_pre + sum(len(p) - n_pre for p in uniq)
         self.prefill_tokens += computed
         self.saved_prefill_tokens += sum(len(p) for p in prompts) - computed
-        # left-pad the suffixes so every row's next token sits in the last column
-        L = max(len(p) for p in uniq) - n_pre
-        ids = torch.full((n_uniq, L), self.pad_id, dtype=torch.long)  # (U, L)
-        smask = torch.zeros((n_uniq, L), dtype=torch.long)  # (U, L)
-        for u, p in enumerate(uniq):
-            ids[u, L - (len(p) - n_pre) :] = torch.tensor(p[n_pre:])
-            smask[u, L - (len(p) - n_pre) :] = 1
-        ids, smask = ids.to(self.device), smask.to(self.device)
+        suffixes = [p[n_pre:] for p in uniq]
+        lengths = [len(x) for x in suffixes]
+        groups = prefill_chunks(lengths, self.max_pad_ratio if self._merge_ok else float("inf"))
+        if len(groups) == 1 or prefix is not None and not rows_can_be_dropped(prefix):
+            groups = [list(range(n_uniq))]  # one forward, rows in prompt order
+        ran: list[tuple[torch.Tensor, Any]] = []
+        for g in groups:
+            ran.append(self._prefill_rows([suffixes[u] for u in g], prefix, last=len(groups) == 1))
+            if len(groups) > 1 and not rows_can_be_dropped(ran[0][1]):
+                self._merge_ok = False  # this model's caches cannot be merged: one forward
+                groups, ran = [list(range(n_uniq))], []
+                ran.append(self._prefill_rows(suffixes, prefix, last=True))
+                break
+        # left padding: every row's next token sits in the last column
+        L = max(lengths)
+        smask = torch.zeros((n_uniq, L), dtype=torch.long, device=self.device)  # (U, L)
+        for u, n in enumerate(lengths):
+            smask[u, L - n :] = 1
         pos = n_pre + (smask.cumsum(-1) - 1).clamp(min=0)  # (U, L)
         ones = torch.ones((n_uniq, n_pre), dtype=torch.long, device=self.device)
         mask = torch.cat([ones, smask], dim=1)  # (U, P + L)
-        out = self.model(
-            input_ids=ids,
-            attention_mask=mask,  # (U, P + L)
-            position_ids=pos,
-            use_cache=True,
-            logits_to_keep=1,
-            **({self._cache_kw: past} if past is not None else {}),
-        )
-        past = getattr(out, self._cache_kw)
-        logits = out.logits[:, -1, :].float()  # (U, V)
+        if len(groups) == 1:
+            logits, past = ran[0]
+        else:
+            logits, past = self._merge_prefills(groups, ran, lengths, n_pre)
         if n_uniq < len(prompts):
             sel = torch.tensor(index, device=self.device)  # (B,)
             past.batch_select_indices(sel)
             logits, mask, pos = logits[sel], mask[sel], pos[sel]
         return logits, mask, pos, past
+
+    def _prefill_rows(
+        self, suffixes: list[list[int]], prefix: Any, last: bool = False
+    ) -> tuple[torch.Tensor, Any]:
+        """One left-padded forward of ``suffixes`` after the shared ``prefix`` (a one-row KV
+        cache, or None; left as it is unless ``last``). Returns the (n, V) next-token logits
+        (fp32) and the KV cache, ``[prefix | left padding | own suffix]`` per row."""
+        n, L = len(suffixes), max(len(x) for x in suffixes)
+        P = prefix.get_seq_length() if prefix is not None else 0
+        ids = torch.full((n, L), self.pad_id, dtype=torch.long)  # (n, L)
+        smask = torch.zeros((n, L), dtype=torch.long)  # (n, L)
+        for r, x in enumerate(suffixes):
+            ids[r, L - len(x) :] = torch.tensor(x)
+            smask[r, L - len(x) :] = 1
+        self.padded_prefill_tokens += n * L - int(smask.sum())
+        ids, smask = ids.to(self.device), smask.to(self.device)
+        pos = P + (smask.cumsum(-1) - 1).clamp(min=0)  # (n, L)
+        mask = torch.cat([torch.ones((n, P), dtype=torch.long, device=self.device), smask], 1)
+        past = None
+        if prefix is not None:
+            past = prefix if last else copy.deepcopy(prefix)
+            past.batch_repeat_interleave(n)
+        out = self.model(
+            input_ids=ids,
+            attention_mask=mask,  # (n, P + L)
+            position_ids=pos,
+            use_cache=True,
+            logits_to_keep=1,
+            **({self._cache_kw: past} if past is not None else {}),
+        )
+        return out.logits[:, -1, :].float(), getattr(out, self._cache_kw)
+
+    def _merge_prefills(
+        self,
+        groups: list[list[int]],
+        ran: list[tuple[torch.Tensor, Any]],
+        lengths: list[int],
+        n_pre: int,
+    ) -> tuple[torch.Tensor, Any]:
+        """Lay the KV caches of separately prefilled groups out as one left-padded batch
+        (``[prefix | left padding | own suffix]``, rows in prompt order) in the first group's
+        cache object; the padding's keys and values are zeros, masked like any padding."""
+        U, L = len(lengths), max(lengths)
+        logits = ran[0][0].new_empty((U, ran[0][0].shape[-1]))  # (U, V)
+        past = ran[0][1]
+        for i, layer in enumerate(past.layers):
+            keys, values = [], []
+            for _, cache in ran:
+                keys.append(cache.layers[i].keys)  # (n_g, H, P + L_g, D)
+                values.append(cache.layers[i].values)
+            k0, v0 = keys[0], values[0]
+            k = k0.new_zeros((U, k0.shape[1], n_pre + L, k0.shape[-1]))  # (U, H, P + L, D)
+            v = v0.new_zeros((U, v0.shape[1], n_pre + L, v0.shape[-1]))
+            for g, kg, vg in zip(groups, keys, values, strict=True):
+                rows = torch.tensor(g, device=k.device)
+                own = kg.shape[-2] - n_pre  # L_g: the group's padded suffix length
+                k[rows, :, :n_pre] = kg[:, :, :n_pre]
+                v[rows, :, :n_pre] = vg[:, :, :n_pre]
+                k[rows, :, n_pre + L - own :] = kg[:, :, n_pre:]
+                v[rows, :, n_pre + L - own :] = vg[:, :, n_pre:]
+            layer.keys, layer.values = k, v
+        for g, (lg, _) in zip(groups, ran, strict=True):
+            logits[torch.tensor(g, device=logits.device)] = lg
+        return logits, past
 
     @staticmethod
     def _sample(
