@@ -36,6 +36,7 @@ class _Files:
 
 
 def _files(tmp_path: Path) -> _Files:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     pristine = tmp_path / "pristine.sqlite"
     conn = sqlite3.connect(pristine)
     conn.executescript(
@@ -109,6 +110,27 @@ async def test_no_budget_no_check_and_sites_sharing_a_database_count_once(tmp_pa
     assert (await _grade(files, {}, sites=("a", "b"))).explanation.endswith(
         "1 row of a.t (the task changes at most 0)"
     )
+
+
+async def test_files_whose_paths_hold_uri_characters_are_read(tmp_path) -> None:
+    """``?``, ``#`` and ``%`` in a database's path are not read as URI syntax."""
+    files = _files(tmp_path / "runs?x=1#a%20b")
+    _write(files, "INSERT INTO t VALUES (4, 'd');")
+    assert (await _grade(files, {"s.t": 1})).reward == 1.0
+    res = await _grade(files, {})
+    assert res.reward == 0.0 and "1 row of s.t " in res.explanation, res.explanation
+
+
+async def test_a_table_the_episode_created_or_dropped_counts_all_its_rows(tmp_path) -> None:
+    files = _files(tmp_path)
+    _write(files, "CREATE TABLE extra (v TEXT); INSERT INTO extra VALUES ('p'), ('q');")
+    res = await _grade(files, {"s.extra": 1})
+    assert res.reward == 0.0 and "2 rows of s.extra " in res.explanation, res.explanation
+    files = _files(tmp_path / "dropped")
+    _write(files, "DROP TABLE votes;")  # its two rows are gone
+    assert (await _grade(files, {"s.votes": 2})).reward == 1.0
+    res = await _grade(files, {"s.votes": 1})
+    assert res.reward == 0.0 and "2 rows of s.votes " in res.explanation, res.explanation
 
 
 def test_every_change_template_has_a_write_budget() -> None:

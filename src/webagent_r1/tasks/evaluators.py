@@ -30,11 +30,13 @@ failure to train on. Any other exception is a bug and propagates.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import sqlite3
 import unicodedata
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -406,9 +408,14 @@ def _state_db(ctx: EvalContext, site: str) -> sqlite3.Connection:
         path = path_fn(site, ctx.instance_id)
     except UnknownInstanceError as e:  # the instance is gone (reaped, or the sites restarted)
         raise EnvError(f"state_match: the episode's site instance is gone: {e}") from e
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    conn = sqlite3.connect(_read_only_uri(path), uri=True)
     conn.row_factory = None
     return conn
+
+
+def _read_only_uri(path: str | Path) -> str:
+    """A read-only SQLite URI of ``path`` (``?``, ``#`` and ``%`` in it percent-encoded)."""
+    return Path(path).resolve().as_uri() + "?mode=ro"
 
 
 SIDE_EFFECTS = "state_match: side effects:"
@@ -438,18 +445,28 @@ def _footprint(ctx: EvalContext) -> dict[str, int]:
         seen.add(pristine)
         conn = _state_db(ctx, site)
         try:
-            conn.execute("ATTACH DATABASE ? AS pristine", (f"file:{pristine}?mode=ro",))
-            tables = [
-                r[0]
-                for r in conn.execute(
-                    "SELECT name FROM main.sqlite_master WHERE type = 'table' "
-                    "AND name NOT LIKE 'sqlite_%' ORDER BY name"
-                )
-            ]
-            for table in tables:
+            conn.execute("ATTACH DATABASE ? AS pristine", (_read_only_uri(pristine),))
+            tables = {
+                schema: {
+                    r[0]
+                    for r in conn.execute(
+                        f"SELECT name FROM {schema}.sqlite_master WHERE type = 'table' "
+                        "AND name NOT LIKE 'sqlite_%'"
+                    )
+                }
+                for schema in ("main", "pristine")
+            }
+            for table in sorted(tables["main"] | tables["pristine"]):
                 if table in BOOKKEEPING_TABLES:
                     continue
                 q = f'"{table}"'
+                if table not in tables["main"] or table not in tables["pristine"]:
+                    # created or dropped by the episode: every row of it changed
+                    schema = "main" if table in tables["main"] else "pristine"
+                    n = conn.execute(f"SELECT COUNT(*) FROM {schema}.{q}").fetchone()[0]
+                    if n:
+                        out[f"{site}.{table}"] = int(n)
+                    continue
                 info = conn.execute(f"PRAGMA main.table_info({q})").fetchall()
                 pk = [f'"{r[1]}"' for r in sorted(info, key=lambda r: r[5]) if r[5] > 0]
                 key = ", ".join(pk) if pk else "_rowid"
@@ -480,6 +497,11 @@ def _side_effects(ctx: EvalContext, writes: dict[str, int]) -> str | None:
 
 
 async def check_state_match(ctx: EvalContext) -> tuple[float, str]:
+    # SQLite reads block: off the event loop, which steps the other episodes meanwhile
+    return await asyncio.to_thread(_state_match, ctx)
+
+
+def _state_match(ctx: EvalContext) -> tuple[float, str]:
     checks = ctx.task.eval.get("state_checks") or []
     if not checks:
         raise TaskError("state_match needs eval.state_checks")
