@@ -585,8 +585,11 @@ class HFEngine(Engine):
         the prefix every prompt of the batch shares (the system prompt at least; the task too
         when a batch holds one group) is run as a single row, its KV cache then repeated; and
         identical prompts (a group's members at their first turn) are run once, their rows
-        then copied. Layout of the cache: ``[shared prefix | left padding | own suffix]``;
-        the padding is masked and positions skip it, so every row sees exactly its prompt.
+        then copied. What follows the prefix is run in groups of like length
+        (``prefill_chunks``, ``max_pad_ratio``), whose caches are then merged, so that a short
+        prompt is not padded to the longest one's length. Layout of the cache:
+        ``[shared prefix | left padding | own suffix]``; the padding is masked and positions
+        skip it, so every row sees exactly its prompt.
 
         Returns:
             logits: (B, V) next-token logits of every prompt (fp32).
@@ -686,7 +689,9 @@ class HFEngine(Engine):
     ) -> tuple[torch.Tensor, Any]:
         """Lay the KV caches of separately prefilled groups out as one left-padded batch
         (``[prefix | left padding | own suffix]``, rows in prompt order) in the first group's
-        cache object; the padding's keys and values are zeros, masked like any padding."""
+        cache object, layer by layer, each group's layer freed once merged (the peak holds
+        one layer twice, not the cache); the padding's keys and values are zeros, masked like
+        any padding."""
         U, L = len(lengths), max(lengths)
         logits = ran[0][0].new_empty((U, ran[0][0].shape[-1]))  # (U, V)
         past = ran[0][1]
@@ -706,6 +711,8 @@ class HFEngine(Engine):
                 k[rows, :, n_pre + L - own :] = kg[:, :, n_pre:]
                 v[rows, :, n_pre + L - own :] = vg[:, :, n_pre:]
             layer.keys, layer.values = k, v
+            for _, cache in ran[1:]:  # free each group's copy as soon as it is merged
+                cache.layers[i].keys = cache.layers[i].values = None
         for g, (lg, _) in zip(groups, ran, strict=True):
             logits[torch.tensor(g, device=logits.device)] = lg
         return logits, past
