@@ -18,6 +18,7 @@ from webagent_r1.policy.precision import (
     choose_autocast,
     model_size,
     peak_flops,
+    raise_peak,
     sequences_flops,
     time_layers,
 )
@@ -180,6 +181,26 @@ def test_peak_flops_is_measured_once_and_cached(tmp_path: Path, monkeypatch) -> 
     p = peak_flops(False, CPU, timer=lambda autocast: 1 / 0, cache=cache)
     assert (p.flops, p.source) == (5e9, "cache")
     assert peak_flops(True, torch.device("cuda"), timer=lambda a: 1 / 0).flops == 0.0
+
+
+def test_a_peak_measured_under_load_is_raised_to_what_the_model_achieved(
+    tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setattr(precision, "_peaks", {})
+    cache = tmp_path / "precision.json"
+    low = peak_flops(False, CPU, timer=lambda autocast: 5e9, cache=cache)  # a busy machine
+    assert raise_peak(low, 4e9, cache) is low  # below the peak: nothing changes
+    high = raise_peak(low, 8e9, cache)
+    assert (high.flops, high.precision, high.source) == (8e9, "fp32", "achieved")
+    assert peak_flops(False, CPU, timer=lambda autocast: 1 / 0, cache=cache) == high
+    monkeypatch.setattr(precision, "_peaks", {})  # a later process reads it from the cache
+    assert peak_flops(False, CPU, timer=lambda autocast: 1 / 0, cache=cache).flops == 8e9
+    monkeypatch.setattr(precision, "cache_path", lambda: cache)
+    meter = FlopsMeter.__new__(FlopsMeter)
+    meter.peak = Peak(5e9, "fp32", "measured")
+    out = meter.metrics("train", 2e10, 2.0)  # 1e10 FLOP/s: above the measured peak
+    assert out == {"train/flops_per_s": 1e10, "train/mfu": 1.0}
+    assert meter.metrics("train", 5e9, 1.0)["train/mfu"] == 0.5
 
 
 def test_flops_meter_metrics(monkeypatch: pytest.MonkeyPatch) -> None:
