@@ -690,8 +690,8 @@ class HFEngine(Engine):
         """Lay the KV caches of separately prefilled groups out as one left-padded batch
         (``[prefix | left padding | own suffix]``, rows in prompt order) in the first group's
         cache object, layer by layer, each group's layer freed once merged (the peak holds
-        one layer twice, not the cache); the padding's keys and values are zeros, masked like
-        any padding."""
+        one layer twice, not the cache). The columns between a group's padded length and the
+        longest hold zeros, a group's own padding the pad token's states; both are masked."""
         U, L = len(lengths), max(lengths)
         logits = ran[0][0].new_empty((U, ran[0][0].shape[-1]))  # (U, V)
         past = ran[0][1]
