@@ -117,6 +117,17 @@ def _engine(model: str, batches: tuple[int, ...], prompt_len: int, new_tokens: i
     return HFEngine.from_config(ModelConfig(name=model, dtype="float32", autocast_bf16=False))
 
 
+def _fixed_length(
+    model: str, batches: tuple[int, ...], prompt_len: int, new_tokens: int, reps: int, seed: int
+) -> tuple[HFEngine, SamplingParams, torch.Generator]:
+    """The engine with end-of-sequence disabled (every row decodes exactly ``new_tokens``),
+    greedy parameters for that many tokens, and the seeded generator of the prompts."""
+    engine = _engine(model, batches, prompt_len, new_tokens, reps)
+    engine.eos_ids = set()
+    params = SamplingParams(temperature=0.0, max_new_tokens=new_tokens, stop=[])
+    return engine, params, torch.Generator().manual_seed(seed)
+
+
 QUESTIONS = (
     "Which item is the cheapest? Answer with its name only.",
     "How many items are listed? Answer with a number.",
@@ -214,10 +225,7 @@ def run_prefill(
     seed: int = 0,
 ) -> dict[str, Any]:
     """Time length-grouped prefill against one padded batch at every batch size (greedy)."""
-    engine = _engine(model, batches, prompt_len, new_tokens, reps)
-    engine.eos_ids = set()  # every row decodes exactly new_tokens tokens
-    params = SamplingParams(temperature=0.0, max_new_tokens=new_tokens, stop=[])
-    gen = torch.Generator().manual_seed(seed)
+    engine, params, gen = _fixed_length(model, batches, prompt_len, new_tokens, reps, seed)
     rows: list[dict[str, Any]] = []
     for b in batches:
         prompts = spread_prompts(engine.model.config.vocab_size, b, prompt_len, gen)
@@ -265,11 +273,8 @@ def run(
     seed: int = 0,
 ) -> dict[str, Any]:
     """Time both cache layouts at every batch size; returns the JSON-ready results."""
-    engine = _engine(model, batches, prompt_len, new_tokens, reps)
-    engine.eos_ids = set()  # every row decodes exactly new_tokens tokens
-    params = SamplingParams(temperature=0.0, max_new_tokens=new_tokens, stop=[])
+    engine, params, gen = _fixed_length(model, batches, prompt_len, new_tokens, reps, seed)
     vocab = engine.model.config.vocab_size
-    gen = torch.Generator().manual_seed(seed)
     rows: list[dict[str, Any]] = []
     for b in batches:
         low = min(100, vocab // 2)  # above the special tokens
