@@ -623,14 +623,11 @@ class HFEngine(Engine):
         groups = prefill_chunks(lengths, self.max_pad_ratio if self._merge_ok else float("inf"))
         if len(groups) == 1 or prefix is not None and not rows_can_be_dropped(prefix):
             groups = [list(range(n_uniq))]  # one forward, rows in prompt order
-        ran: list[tuple[torch.Tensor, Any]] = []
-        for g in groups:
-            ran.append(self._prefill_rows([suffixes[u] for u in g], prefix, last=len(groups) == 1))
-            if len(groups) > 1 and not rows_can_be_dropped(ran[0][1]):
-                self._merge_ok = False  # this model's caches cannot be merged: one forward
-                groups, ran = [list(range(n_uniq))], []
-                ran.append(self._prefill_rows(suffixes, prefix, last=True))
-                break
+        ran = [self._prefill_rows([suffixes[u] for u in groups[0]], prefix, len(groups) == 1)]
+        if len(groups) > 1 and not rows_can_be_dropped(ran[0][1]):
+            self._merge_ok = False  # this model's caches cannot be merged: one forward
+            groups, ran = [list(range(n_uniq))], [self._prefill_rows(suffixes, prefix, True)]
+        ran += [self._prefill_rows([suffixes[u] for u in g], prefix) for g in groups[1:]]
         # left padding: every row's next token sits in the last column
         L = max(lengths)
         smask = torch.zeros((n_uniq, L), dtype=torch.long, device=self.device)  # (U, L)
