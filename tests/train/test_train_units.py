@@ -217,11 +217,19 @@ def test_weights_are_normalised_over_every_process(tiny_dir: Path, normalization
     assert norm > 0 and math.sqrt(diff / norm) < 1e-5
 
 
-def test_first_iteration_ratio_is_one_with_dropout(tmp_path: Path) -> None:
+@pytest.mark.parametrize("checkpointing", [False, True], ids=["plain", "checkpointing"])
+def test_first_iteration_ratio_is_one_with_dropout(tmp_path: Path, checkpointing: bool) -> None:
     """With dropout in the model, π_old and the update's π_θ come from the same dropout-free
-    function: ratio 1, nothing clipped, and the model is back in train mode after."""
+    function (with gradient checkpointing too: its recomputed forward draws no dropout
+    either): ratio 1, nothing clipped, and every module back in train mode after."""
     folder = make_tiny_model(tmp_path / "dropout", attention_dropout=0.5)
-    cfg = _cfg(folder, "model.autocast_bf16=false", "rl.lr=0.05", "rl.clip_eps=0.01")
+    cfg = _cfg(
+        folder,
+        "model.autocast_bf16=false",
+        "rl.lr=0.05",
+        "rl.clip_eps=0.01",
+        f"train.gradient_checkpointing={str(checkpointing).lower()}",
+    )
     torch.manual_seed(0)
     model, _ = load_policy(cfg)
     assert model.training
@@ -235,7 +243,41 @@ def test_first_iteration_ratio_is_one_with_dropout(tmp_path: Path) -> None:
     metrics = mgrpo_update(model, opt, build_rl_batch([group]), cfg, pad_id=1)
     assert metrics["train/ratio_mean"] == pytest.approx(1.0, abs=1e-6)
     assert metrics["train/clip_frac"] == 0.0
-    assert model.training
+    assert all(m.training for m in model.modules())
+
+
+def _saved_for_backward(fn, *args, **kwargs) -> int:
+    """Bytes of the distinct storages the autograd graph keeps while ``fn(*args, **kwargs)``
+    runs (outside gradient checkpoints, which keep their own)."""
+    sizes: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        st = t.untyped_storage()
+        sizes[st.data_ptr()] = st.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn(*args, **kwargs)
+    return sum(sizes.values())
+
+
+def test_the_update_checkpoints_when_the_model_does(tmp_path: Path) -> None:
+    """Dropout is off during the update, yet the checkpointing layers still checkpoint (they
+    do only in training mode): the activations kept for the backward pass shrink to the
+    layers' inputs."""
+    folder = make_tiny_model(
+        tmp_path / "deep", num_hidden_layers=8, hidden_size=64, intermediate_size=256
+    )
+    group = _group([1.0, 0.0], seed=4)
+    saved = {}
+    for ckpt in ("false", "true"):
+        cfg = _cfg(folder, "model.autocast_bf16=false", f"train.gradient_checkpointing={ckpt}")
+        torch.manual_seed(0)
+        model, _ = load_policy(cfg)
+        opt = build_optimizer(list(model.parameters()), cfg.rl.lr, cfg.train)
+        batch = build_rl_batch([copy.deepcopy(group)])
+        saved[ckpt] = _saved_for_backward(mgrpo_update, model, opt, batch, cfg, pad_id=1)
+    assert 0 < saved["true"] < 0.4 * saved["false"], saved
 
 
 def test_mu_above_one_makes_the_clip_act(tiny_dir: Path) -> None:

@@ -464,13 +464,25 @@ def mgrpo_update(
 
 @contextlib.contextmanager
 def _eval_mode(model: Any) -> Iterator[None]:
-    """``model`` in eval mode (no dropout) inside; its previous mode restored after."""
-    was_training = model.training
+    """``model`` without dropout inside, gradient checkpointing kept; every module's previous
+    mode restored after.
+
+    Every module goes to eval mode (dropout layers and attention dropout read their own
+    module's flag), except the flag of the modules that checkpoint (Hugging Face's
+    ``GradientCheckpointingLayer``, or an older model's decoder, ``gradient_checkpointing``
+    set): they checkpoint only in training mode, so a plain ``model.eval()`` would keep every
+    layer's activations for the backward pass and multiply the update's memory.
+    """
+    modes = [(m, m.training) for m in model.modules()]
     model.eval()
+    for m, _ in modes:
+        if getattr(m, "gradient_checkpointing", False) is True:
+            m.training = True  # this module only: its children stay in eval mode
     try:
         yield
     finally:
-        model.train(was_training)
+        for m, mode in modes:
+            m.training = mode
 
 
 def generation_engine(cfg: Config, model: Any, tokenizer: Any, source: str | None = None) -> Any:
