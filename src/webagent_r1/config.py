@@ -513,7 +513,10 @@ class RLConfig:
     """'gigpo': γ in (0, 1], the discount of a turn's return γ^(turns left after it) · reward,
     so reaching success in fewer turns from a shared page earns more."""
     old_logprobs: str = "recompute"
-    """π_old: 'recompute' with the trainer's forward before updating, or 'sampler' (as stored)."""
+    """π_old: 'recompute' with the trainer's forward before updating; 'sampler', the sampler's
+    log-probs as stored (one forward saved; refused where the sampler runs in bf16, whose
+    log-probs differ from the trainer's); 'auto', the sampler's where it computes in fp32 as
+    the trainer does, else recomputed."""
     max_staleness: int = 0
     """Most optimizer steps the weights a turn was sampled from (``Turn.weight_version``) may
     lag the weights being updated for the turn to be trained on (0: only the current ones)."""
@@ -584,8 +587,8 @@ class RLConfig:
             f"rl.step_gamma must be in (0, 1] (1: no discount), got {self.step_gamma}",
         )
         _check(
-            self.old_logprobs in ("recompute", "sampler"),
-            f"rl.old_logprobs must be 'recompute' or 'sampler', got {self.old_logprobs!r}",
+            self.old_logprobs in ("recompute", "sampler", "auto"),
+            f"rl.old_logprobs must be 'recompute', 'sampler' or 'auto', got {self.old_logprobs!r}",
         )
         _check(self.max_staleness >= 0, "rl.max_staleness must be >= 0 (0 = current weights)")
         _check(

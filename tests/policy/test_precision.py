@@ -210,3 +210,36 @@ def test_flops_meter_metrics(monkeypatch: pytest.MonkeyPatch) -> None:
     assert meter.metrics("train", 500.0, 2.0) == {"train/flops_per_s": 250.0, "train/mfu": 0.25}
     meter.peak = Peak(0.0, "bf16", "none")
     assert meter.metrics("rollout", 500.0, 2.0) == {"rollout/flops_per_s": 250.0}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "want"),
+    [
+        (["rl.old_logprobs=auto", "model.autocast_bf16=false"], "sampler"),
+        (["rl.old_logprobs=auto", "model.autocast_bf16=true"], "recompute"),
+        (
+            ["rl.old_logprobs=auto", "model.dtype=bfloat16", "model.autocast_bf16=false"],
+            "recompute",
+        ),
+        (["rl.old_logprobs=auto", "train.generation_engine=vllm"], "recompute"),
+        (["rl.old_logprobs=sampler", "model.autocast_bf16=false"], "sampler"),
+        (["rl.old_logprobs=recompute", "model.autocast_bf16=true"], "recompute"),
+    ],
+)
+def test_old_logprobs_auto_takes_the_sampler_only_in_fp32(overrides: list, want: str) -> None:
+    cfg = load_config(None, ["model.device=cpu", *overrides])
+    assert precision.resolve_old_logprobs(cfg, torch.device("cpu")) == want
+
+
+def test_old_logprobs_sampler_is_refused_under_bf16() -> None:
+    cfg = load_config(None, ["model.device=cpu", "rl.old_logprobs=sampler"])
+    with pytest.raises(ValueError, match="rl.old_logprobs=auto or recompute"):
+        precision.resolve_old_logprobs(
+            load_config(
+                None, ["model.device=cpu", "rl.old_logprobs=sampler", "model.autocast_bf16=true"]
+            ),
+            torch.device("cpu"),
+        )
+    assert cfg.rl.old_logprobs == "sampler"
+    with pytest.raises(ConfigError, match="'recompute', 'sampler' or 'auto'"):
+        load_config(None, ["rl.old_logprobs=trainer"])

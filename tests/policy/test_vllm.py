@@ -103,7 +103,7 @@ def test_engine_arguments_follow_the_installed_version() -> None:
         older = engine_kwargs("/m", cfg, known=without)
     assert "logprobs_mode" not in older and older["dtype"] == "bfloat16"
     # the sampler's log-probs as pi_old need logprobs_mode: refused, not dropped
-    with pytest.raises(VLLMUnavailableError, match="rl.old_logprobs=trainer"):
+    with pytest.raises(VLLMUnavailableError, match="rl.old_logprobs=recompute"):
         engine_kwargs("/m", cfg, known=without, needs_logprobs_mode=True)
     assert engine_kwargs("/m", cfg, needs_logprobs_mode=True)["logprobs_mode"] == (
         "processed_logprobs"

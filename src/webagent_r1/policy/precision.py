@@ -223,6 +223,41 @@ def autocast_enabled(mcfg: ModelConfig, device: torch.device | None = None) -> b
     return resolve_autocast(mcfg, device).autocast
 
 
+def sampler_matches_trainer(cfg: Any, device: torch.device | None = None) -> bool:
+    """Whether the sampler of ``cfg`` computes its log-probs as the trainer does, so that they
+    can serve as π_old: the HF engine in fp32 (fp32 weights, no bf16 autocast); never vLLM,
+    which runs in bf16 or fp16. Under bf16 the sampler's incremental decoding and the
+    trainer's whole-sequence forward round differently: several percent a token
+    (``scripts/device_check.py``)."""
+    if cfg.train.generation_engine == "vllm":
+        return False
+    return cfg.model.dtype == "float32" and not autocast_enabled(cfg.model, device)
+
+
+def resolve_old_logprobs(cfg: Any, device: torch.device | None = None) -> str:
+    """``rl.old_logprobs`` of ``cfg`` on ``device``: 'sampler' or 'recompute'.
+
+    'auto' takes the sampler's log-probs when they equal the trainer's
+    (``sampler_matches_trainer``: one forward saved) and recomputes them otherwise.
+
+    Raises:
+        ValueError: 'sampler' where the sampler runs in bf16.
+    """
+    setting = cfg.rl.old_logprobs
+    if setting == "recompute":
+        return setting
+    exact = sampler_matches_trainer(cfg, device)
+    if setting == "auto":
+        return "sampler" if exact else "recompute"
+    if not exact:
+        raise ValueError(
+            "rl.old_logprobs=sampler needs a sampler that computes in fp32 as the trainer "
+            "does; under bf16 its log-probs differ from the trainer's by several percent a "
+            "token, so the ratio clips noise: use rl.old_logprobs=auto or recompute"
+        )
+    return setting
+
+
 # ------------------------------------------------------------------ peak FLOP/s and MFU
 
 PEAK_MATMUL_SIZE = 1024
@@ -405,8 +440,9 @@ class FlopsMeter:
 
     def update(self, batch: Any, rl: Any) -> float:
         """FLOPs of an M-GRPO update of ``batch``: ``rl.mu`` training passes, plus a forward
-        for π_old when it is recomputed and one of the reference model when ``rl.beta`` > 0."""
-        forwards = (rl.old_logprobs == "recompute") + (rl.beta > 0)
+        for π_old unless the sampler's are taken (``rl.old_logprobs`` resolved) and one of the
+        reference model when ``rl.beta`` > 0."""
+        forwards = (rl.old_logprobs != "sampler") + (rl.beta > 0)
         return rl.mu * self.samples(batch.samples) + forwards * self.samples(batch.samples, False)
 
     def rollout(self, trajectories: list[Any]) -> float:

@@ -252,7 +252,7 @@ def engine_kwargs(
     if needs_logprobs_mode and "logprobs_mode" not in names:
         raise VLLMUnavailableError(
             "this vLLM has no logprobs_mode: its log-probs are taken before temperature and "
-            "cannot serve as pi_old; set rl.old_logprobs=trainer or pip install "
+            "cannot serve as pi_old; set rl.old_logprobs=recompute or pip install "
             f"'webagent-r1[vllm]' (vLLM {VLLM_VERSION})"
         )
     dropped = sorted(k for k in kw if k not in names)

@@ -42,6 +42,7 @@ import dataclasses
 import functools
 import inspect
 import json
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -56,7 +57,7 @@ from webagent_r1.browser import Browser
 from webagent_r1.config import Config, RLConfig
 from webagent_r1.evaluate import eval_subset, evaluate_policy
 from webagent_r1.policy.base import SamplingParams
-from webagent_r1.policy.precision import autocast_enabled
+from webagent_r1.policy.precision import autocast_enabled, resolve_old_logprobs
 from webagent_r1.rollout.collect import (
     Group,
     RolloutStats,
@@ -588,6 +589,11 @@ class RLStage(Stage):
         progress: bool = True,
     ) -> None:
         cfg = dataclasses.replace(cfg, train=cfg.rl_train())  # M-GRPO may train other layers
+        # π_old: 'auto' (or 'sampler', checked) resolved once for the sampler's precision
+        old = resolve_old_logprobs(cfg)
+        if old != cfg.rl.old_logprobs:
+            print(f"rl.old_logprobs=auto: {old}", file=sys.stderr)
+        cfg = dataclasses.replace(cfg, rl=dataclasses.replace(cfg.rl, old_logprobs=old))
         super().__init__(cfg, cfg.rl, "rl", resume, stage_dir, progress)
         self.start_from = init or cfg.init_from
         self.history: list[dict[str, float]] = []
