@@ -11,15 +11,16 @@ fails. On CUDA it takes a few minutes (the 3B-shaped model dominates).
 
 Checks:
   models         tiny and (CUDA) Qwen2.5-3B-shaped random models, parameter counts = the plan's
-  hf_logprobs    HF engine under bf16 autocast, sampled at T=0.7: engine log-probs vs the
-                 trainer's recompute, ratio 1 +- 1e-3
+  hf_logprobs    HF engine sampled at T=0.7, in fp32 and under bf16 autocast: engine log-probs
+                 vs the trainer's recompute: ratio 1 +- 1e-4 in fp32; under bf16 the
+                 mismatch measured (max, mean, p99), its mean within 0.1
   mgrpo_shared   one M-GRPO update with shared prompts and prefix = one row per sample
   dist           Dist on a one-process NCCL (gloo on CPU) group: collectives on the backend's
                  device, a wrong-device tensor refused
   fsdp           FSDP2 fully_shard (3B shape on CUDA): an update, a checkpoint, a resume that
                  continues identically
   peak_memory    (CUDA) peak memory of a 3B update at the recipe's token budget vs the memory
-                 plan (within 15%)
+                 plan (an upper bound: at most 2% above, 25% below)
   throughput     generation and update tokens/s; MFU against the GPU's bf16 peak
 """
 
@@ -45,10 +46,23 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # the rollout fakes of the tests (tests/support/tiny.py)
     sys.path.insert(0, str(ROOT))
 
-TOL_RATIO = 1e-3
-"""Largest |exp(engine log-prob - trainer log-prob) - 1| that passes."""
-TOL_PLAN = 0.15
-"""Largest relative gap between the measured peak of an update and the memory plan."""
+TOL_RATIO_FP32 = 1e-4
+"""Largest |exp(engine log-prob - trainer log-prob) - 1| that passes in fp32: the sampler's
+incremental decode and the trainer's full forward differ only in summation order."""
+TOL_MEAN_BF16 = 0.1
+"""Largest mean of that deviation under bf16 autocast. bf16 keeps 8 bits of mantissa and the
+two paths run matrices of different shapes (one new token against a whole sequence), so they
+round differently: the fp32 bound checks the bookkeeping (temperature, alignment), and the
+bf16 numbers measure the mismatch a run with ``rl.old_logprobs: sampler`` would carry (on a
+3B model on a GPU, a few percent a token: the trainer refuses that setting there). The loose
+mean bound still fails a bookkeeping error, which moves every token's ratio by tens of
+percent."""
+PRECS = ("fp32", "bf16")
+"""The precisions the engine and the trainer are compared under (bf16: autocast)."""
+PLAN_SLACK = (0.02, 0.25)
+"""The memory plan is an upper bound: the measured peak of an update may exceed it by at most
+2% and fall below it by at most 25%. (The plan adds every gradient to every activation kept
+for the backward pass; in the backward the first fill as the second are freed.)"""
 BF16_PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "H800": 989.0, "A100": 312.0, "L40S": 362.0}
 """Dense bf16 peak of a GPU by its name (MFU); others report none."""
 RECIPE = "configs/gpu/qwen2.5-3b-r1.yaml"
@@ -77,6 +91,14 @@ def _stand_in_playwright() -> bool:
             sys.modules[name] = mod
         return True
     return False
+
+
+class CheckFailed(AssertionError):
+    """A failed check that still reports what it measured (``details``)."""
+
+    def __init__(self, message: str, details: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.details = details
 
 
 class IdTokenizer:
@@ -110,7 +132,11 @@ class Check:
             details = fn(self) or {}
             status = "SKIP" if details.pop("skip", False) else "PASS"
         except Exception as e:  # a failed check is reported, the others still run
-            details = {"error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc(-3)}
+            details = {
+                **getattr(e, "details", {}),
+                "error": f"{type(e).__name__}: {e}",
+                "trace": traceback.format_exc(-3),
+            }
             status = "FAIL"
         details["seconds"] = round(time.perf_counter() - t0, 2)
         self.results.append({"check": name, "status": status, **details})
@@ -193,9 +219,11 @@ def check_models(c: Check) -> dict[str, Any]:
     return out
 
 
-def _engine_vs_trainer(c: Check, model: Any, tok: Any, prompts: list[list[int]], new: int) -> dict:
-    """Sample at T=0.7 with the HF engine under bf16; recompute the log-probs as the trainer
-    does; the ratio of the two per token."""
+def _engine_vs_trainer(
+    c: Check, model: Any, tok: Any, prompts: list[list[int]], new: int, bf16: bool = True
+) -> dict:
+    """Sample at T=0.7 with the HF engine (bf16 autocast or fp32); recompute the log-probs as
+    the trainer does under the same precision; the ratio of the two per token."""
     import torch
 
     from webagent_r1.policy.base import SamplingParams
@@ -205,7 +233,7 @@ def _engine_vs_trainer(c: Check, model: Any, tok: Any, prompts: list[list[int]],
     from webagent_r1.types import Trajectory, Turn
 
     model.eval()
-    engine = HFEngine(model, tok, autocast_bf16=True, max_batch_size=len(prompts))
+    engine = HFEngine(model, tok, autocast_bf16=bf16, max_batch_size=len(prompts))
     params = SamplingParams(temperature=0.7, max_new_tokens=new, stop=[], seed=0)
     try:
         if c.cuda:
@@ -231,16 +259,19 @@ def _engine_vs_trainer(c: Check, model: Any, tok: Any, prompts: list[list[int]],
     samples = turn_samples(traj)
     mb = collate(samples, list(range(len(samples))), pad_id=1)
     with torch.no_grad():
-        trainer = completion_logprobs(model, mb, 0.7, True).float().cpu()  # (N,)
+        trainer = completion_logprobs(model, mb, 0.7, bf16).float().cpu()  # (N,)
     engine_lp = torch.tensor([lp for comp in comps for lp in comp.logprobs])  # (N,)
     ratio = torch.exp(engine_lp - trainer)
     tokens = int(engine_lp.numel())
     dev = next(model.parameters()).device
-    bf16 = autocast_ctx(dev, True).__class__.__name__ != "nullcontext"
+    dev_ratio = (ratio - 1).abs()
     return {
         "tokens": tokens,
-        "max_ratio_dev": float((ratio - 1).abs().max()),
-        "bf16": bf16,
+        "max_ratio_dev": float(dev_ratio.max()),
+        "mean_ratio_dev": float(dev_ratio.mean()),
+        "p99_ratio_dev": float(dev_ratio.quantile(0.99)),
+        "over_1e-2": float((dev_ratio > 1e-2).float().mean()),
+        "bf16": bf16 and autocast_ctx(dev, True).__class__.__name__ != "nullcontext",
         "gen_tokens_per_s": tokens / max(gen_s, 1e-9),
     }
 
@@ -256,19 +287,28 @@ def check_hf_logprobs(c: Check) -> dict[str, Any]:
     rng = random.Random(0)
     model, tok = load_policy(_cfg(c, str(c.tiny_dir)))
     prompts = [[rng.randrange(3, 96) for _ in range(rng.randint(4, 12))] for _ in range(4)]
-    out = {"tiny": _engine_vs_trainer(c, model, load_tokenizer(str(c.tiny_dir)), prompts, 16)}
+    tok = load_tokenizer(str(c.tiny_dir))
+    out = {f"tiny_{p}": _engine_vs_trainer(c, model, tok, prompts, 16, p == "bf16") for p in PRECS}
     del model
     if c.cuda:
         model = _random_3b(c)
         prompts = [[rng.randrange(3, 150000) for _ in range(256)] for _ in range(8)]
-        out["qwen3b"] = _engine_vs_trainer(c, model, IdTokenizer(), prompts, 64)
-        c.numbers["gen_tokens_per_s"] = out["qwen3b"]["gen_tokens_per_s"]
+        for p in PRECS:
+            out[f"qwen3b_{p}"] = _engine_vs_trainer(
+                c, model, IdTokenizer(), prompts, 64, p == "bf16"
+            )
+        c.numbers["gen_tokens_per_s"] = out["qwen3b_bf16"]["gen_tokens_per_s"]
         del model
     else:
-        c.numbers["gen_tokens_per_s"] = out["tiny"]["gen_tokens_per_s"]
+        c.numbers["gen_tokens_per_s"] = out["tiny_bf16"]["gen_tokens_per_s"]
     torch.manual_seed(0)
-    worst = max(v["max_ratio_dev"] for v in out.values())
-    assert worst <= TOL_RATIO, f"engine/trainer log-prob ratio off by {worst:.2e} > {TOL_RATIO}"
+    for name, r in out.items():
+        if name.endswith("fp32"):
+            dev, tol, what = r["max_ratio_dev"], TOL_RATIO_FP32, "max"
+        else:
+            dev, tol, what = r["mean_ratio_dev"], TOL_MEAN_BF16, "mean"
+        if dev > tol:
+            raise CheckFailed(f"{name}: {what} log-prob ratio deviation {dev:.2e} > {tol}", out)
     return out
 
 
@@ -363,14 +403,7 @@ def _rows(n_rows: int, prompt: int, completion: int, vocab: int, seed: int) -> A
 def check_fsdp(c: Check) -> dict[str, Any]:
     import torch
 
-    from webagent_r1.train.dist import build_optimizer, load_policy
-    from webagent_r1.train.rl import mgrpo_update
-    from webagent_r1.train.sharding import (
-        full_state_dict,
-        load_sharded_optimizer,
-        save_sharded_optimizer,
-        shard_model,
-    )
+    from webagent_r1.train.dist import load_policy
 
     extra = ("train.sharding=fsdp", "rl.lr=1e-4", "model.autocast_bf16=true")
     if c.cuda:
@@ -388,6 +421,36 @@ def check_fsdp(c: Check) -> dict[str, Any]:
             return load_policy(cfg)[0]
 
         batch = lambda k: _rows(4, 12, 6, 96, k)  # noqa: E731
+    # the resumed update must equal the continued one: deterministic kernels, or atomics in
+    # the backward pass (embedding gradients) make two identical updates differ
+    # (flash and memory-efficient attention accumulate their backward with atomics: the
+    # math kernel is the deterministic one)
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    was_deterministic = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        with sdpa_kernel(SDPBackend.MATH):
+            return _fsdp_resume(c, cfg, fresh, batch)
+    finally:
+        torch.use_deterministic_algorithms(was_deterministic)
+
+
+def _adam_steps(opt: Any) -> list[float]:
+    """The distinct AdamW step counts in ``opt``'s state."""
+    return sorted({float(st["step"]) for st in opt.state.values() if "step" in st})
+
+
+def _fsdp_resume(c: Check, cfg: Any, fresh: Callable[[], Any], batch: Callable) -> dict:
+
+    from webagent_r1.train.dist import build_optimizer
+    from webagent_r1.train.rl import mgrpo_update
+    from webagent_r1.train.sharding import (
+        full_state_dict,
+        save_sharded_optimizer,
+        shard_model,
+    )
+
     model = shard_model(fresh())
     opt = build_optimizer(list(model.parameters()), cfg.rl.lr, cfg.train)
     m1 = mgrpo_update(model, opt, batch(1), cfg, pad_id=1)
@@ -408,31 +471,74 @@ def check_fsdp(c: Check) -> dict[str, Any]:
         # (copied: on one CPU process the gathered tensors are the parameters themselves)
         weights = {k: v.clone() for k, v in full_state_dict(model, all_ranks=False).items()}
         save_sharded_optimizer(model, opt, folder / "optimizer")
+        steps_saved = _adam_steps(opt)
         # the run goes on ...
         a = mgrpo_update(model, opt, batch(2), cfg, pad_id=1)
         wa = snapshot(model)
         del model, opt  # (one 3B training state at a time: an 80 GB GPU holds one)
         _free(c.cuda)
         # ... and a resumed one: a new model from the saved weights, the optimizer state
-        # loaded into it, the same next update
-        resumed = fresh()
-        resumed.load_state_dict(weights)
+        # loaded into it, the same next update; twice, so that what two runs of one update
+        # differ by on this device (kernels that are not bit-reproducible) is measured too
+        runs = [
+            _resumed_update(cfg, fresh, weights, folder, batch(2), snapshot, c.cuda) for _ in "ab"
+        ]
         del weights
-        resumed = shard_model(resumed)
-        ropt = build_optimizer(list(resumed.parameters()), cfg.rl.lr, cfg.train)
-        load_sharded_optimizer(resumed, ropt, folder / "optimizer")
-        b = mgrpo_update(resumed, ropt, batch(2), cfg, pad_id=1)
-        wb = snapshot(resumed)
-        del resumed, ropt
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+    (b, wb, steps_loaded), (_, wb2, _) = runs
     step = max(float((x - y).abs().max()) for x, y in zip(wa, after_1, strict=True))
-    drift = max(float((x - y).abs().max()) for x, y in zip(wa, wb, strict=True))
+    drifts = [float((x - y).abs().max()) for x, y in zip(wa, wb, strict=True)]
+    drift = max(drifts)
+    rerun = max(float((x - y).abs().max()) for x, y in zip(wb, wb2, strict=True))
     gap = abs(a["train/loss"] - b["train/loss"])
-    assert math.isfinite(m1["train/loss"]) and step > 0, "the second update changed nothing"
-    assert drift <= 1e-3 * step, f"resumed run drifts by {drift:.2e} (update step {step:.2e})"
-    assert gap <= 1e-5 * max(1.0, abs(a["train/loss"])), f"losses differ by {gap:.2e}"
-    return {"loss_2": a["train/loss"], "update_step": step, "resume_drift": drift}
+    out = {
+        "loss_2": a["train/loss"],
+        "loss_2_resumed": b["train/loss"],
+        "update_step": step,
+        "resume_drift": drift,
+        "drift_per_watched": drifts,
+        "rerun_drift": rerun,
+        "adam_steps_saved": steps_saved,
+        "adam_steps_loaded": steps_loaded,
+    }
+    if not (math.isfinite(m1["train/loss"]) and step > 0):
+        raise CheckFailed("the second update changed nothing", out)
+    if steps_loaded != steps_saved:
+        raise CheckFailed(f"AdamW steps {steps_loaded} after loading, {steps_saved} saved", out)
+    if drift > 1e-3 * step:
+        raise CheckFailed(f"resumed run drifts by {drift:.2e} (update step {step:.2e})", out)
+    if gap > 1e-5 * max(1.0, abs(a["train/loss"])):
+        raise CheckFailed(f"losses differ by {gap:.2e}", out)
+    return out
+
+
+def _resumed_update(
+    cfg: Any,
+    fresh: Callable[[], Any],
+    weights: dict,
+    folder: Path,
+    batch: Any,
+    snapshot: Callable,
+    cuda: bool,
+) -> tuple[dict, list, list[float]]:
+    """A model built from ``weights``, sharded, its optimizer loaded from ``folder``, one
+    update on ``batch``: (metrics, watched parameters after it, AdamW steps after loading)."""
+    from webagent_r1.train.dist import build_optimizer
+    from webagent_r1.train.rl import mgrpo_update
+    from webagent_r1.train.sharding import load_sharded_optimizer, shard_model
+
+    resumed = fresh()
+    resumed.load_state_dict(weights)
+    resumed = shard_model(resumed)
+    ropt = build_optimizer(list(resumed.parameters()), cfg.rl.lr, cfg.train)
+    load_sharded_optimizer(resumed, ropt, folder / "optimizer")
+    steps = _adam_steps(ropt)
+    m = mgrpo_update(resumed, ropt, batch, cfg, pad_id=1)
+    after = snapshot(resumed)
+    del resumed, ropt
+    _free(cuda)
+    return m, after, steps
 
 
 def check_peak_memory(c: Check) -> dict[str, Any]:
@@ -441,14 +547,28 @@ def check_peak_memory(c: Check) -> dict[str, Any]:
     import torch
 
     from webagent_r1.config import load_config
-    from webagent_r1.train.dist import build_optimizer
-    from webagent_r1.train.memory_plan import GIB, plan_memory, rollout_context
-    from webagent_r1.train.rl import mgrpo_update
+    from webagent_r1.train.memory_plan import GIB, plan_memory
 
     cfg = load_config(str(ROOT / RECIPE), ["rl.beta=0", "model.device=cuda"])
+    before = torch.cuda.memory_allocated() / GIB  # left by earlier checks: should be ~0
     total_gib = torch.cuda.get_device_properties(0).total_memory / GIB
     plan = plan_memory(cfg, 1, total_gib, shape=_shape_3b())
     expected = plan.update_peak - plan.overhead  # the allocator does not see the overhead
+    info = {"allocated_before_gib": round(before, 2), "plan_gib": round(expected, 2)}
+    try:
+        return _peak_memory(c, cfg, expected, info)
+    except torch.cuda.OutOfMemoryError as e:
+        info["max_allocated_gib"] = round(torch.cuda.max_memory_allocated() / GIB, 2)
+        raise CheckFailed(f"out of memory: {str(e).splitlines()[0]}", info) from None
+
+
+def _peak_memory(c: Check, cfg: Any, expected: float, info: dict[str, Any]) -> dict[str, Any]:
+    import torch
+
+    from webagent_r1.train.dist import build_optimizer
+    from webagent_r1.train.memory_plan import GIB, rollout_context
+    from webagent_r1.train.rl import mgrpo_update
+
     model = _random_3b(c)
     if cfg.train.gradient_checkpointing:
         model.gradient_checkpointing_enable()
@@ -473,13 +593,16 @@ def check_peak_memory(c: Check) -> dict[str, Any]:
     c.numbers["update_tokens_per_s"] = tokens / secs
     gap = (peak - expected) / expected
     out = {
+        **info,
         "measured_gib": round(peak, 2),
-        "plan_gib": round(expected, 2),
         "gap": round(gap, 3),
+        "rows": n_rows,
         "tokens": tokens,
         "loss": m["train/loss"],
     }
-    assert abs(gap) <= TOL_PLAN, f"peak {peak:.1f} GiB vs plan {expected:.1f} GiB ({gap:+.0%})"
+    over, under = PLAN_SLACK
+    if not -under <= gap <= over:
+        raise CheckFailed(f"peak {peak:.1f} GiB vs plan {expected:.1f} GiB ({gap:+.0%})", out)
     return out
 
 
@@ -517,6 +640,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="*", choices=list(CHECKS), help="run these checks only")
     args = ap.parse_args(argv)
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    # cuBLAS is deterministic only with a fixed workspace, set before its first handle (fsdp)
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     stand_in = _stand_in_playwright()
     import torch
 
