@@ -359,7 +359,6 @@ def test_streamed_push_equals_the_full_state_dict_in_bf16(lora: bool) -> None:
 async def test_streamed_push_into_vllm_holds_at_most_one_shard(tmp_path) -> None:
     """The engine consumes the stream in shards: the tensors alive at any time stay within
     one shard plus one parameter, far below the whole state dict."""
-    import gc
     import weakref
 
     from tests.support.fake_vllm import FakeAsyncLLM
@@ -377,9 +376,6 @@ async def test_streamed_push_into_vllm_holds_at_most_one_shard(tmp_path) -> None
 
     def watched(*a: Any, **kw: Any):
         for name, t in real(*a, **kw):
-            # what is reachable, not garbage in a reference cycle that the collector has yet
-            # to visit (when it runs depends on what the earlier tests allocated)
-            gc.collect()
             alive[:] = [r for r in alive if r() is not None]
             alive.append(weakref.ref(t))
             live = [x for x in (r() for r in alive) if x is not None]

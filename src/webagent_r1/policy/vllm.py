@@ -21,9 +21,11 @@ Written against the vLLM V1 API (``vllm.v1.engine.async_llm.AsyncLLM``: ``from_e
 ``generate``, ``collective_rpc``, ``reset_prefix_cache``, ``sleep``, ``wake_up(tags)``,
 ``shutdown``). The ``vllm`` extra pins ``VLLM_VERSION`` (the release built for the set-up's
 torch); ``require_vllm`` says so when another is installed. Engine arguments the installed
-vLLM does not know are left out with a warning, except ``logprobs_mode`` when the trainer uses
-the sampler's log-probs as pi_old (``rl.old_logprobs: sampler``): without it vLLM returns the
-log-probs before temperature, and the engine refuses to start. Not yet run on a GPU.
+vLLM does not know are left out with a warning, except ``logprobs_mode`` when the caller takes
+vLLM's log-probs as pi_old (``needs_logprobs_mode``): without it vLLM returns the log-probs
+before temperature, and the engine refuses to start. (The trainer recomputes pi_old with vLLM:
+in bf16 a sampler's log-probs differ from the trainer's, and ``rl.old_logprobs: sampler`` is
+refused.) Not yet run on a GPU.
 
 Devices: ``AsyncLLM`` runs its engine core (and, with tensor parallelism, its workers) in
 child processes, which do not inherit the parent's ``torch.cuda.set_device``: the engine of
@@ -218,8 +220,8 @@ def engine_kwargs(
         seed: the engine's base seed.
         known: the field names of the installed ``AsyncEngineArgs``; arguments it lacks are
             left out with a warning (None keeps all).
-        needs_logprobs_mode: the sampler's log-probs are the trainer's pi_old
-            (``rl.old_logprobs: sampler``): a vLLM without ``logprobs_mode`` is refused.
+        needs_logprobs_mode: the caller takes the sampler's log-probs as pi_old: a vLLM
+            without ``logprobs_mode`` is refused.
         max_model_len: the context length (``max_model_len_for``; default ``cfg``'s).
 
     Raises:
@@ -452,8 +454,8 @@ class VLLMEngine(Engine):
         seed: vLLM's base seed (requests with a seed use their own).
         token_budget: the recipe's ``train.token_budget``: the context length when
             ``vllm.max_model_len`` is unset (``max_model_len_for``).
-        needs_logprobs_mode: refuse a vLLM without ``logprobs_mode`` (``rl.old_logprobs:
-            sampler``).
+        needs_logprobs_mode: refuse a vLLM without ``logprobs_mode`` (log-probs meant as
+            pi_old).
 
     Raises:
         VLLMUnavailableError: vLLM is not installed or too old (CUDA GPUs only).
@@ -649,6 +651,8 @@ class VLLMEngine(Engine):
             path = folder / f"webagent-weights-{self._prefix}-{os.getpid()}-{k}.safetensors"
             try:
                 self.synced_bytes += await asyncio.to_thread(save_shard, group, path, dtype)
+                # emptied now: the worker thread's finished call may still hold the list
+                group.clear()
                 await self.llm.collective_rpc(LOAD_METHOD, args=(str(path),))
             finally:
                 path.unlink(missing_ok=True)
