@@ -233,7 +233,7 @@ def test_old_logprobs_auto_takes_the_sampler_only_in_fp32(overrides: list, want:
 
 def test_old_logprobs_sampler_is_refused_under_bf16() -> None:
     cfg = load_config(None, ["model.device=cpu", "rl.old_logprobs=sampler"])
-    with pytest.raises(ValueError, match="rl.old_logprobs=auto or recompute"):
+    with pytest.raises(ConfigError, match="rl.old_logprobs=auto or recompute"):
         precision.resolve_old_logprobs(
             load_config(
                 None, ["model.device=cpu", "rl.old_logprobs=sampler", "model.autocast_bf16=true"]

@@ -371,3 +371,40 @@ async def test_rl_trainable_layers_override_the_train_section(
         assert seen[-1] == want
     with pytest.raises(ConfigError, match="rl.trainable_layers=2: .*exclusive"):
         _cfg(tiny_dir, "rl.trainable_layers=2", "train.lora_r=4")
+
+
+@pytest.mark.parametrize("arch", ["llama", "opt"])
+def test_update_mode_draws_no_dropout_and_checkpoints_where_it_can(arch: str) -> None:
+    """Inside ``_eval_mode`` two forwards agree although every dropout is 0.5. Llama's
+    decoder layers keep their training flag (they checkpoint); OPT's apply dropout in their
+    own forward, so they stay in eval mode (no checkpointing). Modes restored after."""
+    from transformers import LlamaConfig, LlamaForCausalLM, OPTConfig, OPTForCausalLM
+
+    from webagent_r1.train.rl import _eval_mode
+
+    torch.manual_seed(0)
+    if arch == "llama":
+        cfg = LlamaConfig(
+            vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, attention_dropout=0.5,
+        )  # fmt: skip
+        model = LlamaForCausalLM(cfg)
+    else:
+        cfg = OPTConfig(
+            vocab_size=64, hidden_size=32, ffn_dim=64, num_hidden_layers=2,
+            num_attention_heads=4, dropout=0.5, attention_dropout=0.5, word_embed_proj_dim=32,
+        )  # fmt: skip
+        model = OPTForCausalLM(cfg)
+    model.gradient_checkpointing_enable()
+    model.train()
+    ids = torch.randint(3, 64, (2, 12))
+    with torch.no_grad():
+        assert not torch.equal(model(ids).logits, model(ids).logits)  # dropout draws
+    layers = [m for m in model.modules() if getattr(m, "gradient_checkpointing", False) is True]
+    with _eval_mode(model), torch.no_grad():
+        assert torch.equal(model(ids).logits, model(ids).logits)
+        flags = {type(m).__name__: m.training for m in layers}
+        assert not any(m.training for m in model.modules() if isinstance(m, torch.nn.Dropout))
+    want = {"llama": {"LlamaDecoderLayer": True}, "opt": {"OPTDecoderLayer": False}}[arch]
+    assert {k: v for k, v in flags.items() if k in want} == want
+    assert all(m.training for m in model.modules())

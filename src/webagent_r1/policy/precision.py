@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from webagent_r1.config import ModelConfig, home_dir
+from webagent_r1.config import ConfigError, ModelConfig, home_dir
 from webagent_r1.policy.models import resolve_model
 
 Shapes = tuple[tuple[int, int], ...]
@@ -241,7 +241,7 @@ def resolve_old_logprobs(cfg: Any, device: torch.device | None = None) -> str:
     (``sampler_matches_trainer``: one forward saved) and recomputes them otherwise.
 
     Raises:
-        ValueError: 'sampler' where the sampler runs in bf16.
+        ConfigError: 'sampler' where the sampler runs in bf16.
     """
     setting = cfg.rl.old_logprobs
     if setting == "recompute":
@@ -250,7 +250,7 @@ def resolve_old_logprobs(cfg: Any, device: torch.device | None = None) -> str:
     if setting == "auto":
         return "sampler" if exact else "recompute"
     if not exact:
-        raise ValueError(
+        raise ConfigError(
             "rl.old_logprobs=sampler needs a sampler that computes in fp32 as the trainer "
             "does; under bf16 its log-probs differ from the trainer's by several percent a "
             "token, so the ratio clips noise: use rl.old_logprobs=auto or recompute"

@@ -25,6 +25,7 @@ from typing import Any
 from webagent_r1.config import Config
 from webagent_r1.demos import collect_demos, pick_demo_tasks
 from webagent_r1.evaluate import eval_model, eval_subset
+from webagent_r1.policy.precision import resolve_old_logprobs
 from webagent_r1.report.load import ReportError
 from webagent_r1.report.paired import compare_paired, load_outcomes
 from webagent_r1.rollout.trajectories import write_trajectories
@@ -111,6 +112,8 @@ def run_recipe(cfg: Config, resume: bool = False, progress: bool = True) -> dict
     from webagent_r1.train.rl import train_rl
 
     check_fresh(cfg, resume)
+    if cfg.rl.steps > 0:  # refused settings fail now, not after the demonstrations and BC
+        resolve_old_logprobs(cfg)
     summary = _load_summary(cfg) if resume else {"stages": {}}
     summary["run_dir"] = cfg.run_dir
     if cfg.tasks.source == "embedded":  # the evaluations' fixed subset (see the base stage)

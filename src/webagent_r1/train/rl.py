@@ -365,9 +365,10 @@ def mgrpo_update(
 ) -> dict[str, float]:
     """μ policy iterations of M-GRPO on ``batch`` (this process's share).
 
-    The model runs in eval mode throughout (no dropout, LoRA's included) and gets its
-    previous mode back after: π_old and the first iteration's π_θ are the same function of
-    the same weights, so the first iteration's ratio is exactly 1.
+    The model runs without dropout throughout (LoRA's included; ``_eval_mode``: eval mode,
+    the checkpointing layers excepted) and gets its previous mode back after: π_old and the
+    first iteration's π_θ are the same function of the same weights, so the first
+    iteration's ratio is exactly 1.
 
     Args:
         model: the policy (trainable).
@@ -469,21 +470,65 @@ def _eval_mode(model: Any) -> Iterator[None]:
     mode restored after.
 
     Every module goes to eval mode (dropout layers and attention dropout read their own
-    module's flag), except the flag of the modules that checkpoint (Hugging Face's
-    ``GradientCheckpointingLayer``, or an older model's decoder, ``gradient_checkpointing``
-    set): they checkpoint only in training mode, so a plain ``model.eval()`` would keep every
-    layer's activations for the backward pass and multiply the update's memory.
+    module's flag), except the modules that checkpoint (Hugging Face's
+    ``GradientCheckpointingLayer``, or an older model's decoder: ``gradient_checkpointing``
+    set), which checkpoint only in training mode (a plain ``model.eval()`` would keep every
+    layer's activations for the backward pass). Such a module gets its own flag back only
+    when its ``forward`` applies no dropout of its own (Llama, Qwen2 and most current
+    decoders); one that does (OPT, Falcon, Starcoder2 …) stays in eval mode, without
+    checkpointing, and a warning says so once.
     """
     modes = [(m, m.training) for m in model.modules()]
     model.eval()
     for m, _ in modes:
-        if getattr(m, "gradient_checkpointing", False) is True:
+        if getattr(m, "gradient_checkpointing", False) is not True or not _checkpoints(type(m)):
+            continue
+        if _own_dropout(type(m)):
+            _warn_no_checkpointing(type(m).__name__)
+        else:
             m.training = True  # this module only: its children stay in eval mode
     try:
         yield
     finally:
         for m, mode in modes:
             m.training = mode
+
+
+@functools.cache
+def _checkpoints(cls: type) -> bool:
+    """Whether modules of ``cls`` do the checkpointing themselves: a Hugging Face
+    ``GradientCheckpointingLayer``, or a forward that calls the checkpoint function (older
+    decoders); other modules with the attribute (a model holding such layers) need no flag."""
+    try:
+        from transformers.modeling_layers import GradientCheckpointingLayer
+    except ImportError:  # transformers before the layer class
+        GradientCheckpointingLayer = ()  # noqa: N806
+    if GradientCheckpointingLayer and issubclass(cls, GradientCheckpointingLayer):
+        return True
+    try:
+        return "_gradient_checkpointing_func" in inspect.getsource(cls.forward)
+    except (OSError, TypeError):
+        return False
+
+
+@functools.cache
+def _own_dropout(cls: type) -> bool:
+    """Whether ``cls.forward`` applies dropout (or layer drop) itself, by its source; True
+    when the source cannot be read."""
+    try:
+        src = inspect.getsource(cls.forward)
+    except (OSError, TypeError):
+        return True
+    return "dropout" in src.lower() or "layerdrop" in src.lower()
+
+
+@functools.cache
+def _warn_no_checkpointing(name: str) -> None:
+    print(
+        f"warning: {name} applies dropout in its own forward: no gradient checkpointing in "
+        "the M-GRPO update (dropout stays off; activations of every layer are kept)",
+        file=sys.stderr,
+    )
 
 
 def generation_engine(cfg: Config, model: Any, tokenizer: Any, source: str | None = None) -> Any:
@@ -514,7 +559,6 @@ def generation_engine(cfg: Config, model: Any, tokenizer: Any, source: str | Non
             cfg.vllm,
             seed=cfg.seed,
             token_budget=cfg.train.token_budget,
-            needs_logprobs_mode=cfg.rl.old_logprobs == "sampler",
         )
     # heavy: webagent_r1.policy.hf loads only when this runs
     from webagent_r1.policy.hf import HFEngine, load_model
@@ -589,12 +633,16 @@ class RLStage(Stage):
         progress: bool = True,
     ) -> None:
         cfg = dataclasses.replace(cfg, train=cfg.rl_train())  # M-GRPO may train other layers
-        # π_old: 'auto' (or 'sampler', checked) resolved once for the sampler's precision
-        old = resolve_old_logprobs(cfg)
-        if old != cfg.rl.old_logprobs:
-            print(f"rl.old_logprobs=auto: {old}", file=sys.stderr)
-        cfg = dataclasses.replace(cfg, rl=dataclasses.replace(cfg.rl, old_logprobs=old))
         super().__init__(cfg, cfg.rl, "rl", resume, stage_dir, progress)
+        # π_old: 'auto' (or 'sampler', checked) resolved for the sampler's precision on this
+        # process's device (set by Dist.init); every process recomputes if one does (the
+        # forwards are collective)
+        recompute = self.dist.all_reduce_max(int(resolve_old_logprobs(cfg) == "recompute"))
+        old = "recompute" if recompute else "sampler"
+        if old != cfg.rl.old_logprobs and self.dist.main:
+            print(f"rl.old_logprobs={cfg.rl.old_logprobs}: {old}", file=sys.stderr)
+        self.cfg = cfg = dataclasses.replace(cfg, rl=dataclasses.replace(cfg.rl, old_logprobs=old))
+        self.section = cfg.rl
         self.start_from = init or cfg.init_from
         self.history: list[dict[str, float]] = []
         # Time budget bookkeeping (survives resume): stage wall time so far, longest evaluation.
