@@ -90,7 +90,7 @@ def _rl_batches(world: int) -> tuple[object, list[object]]:
     return whole, [batch(s) for s in shares]
 
 
-def _worker(rank: int, world: int, port: int, folder: str) -> None:
+def _worker(rank: int, world: int, port: int, folder: str, ckpt: bool = False) -> None:
     import torch.distributed as dist
 
     from webagent_r1.policy.base import SamplingParams
@@ -115,6 +115,7 @@ def _worker(rank: int, world: int, port: int, folder: str) -> None:
             "train.max_grad_norm=0.5",
             "rl.mu=2",
             "rl.lr=1e-2",
+            f"train.gradient_checkpointing={str(ckpt).lower()}",
         ],
     )
     whole, shares = _rl_batches(world)
@@ -166,12 +167,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.parametrize("world", [1, 2])
-def test_sharded_mgrpo_update_and_weight_push(tmp_path: Path, world: int) -> None:
+@pytest.mark.parametrize(
+    ("world", "ckpt"), [(1, False), (2, False), (2, True)], ids=["1", "2", "2-checkpointing"]
+)
+def test_sharded_mgrpo_update_and_weight_push(tmp_path: Path, world: int, ckpt: bool) -> None:
+    """Sharded M-GRPO update (and with gradient checkpointing, which the update keeps on)
+    equal to one unsharded process's on the whole batch; the weights pushed to the copy."""
     import torch.multiprocessing as mp
 
     make_tiny_model(tmp_path / "model")
-    mp.spawn(_worker, args=(world, _free_port(), str(tmp_path / "model")), nprocs=world)
+    mp.spawn(_worker, args=(world, _free_port(), str(tmp_path / "model"), ckpt), nprocs=world)
 
 
 # ---------------------------------------------------------------- BC under accelerate
