@@ -500,6 +500,7 @@ def _checkpoints(cls: type) -> bool:
     ``GradientCheckpointingLayer``, or a forward that calls the checkpoint function (older
     decoders); other modules with the attribute (a model holding such layers) need no flag."""
     try:
+        # heavy: transformers loads only when this runs
         from transformers.modeling_layers import GradientCheckpointingLayer
     except ImportError:  # transformers before the layer class
         GradientCheckpointingLayer = ()  # noqa: N806
