@@ -475,7 +475,7 @@ def _eval_mode(model: Any) -> Iterator[None]:
     set), which checkpoint only in training mode (a plain ``model.eval()`` would keep every
     layer's activations for the backward pass). Such a module gets its own flag back only
     when its ``forward`` applies no dropout of its own (Llama, Qwen2 and most current
-    decoders); one that does (OPT, Falcon, Starcoder2 …) stays in eval mode, without
+    decoders); one that does (OPT, Falcon …) stays in eval mode, without
     checkpointing, and a warning says so once.
     """
     modes = [(m, m.training) for m in model.modules()]
