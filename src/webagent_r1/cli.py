@@ -937,6 +937,67 @@ def failures(
             )
 
 
+@app.command()
+def credit(
+    target: Annotated[
+        str, typer.Argument(metavar="RUN", help="A run folder of `webagent-r1 train` (M-GRPO).")
+    ],
+    config: ConfigOpt = None,
+    overrides: OverridesArg = None,
+    template: Annotated[
+        bool, typer.Option("--template", help="Also a table per template.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
+) -> None:
+    """Where M-GRPO's credit went: each trained turn's share of the policy gradient (its
+    advantage times its normalised weight), summed by action kind.
+
+    Recomputed from the run's saved rollouts with the settings given: pass the recipe and
+    overrides the run trained with, or change rl.advantage / rl.normalization to read the same
+    rollouts under another credit assignment.
+    """
+    # heavy: the credit module imports the trainer's functions (torch) when it runs
+    from webagent_r1.report.credit import run_credit
+
+    cfg = load_config(config, overrides or [])
+    try:
+        table, notes = run_credit(target, cfg)
+    except (ReportError, FileNotFoundError) as e:
+        console.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
+        raise typer.Exit(2) from None
+    for n in notes:
+        console.print(f"note: {n}", markup=False)
+    if as_json:
+        print(json.dumps(table.to_dict(), indent=1))
+        return
+    out = Console()
+    rl = cfg.rl
+    head = (
+        f"{target}: {table.steps} step(s), {table.groups_used} group(s) trained, "
+        f"{table.groups_skipped} without gradient; rl.advantage={rl.advantage}, "
+        f"rl.normalization={rl.normalization}"
+    )
+    sections = [("all templates", table.by_kind)]
+    if template:
+        sections += sorted(table.by_template.items())
+    total = table.total
+    for name, rows in sections:
+        t = Table(title=escape(f"{head}" if name == "all templates" else name))
+        for col in ("Action", "Turns", "Positive", "Negative", "Net", "Share of +", "Share of -"):
+            t.add_column(col, justify="left" if col == "Action" else "right")
+        for kind, c in sorted(rows.items(), key=lambda kv: kv[1].net):
+            t.add_row(
+                escape(kind),
+                str(c.turns),
+                f"{c.positive:+.3f}",
+                f"{c.negative:+.3f}",
+                f"{c.net:+.3f}",
+                f"{100 * c.positive / total.positive:.0f}%" if total.positive else "–",
+                f"{100 * c.negative / total.negative:.0f}%" if total.negative else "–",
+            )
+        out.print(t)
+
+
 def _mean_turns(c: Any) -> str:
     """Mean turns of the failed and the successful episodes, in words."""
 

@@ -116,6 +116,8 @@ class RLBatch:
     samples: list[Sample] = field(default_factory=list)
     traj: list[int] = field(default_factory=list)
     """Trajectory index (within this batch) of each sample."""
+    trajectories: list[Trajectory] = field(default_factory=list)
+    """The trajectories of the used groups: ``trajectories[traj[k]]`` is sample k's."""
     n_traj: int = 0
     """Trajectories contributing samples (G summed over used groups)."""
     groups_used: int = 0
@@ -221,6 +223,7 @@ def build_rl_batch(
                 batch.traj.append(batch.n_traj + i)
                 batch.step_group_turns += grouped[i][t]
         batch.n_traj += len(usable)
+        batch.trajectories.extend(usable)
     if batch.stale_versions and stale_turns == "error":
         raise StaleTurnsError(_stale_message(batch, batch.turns_stale, version, max_staleness))
     return batch

@@ -1,0 +1,117 @@
+"""``report/credit.py`` and ``webagent-r1 credit``: each trained turn's share of the policy
+gradient, checked against values computed by hand from the paper's weights."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from webagent_r1.cli import app
+from webagent_r1.config import load_config
+from webagent_r1.report.credit import INVALID, credit_table
+from webagent_r1.rollout.trajectories import write_trajectories
+from webagent_r1.types import Action, Trajectory, Turn
+
+# rewards [1, 0]: centred ±0.5, population std 0.5, plus the eps of group_advantages
+A = 0.5 / (0.5 + 1e-4)
+
+
+def _turn(kind: str | None, tokens: int) -> Turn:
+    action = None if kind is None else Action(kind=kind, element="3", raw=f"{kind}(...)")
+    return Turn(
+        prompt_ids=[1, 2, 3],
+        completion_ids=[4] * tokens,
+        completion_logprobs=[-0.5] * tokens,
+        text="",
+        action=action,
+    )
+
+
+def _traj(task: str, group: int, reward: float, turns: list[tuple[str | None, int]]) -> Trajectory:
+    return Trajectory(
+        task_id=f"{task}/{group}",
+        group_id=group,
+        turns=[_turn(k, n) for k, n in turns],
+        reward=reward,
+        status="done",
+        info={"task": {"template": task}},
+    )
+
+
+def _step() -> list[Trajectory]:
+    """One group with mixed rewards (2 and 3 turns) and one whose rewards are equal."""
+    return [
+        _traj("a", 0, 1.0, [("Click", 2), ("exit", 3)]),
+        _traj("a", 0, 0.0, [("Click", 2), (None, 2), ("exit", 1)]),
+        _traj("b", 1, 1.0, [("Click", 2)]),
+        _traj("b", 1, 1.0, [("Click", 4)]),
+    ]
+
+
+def _sums(table_rows: dict) -> dict[str, tuple[int, float, float]]:
+    return {k: (c.turns, c.positive, c.negative) for k, c in table_rows.items()}
+
+
+def test_mgrpo_credit_is_the_advantage_over_group_size_times_turns() -> None:
+    table = credit_table([_step()], load_config(None, []))
+    # 1 / (G · |τ_i|) per turn, whatever its tokens: G = 2 trained trajectories
+    win, lose = A / (2 * 2), -A / (2 * 3)
+    want = {"Click": (2, win, lose), "exit": (2, win, lose), INVALID: (1, 0.0, lose)}
+    got = _sums(table.by_kind)
+    assert got.keys() == want.keys()
+    for k in want:
+        assert got[k] == pytest.approx(want[k], rel=1e-6), k
+    assert table.groups_used == 1 and table.groups_skipped == 1 and table.steps == 1
+    assert table.total.net == pytest.approx(0.0, abs=1e-9)  # advantages are centred
+    assert set(table.by_template) == {"a"}  # the equal group trained nothing
+
+
+def test_token_mean_credit_follows_the_tokens_of_each_turn() -> None:
+    cfg = load_config(None, ["rl.normalization=token_mean"])
+    table = credit_table([_step()], cfg)
+    n = 2 + 3 + 2 + 2 + 1  # tokens of the trained group
+    want = {
+        "Click": (2, 2 * A / n, -2 * A / n),
+        "exit": (2, 3 * A / n, -1 * A / n),
+        INVALID: (1, 0.0, -2 * A / n),
+    }
+    got = _sums(table.by_kind)
+    for k in want:
+        assert got[k] == pytest.approx(want[k], rel=1e-6), k
+
+
+def test_keeping_equal_groups_with_episode_advantages_adds_zero_credit() -> None:
+    cfg = load_config(None, ["rl.drop_equal_groups=false"])
+    table = credit_table([_step()], cfg)
+    assert table.groups_used == 2
+    # group b's advantages are 0; it only adds trajectories to G (now 4)
+    assert table.by_kind["Click"].turns == 4
+    assert table.by_kind["Click"].positive == pytest.approx(A / (4 * 2), rel=1e-6)
+    assert table.by_template["b"]["Click"].net == 0.0
+
+
+def test_cli_reads_the_rollouts_of_a_run(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    write_trajectories(_step(), run / "rl" / "rollouts" / "step-000000-rank0.jsonl")
+    write_trajectories(_step(), run / "rl" / "rollouts" / "step-000001-rank0.jsonl")
+    res = CliRunner().invoke(app, ["credit", str(run), "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["steps"] == 2 and out["groups_used"] == 2
+    assert out["by_kind"]["exit"]["positive"] == pytest.approx(2 * A / 4, rel=1e-6)
+    assert out["by_template"]["a"]["invalid"]["turns"] == 2
+    # tables: one per template with --template
+    res = CliRunner().invoke(app, ["credit", str(run / "rl"), "--template"])
+    assert res.exit_code == 0, res.output
+    assert "rl.advantage=episode" in res.stdout and "Share of +" in res.stdout
+
+
+def test_cli_says_in_one_line_when_there_are_no_rollouts(tmp_path: Path) -> None:
+    res = CliRunner().invoke(app, ["credit", str(tmp_path)])
+    assert res.exit_code == 2
+    assert "no training rollouts" in res.output
+    res = CliRunner().invoke(app, ["credit", str(tmp_path / "missing")])
+    assert res.exit_code == 2 and "not found" in res.output
