@@ -993,7 +993,7 @@ def credit(
                 f"{c.negative:+.3f}",
                 f"{c.net:+.3f}",
                 f"{100 * c.positive / total.positive:.0f}%" if total.positive else "–",
-                f"{100 * c.negative / total.negative:.0f}%" if total.negative else "–",
+                f"{100 * c.negative / total.negative + 0.0:.0f}%" if total.negative else "–",
             )
         out.print(t)
 

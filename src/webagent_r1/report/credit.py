@@ -64,7 +64,7 @@ class CreditSum:
         self.turns += 1
         if credit > 0:
             self.positive += credit
-        else:
+        elif credit < 0:
             self.negative += credit
 
 
