@@ -6,8 +6,9 @@ trajectory i the coefficient w_t · A_ij: ``w_t`` the normaliser's weight (``rl.
 ``algos/mgrpo.py``) and ``A_ij`` the turn's advantage (``rl.advantage``: the episode's group
 advantage, plus GiGPO's step-level term). The turn's *credit* is that coefficient summed over its
 tokens, so a positive credit raises the probability of the whole action and a negative one
-lowers it. Summed over a step the positive and the negative credit cancel (advantages are
-centred within each group); what matters is where each lands. "exit has net credit -1.3" says
+lowers it. With episode advantages and ``mgrpo`` weights, a step's positive and negative
+credit cancel (advantages are centred within each group and every trajectory weighs 1/G);
+what matters is where each lands. "exit has net credit -1.3" says
 that the update pushed exits down on balance; a drift toward exiting early then comes from
 somewhere else (mass taken from other actions).
 
