@@ -960,18 +960,30 @@ def credit(
     from webagent_r1.report.credit import run_credit
 
     cfg = load_config(config, overrides or [])
+    if config is None:
+        console.print(
+            "note: no --config: the default settings; pass the recipe the run trained with",
+            markup=False,
+            soft_wrap=True,
+        )
     try:
         table, notes = run_credit(target, cfg)
-    except (ReportError, FileNotFoundError) as e:
+    except (ReportError, OSError) as e:
         console.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
         raise typer.Exit(2) from None
     for n in notes:
-        console.print(f"note: {n}", markup=False)
+        console.print(f"note: {n}", markup=False, soft_wrap=True)
+    rl = cfg.rl
     if as_json:
-        print(json.dumps(table.to_dict(), indent=1))
+        settings = {
+            k: getattr(rl, k)
+            for k in ("advantage", "normalization", "advantage_scale", "drop_equal_groups")
+        }
+        settings.update(step_weight=rl.step_weight, step_gamma=rl.step_gamma)
+        settings["max_new_tokens"] = cfg.rollout.max_new_tokens
+        print(json.dumps({"settings": settings, **table.to_dict()}, indent=1))
         return
     out = Console()
-    rl = cfg.rl
     head = (
         f"{target}: {table.steps} step(s), {table.groups_used} group(s) trained, "
         f"{table.groups_skipped} without gradient; rl.advantage={rl.advantage}, "
@@ -982,7 +994,10 @@ def credit(
         sections += sorted(table.by_template.items())
     total = table.total
     for name, rows in sections:
-        t = Table(title=escape(f"{head}" if name == "all templates" else name))
+        t = Table(
+            title=escape(head if name == "all templates" else name),
+            caption="shares: of the whole run's positive and negative credit",
+        )
         for col in ("Action", "Turns", "Positive", "Negative", "Net", "Share of +", "Share of -"):
             t.add_column(col, justify="left" if col == "Action" else "right")
         for kind, c in sorted(rows.items(), key=lambda kv: kv[1].net):

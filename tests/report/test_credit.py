@@ -30,24 +30,28 @@ def _turn(kind: str | None, tokens: int) -> Turn:
     )
 
 
-def _traj(task: str, group: int, reward: float, turns: list[tuple[str | None, int]]) -> Trajectory:
+def _traj(
+    task: str, group: int, reward: float, turns: list[tuple[str | None, int]], status: str = "done"
+) -> Trajectory:
     return Trajectory(
         task_id=f"{task}/{group}",
         group_id=group,
         turns=[_turn(k, n) for k, n in turns],
         reward=reward,
-        status="done",
+        status=status,  # type: ignore[arg-type]
         info={"task": {"template": task}},
     )
 
 
 def _step() -> list[Trajectory]:
-    """One group with mixed rewards (2 and 3 turns) and one whose rewards are equal."""
+    """A group whose rewards are equal, then one with mixed rewards (2 and 3 turns) and an
+    env error (never trained on)."""
     return [
-        _traj("a", 0, 1.0, [("Click", 2), ("exit", 3)]),
-        _traj("a", 0, 0.0, [("Click", 2), (None, 2), ("exit", 1)]),
         _traj("b", 1, 1.0, [("Click", 2)]),
         _traj("b", 1, 1.0, [("Click", 4)]),
+        _traj("a", 0, 1.0, [("Click", 2), ("exit", 3)]),
+        _traj("a", 0, 0.0, [("Click", 2), (None, 2), ("exit", 1)]),
+        _traj("a", 0, 0.0, [("exit", 5)], status="env_error"),
     ]
 
 
@@ -56,7 +60,7 @@ def _sums(table_rows: dict) -> dict[str, tuple[int, float, float]]:
 
 
 def test_mgrpo_credit_is_the_advantage_over_group_size_times_turns() -> None:
-    table = credit_table([_step()], load_config(None, []))
+    table = credit_table([[_step()]], load_config(None, []))
     # 1 / (G · |τ_i|) per turn, whatever its tokens: G = 2 trained trajectories
     win, lose = A / (2 * 2), -A / (2 * 3)
     want = {"Click": (2, win, lose), "exit": (2, win, lose), INVALID: (1, 0.0, lose)}
@@ -71,7 +75,7 @@ def test_mgrpo_credit_is_the_advantage_over_group_size_times_turns() -> None:
 
 def test_token_mean_credit_follows_the_tokens_of_each_turn() -> None:
     cfg = load_config(None, ["rl.normalization=token_mean"])
-    table = credit_table([_step()], cfg)
+    table = credit_table([[_step()]], cfg)
     n = 2 + 3 + 2 + 2 + 1  # tokens of the trained group
     want = {
         "Click": (2, 2 * A / n, -2 * A / n),
@@ -85,7 +89,7 @@ def test_token_mean_credit_follows_the_tokens_of_each_turn() -> None:
 
 def test_keeping_equal_groups_with_episode_advantages_adds_zero_credit() -> None:
     cfg = load_config(None, ["rl.drop_equal_groups=false"])
-    table = credit_table([_step()], cfg)
+    table = credit_table([[_step()]], cfg)
     assert table.groups_used == 2
     # group b's advantages are 0; it only adds trajectories to G (now 4)
     assert table.by_kind["Click"].turns == 4
@@ -93,20 +97,57 @@ def test_keeping_equal_groups_with_episode_advantages_adds_zero_credit() -> None
     assert table.by_template["b"]["Click"].net == 0.0
 
 
+def _rollouts(run: Path, step: int, rank: int, trajs: list[Trajectory]) -> Path:
+    path = run / "rl" / "rollouts" / f"step-{step:06d}-rank{rank}.jsonl"
+    write_trajectories(trajs, path)
+    return path
+
+
 def test_cli_reads_the_rollouts_of_a_run(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    write_trajectories(_step(), run / "rl" / "rollouts" / "step-000000-rank0.jsonl")
-    write_trajectories(_step(), run / "rl" / "rollouts" / "step-000001-rank0.jsonl")
+    _rollouts(run, 0, 0, _step())
+    _rollouts(run, 1, 0, _step())
     res = CliRunner().invoke(app, ["credit", str(run), "--json"])
     assert res.exit_code == 0, res.output
+    assert "no --config" in res.stderr
     out = json.loads(res.stdout)
-    assert out["steps"] == 2 and out["groups_used"] == 2
+    assert out["steps"] == 2 and out["groups_used"] == 2 and out["groups_skipped"] == 2
+    assert out["settings"]["advantage"] == "episode"
     assert out["by_kind"]["exit"]["positive"] == pytest.approx(2 * A / 4, rel=1e-6)
     assert out["by_template"]["a"]["invalid"]["turns"] == 2
     # tables: one per template with --template
     res = CliRunner().invoke(app, ["credit", str(run / "rl"), "--template"])
     assert res.exit_code == 0, res.output
     assert "rl.advantage=episode" in res.stdout and "Share of +" in res.stdout
+
+
+def test_ranks_of_a_step_share_the_counts_the_weights_divide_by(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    _rollouts(run, 0, 0, _step())
+    # rank 1: one more mixed group of one-turn episodes; G is now 2 + 2 over the step
+    _rollouts(run, 0, 1, [_traj("c", 0, 0.0, [("Type", 1)]), _traj("c", 0, 1.0, [("exit", 1)])])
+    res = CliRunner().invoke(app, ["credit", str(run), "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["steps"] == 1 and out["groups_used"] == 2
+    exit_ = out["by_kind"]["exit"]
+    assert exit_["positive"] == pytest.approx(A / (4 * 2) + A / 4, rel=1e-6)
+    assert exit_["negative"] == pytest.approx(-A / (4 * 3), rel=1e-6)
+    assert out["by_kind"]["Type"]["negative"] == pytest.approx(-A / 4, rel=1e-6)
+
+
+def test_notes_for_broken_lines_and_settings_other_than_the_runs(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    path = _rollouts(run, 0, 0, _step())
+    with path.open("a") as f:
+        f.write('{"task_id": "a/0", "group_id": 0, "turns": [{"completion_ids": 5}]}\n')
+        f.write('{"task_id": "a/0", "gro\n')
+    (run / "rl" / "metrics.jsonl").write_text(json.dumps({"step": 1, "train/groups_used": 3}))
+    res = CliRunner().invoke(app, ["credit", str(run), "--json"])
+    assert res.exit_code == 0, res.output
+    assert "2 line(s) not trajectories, skipped (step 1's credit is approximate)" in res.stderr
+    assert "step 1: 1 group(s) trained here, the run logged 3" in res.stderr
+    assert json.loads(res.stdout)["groups_used"] == 1
 
 
 def test_cli_says_in_one_line_when_there_are_no_rollouts(tmp_path: Path) -> None:

@@ -1,24 +1,25 @@
 """Where a run's M-GRPO credit went: each trained turn's share of the policy gradient, summed
 by the kind of action the turn took and by template.
 
-At the ratio 1 (the first update of a batch) the loss gives every token of turn j of
-trajectory i the coefficient w_t · A_ij: ``w_t`` the normaliser's weight (``rl.normalization``,
-``algos/mgrpo.py``) and ``A_ij`` the turn's advantage (``rl.advantage``: the episode's group
-advantage, plus GiGPO's step-level term). The turn's *credit* is that coefficient summed over its
-tokens, so a positive credit raises the probability of the whole action and a negative one
-lowers it. With episode advantages and ``mgrpo`` weights, a step's positive and negative
+The loss gives every token of turn j of trajectory i the weight w_t (``rl.normalization``,
+``algos/mgrpo.py``; the same for every token of a turn) times the turn's advantage ``A_ij``
+(``rl.advantage``: the episode's group advantage, plus GiGPO's step-level term). A turn's
+*credit* is w_t · A_ij summed over its tokens: at the ratio 1 (the first update of a batch, π_old
+recomputed, β = 0) it is the coefficient of the policy gradient on the action's mean token
+log-probability, so a positive credit raises the probability of the whole action and a negative
+one lowers it. With episode advantages and ``mgrpo`` weights, a step's positive and negative
 credit cancel (advantages are centred within each group and every trajectory weighs 1/G);
-what matters is where each lands. "exit has net credit -1.3" says
-that the update pushed exits down on balance; a drift toward exiting early then comes from
-somewhere else (mass taken from other actions).
+what matters is where each lands. "exit has net credit -0.08" says that the updates pushed exits
+down on balance; a drift toward exiting early then comes from somewhere else.
 
 The credit is recomputed from the rollouts a run saved (``rl/rollouts/step-S-rankR.jsonl``)
 with the trainer's own functions (``train.rl.build_rl_batch`` and ``NORMALIZERS``) and the
 settings given, so the same rollouts can be read under another advantage or normalisation.
-A step's groups are rebuilt from the trajectories' ``(task_id, group_id)``; with several ranks
-each rank's file is its own batch, as each process normalised its own share (``n_traj`` etc.
-are summed over processes in training, so multi-process credits are exact only up to that
-common factor).
+Each rank's file is that process's batch; the counts the weights divide by (trajectories,
+tokens, turns) are summed over a step's ranks, as the trainer sums them over processes. A
+group is a run of consecutive trajectories with the same ``(task_id, group_id)`` (the trainer
+writes each group whole). Turns are not checked for staleness (``rl.max_staleness``): every
+turn of a trained group counts.
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ from pathlib import Path
 
 from webagent_r1.config import Config
 from webagent_r1.report.failures import template_of
-from webagent_r1.report.load import ReportError, load_run, scan_trajectories
+from webagent_r1.report.load import ReportError, load_run
 from webagent_r1.rollout.collect import Group
+from webagent_r1.rollout.trajectories import TrajectoryFileError, parse_trajectory_line
 from webagent_r1.types import Trajectory, Turn
 
 __all__ = ["INVALID", "CreditSum", "CreditTable", "action_kind", "credit_table", "run_credit"]
@@ -59,6 +61,12 @@ class CreditSum:
     def net(self) -> float:
         """positive + negative."""
         return self.positive + self.negative
+
+    def merge(self, other: CreditSum) -> None:
+        """Add ``other``'s turns and sums."""
+        self.turns += other.turns
+        self.positive += other.positive
+        self.negative += other.negative
 
     def add(self, credit: float) -> None:
         """Count one turn of this credit."""
@@ -88,10 +96,19 @@ class CreditTable:
         """All kinds together."""
         out = CreditSum()
         for c in self.by_kind.values():
-            out.turns += c.turns
-            out.positive += c.positive
-            out.negative += c.negative
+            out.merge(c)
         return out
+
+    def merge(self, other: CreditTable) -> None:
+        """Add ``other``'s sums and counts to these."""
+        for kind, c in other.by_kind.items():
+            self.by_kind[kind].merge(c)
+        for tpl, rows in other.by_template.items():
+            for kind, c in rows.items():
+                self.by_template[tpl][kind].merge(c)
+        self.steps += other.steps
+        self.groups_used += other.groups_used
+        self.groups_skipped += other.groups_skipped
 
     def to_dict(self) -> dict:
         """JSON-ready: the sums per kind and per template."""
@@ -112,24 +129,29 @@ class CreditTable:
 
 
 def _groups(trajs: Iterable[Trajectory]) -> list[Group]:
-    """One group per ``(task_id, group_id)``, members in file order."""
-    members: dict[tuple[int | str, int | str], list[Trajectory]] = defaultdict(list)
+    """Runs of consecutive trajectories with the same ``(task_id, group_id)``: the groups."""
+    out: list[Group] = []
+    last: tuple[str, str] | None = None
     for t in trajs:
-        members[(t.task_id, t.group_id)].append(t)
-    # build_rl_batch reads only the members; the task is not needed to weigh them
-    return [Group(task=None, trajectories=m) for m in members.values()]  # type: ignore[arg-type]
+        key = (str(t.task_id), str(t.group_id))
+        if key != last:
+            # build_rl_batch reads only the members; the task is not needed to weigh them
+            out.append(Group(task=None, trajectories=[]))  # type: ignore[arg-type]
+            last = key
+        out[-1].trajectories.append(t)
+    return out
 
 
-def credit_table(steps: Iterable[list[Trajectory]], cfg: Config) -> CreditTable:
+def credit_table(steps: Iterable[list[list[Trajectory]]], cfg: Config) -> CreditTable:
     """Sum the credit of every trained turn of each step's trajectories.
 
     Args:
-        steps: the trajectories of each batch (a step's rollouts on one process).
+        steps: per step, the trajectories of each process (rank), in the order saved.
         cfg: the run's settings: ``rl`` (advantage, normalisation, their parameters) and
             ``rollout.max_new_tokens`` (the dr_grpo constant).
 
     Returns:
-        The sums (no staleness check: every turn of a used group counts).
+        The sums.
     """
     # heavy: torch and the trainer, needed here only, kept off the report package's imports
     from webagent_r1.algos.mgrpo import NORMALIZERS, turn_count
@@ -137,38 +159,43 @@ def credit_table(steps: Iterable[list[Trajectory]], cfg: Config) -> CreditTable:
 
     rl = cfg.rl
     table = CreditTable()
-    for trajs in steps:
+    for ranks in steps:
         table.steps += 1
-        groups = _groups(trajs)
-        batch = build_rl_batch(
-            groups,
-            rl.advantage_scale,
-            rl.drop_equal_groups,
-            advantage=rl.advantage,
-            step_weight=rl.step_weight,
-            step_gamma=rl.step_gamma,
-        )
-        table.groups_used += batch.groups_used
-        table.groups_skipped += batch.groups_equal + batch.groups_small
-        if not batch.samples:
-            continue
-        traj_t, turn_t, adv_t, starts = _token_tensors(batch)
-        weights = NORMALIZERS[rl.normalization](
-            traj_t,
-            turn_t,
-            n_traj=max(batch.n_traj, 1),
-            n_tokens=int(traj_t.numel()),
-            n_turns=turn_count(traj_t, turn_t),
-            max_tokens=cfg.rollout.max_new_tokens,
-        )
-        coef = (weights * adv_t).tolist()
-        ends = [*starts[1:], len(coef)]
-        for k, s in enumerate(batch.samples):
-            traj = batch.trajectories[batch.traj[k]]
-            kind = action_kind(traj.turns[s.turn_index])
-            credit = sum(coef[starts[k] : ends[k]])
-            table.by_kind[kind].add(credit)
-            table.by_template[template_of(traj) or "?"][kind].add(credit)
+        batches = []
+        for trajs in ranks:
+            batch = build_rl_batch(
+                _groups(trajs),
+                rl.advantage_scale,
+                rl.drop_equal_groups,
+                advantage=rl.advantage,
+                step_weight=rl.step_weight,
+                step_gamma=rl.step_gamma,
+            )
+            table.groups_used += batch.groups_used
+            table.groups_skipped += batch.groups_equal + batch.groups_small
+            if batch.samples:
+                batches.append((batch, _token_tensors(batch)))
+        # the weights divide by counts over every process of the step, as in the trainer
+        n_traj = sum(b.n_traj for b, _ in batches)
+        n_tokens = sum(int(t[0].numel()) for _, t in batches)
+        n_turns = sum(turn_count(t[0], t[1]) for _, t in batches)
+        for batch, (traj_t, turn_t, adv_t, starts) in batches:
+            weights = NORMALIZERS[rl.normalization](
+                traj_t,
+                turn_t,
+                n_traj=max(n_traj, 1),
+                n_tokens=n_tokens,
+                n_turns=n_turns,
+                max_tokens=cfg.rollout.max_new_tokens,
+            )
+            coef = (weights * adv_t).tolist()
+            ends = [*starts[1:], len(coef)]
+            for k, s in enumerate(batch.samples):
+                traj = batch.trajectories[batch.traj[k]]
+                kind = action_kind(traj.turns[s.turn_index])
+                credit = sum(coef[starts[k] : ends[k]])
+                table.by_kind[kind].add(credit)
+                table.by_template[template_of(traj)][kind].add(credit)
     return table
 
 
@@ -180,11 +207,14 @@ def run_credit(target: str | Path, cfg: Config) -> tuple[CreditTable, list[str]]
         cfg: the settings the run trained with (see ``credit_table``).
 
     Returns:
-        The table and notes (lines that were not trajectories, skipped).
+        The table and notes: lines that were not trajectories (their step's credit is then
+        computed without them, so it is approximate), and steps whose recomputed trained groups
+        differ from what the run logged (``train/groups_used``: other settings than the run's).
 
     Raises:
         ReportError: no rollouts in the folder.
         FileNotFoundError: the folder does not exist.
+        OSError: a rollout file cannot be read.
     """
     root = Path(target)
     if root.name == "rl" and (root / "rollouts").is_dir():
@@ -195,14 +225,41 @@ def run_credit(target: str | Path, cfg: Config) -> tuple[CreditTable, list[str]]
             f"no training rollouts in {str(root)!r} (rl/rollouts/step-*-rank*.jsonl): "
             "pass the run folder of an M-GRPO run"
         )
+    by_step: dict[int, list[Path]] = defaultdict(list)
+    for step, _, path in data.rollout_files:  # sorted by step, then rank
+        by_step[step].append(path)
     notes: list[str] = []
 
-    def batches() -> Iterable[list[Trajectory]]:
-        for step, rank, path in data.rollout_files:
-            trajs: list[Trajectory] = []
-            bad = scan_trajectories(path, trajs.append)
-            if bad:
-                notes.append(f"step {step} rank {rank}: {bad} line(s) not trajectories, skipped")
-            yield trajs
+    def read(step: int, path: Path) -> list[Trajectory]:
+        trajs, bad = [], 0
+        with path.open(encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if not line.strip():
+                    continue
+                try:
+                    trajs.append(parse_trajectory_line(line))
+                except TrajectoryFileError:
+                    bad += 1
+        if bad:
+            notes.append(
+                f"{data.rel(path)}: {bad} line(s) not trajectories, skipped "
+                f"(step {step + 1}'s credit is approximate)"
+            )
+        return trajs
 
-    return credit_table(batches(), cfg), notes
+    logged = {
+        int(r["step"]): r["train/groups_used"]
+        for r in data.rl_metrics
+        if isinstance(r.get("train/groups_used"), (int, float))
+    }
+    table = CreditTable()
+    for step, paths in sorted(by_step.items()):
+        one = credit_table([[read(step, p) for p in paths]], cfg)
+        # the update of rollouts step-S is logged at step S + 1
+        if step + 1 in logged and logged[step + 1] != one.groups_used:
+            notes.append(
+                f"step {step + 1}: {one.groups_used} group(s) trained here, the run logged "
+                f"{logged[step + 1]:g}: are these the run's settings?"
+            )
+        table.merge(one)
+    return table, notes
