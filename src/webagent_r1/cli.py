@@ -975,11 +975,8 @@ def credit(
         console.print(f"note: {n}", markup=False, soft_wrap=True)
     rl = cfg.rl
     if as_json:
-        settings = {
-            k: getattr(rl, k)
-            for k in ("advantage", "normalization", "advantage_scale", "drop_equal_groups")
-        }
-        settings.update(step_weight=rl.step_weight, step_gamma=rl.step_gamma)
+        keys = ("advantage", "normalization", "advantage_scale", "drop_equal_groups")
+        settings = {k: getattr(rl, k) for k in (*keys, "step_weight", "step_gamma")}
         settings["max_new_tokens"] = cfg.rollout.max_new_tokens
         print(json.dumps({"settings": settings, **table.to_dict()}, indent=1))
         return
