@@ -945,7 +945,12 @@ def credit(
     config: ConfigOpt = None,
     overrides: OverridesArg = None,
     template: Annotated[
-        bool, typer.Option("--template", help="Also a table per template.")
+        bool,
+        typer.Option(
+            "--template",
+            help="Also a table per template, and each template's rollouts: groups, trained groups, "
+            "episodes, successes.",
+        ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
 ) -> None:
@@ -1006,6 +1011,18 @@ def credit(
                 f"{c.net:+.3f}",
                 f"{100 * c.positive / total.positive:.0f}%" if total.positive else "–",
                 f"{100 * c.negative / total.negative + 0.0:.0f}%" if total.negative else "–",
+            )
+        out.print(t)
+    if template and table.rollouts:
+        t = Table(
+            title="rollouts per template",
+            caption="trained: groups that gave a gradient (rewards not all equal)",
+        )
+        for col in ("Template", "Groups", "Trained", "Episodes", "Successes"):
+            t.add_column(col, justify="left" if col == "Template" else "right")
+        for name, r in sorted(table.rollouts.items(), key=lambda kv: (-kv[1].groups, kv[0])):
+            t.add_row(
+                escape(name), str(r.groups), str(r.trained), str(r.episodes), str(r.successes)
             )
         out.print(t)
 

@@ -71,6 +71,9 @@ def test_mgrpo_credit_is_the_advantage_over_group_size_times_turns() -> None:
     assert table.groups_used == 1 and table.groups_skipped == 1 and table.steps == 1
     assert table.total.net == pytest.approx(0.0, abs=1e-9)  # advantages are centred
     assert set(table.by_template) == {"a"}  # the equal group trained nothing
+    # rollouts: the equal group b costs 2 episodes and trains nothing; a's env error counts
+    rolled = {k: (r.groups, r.trained, r.episodes, r.successes) for k, r in table.rollouts.items()}
+    assert rolled == {"a": (1, 1, 3, 1), "b": (1, 0, 2, 2)}
 
 
 def test_token_mean_credit_follows_the_tokens_of_each_turn() -> None:
@@ -115,10 +118,13 @@ def test_cli_reads_the_rollouts_of_a_run(tmp_path: Path) -> None:
     assert out["settings"]["advantage"] == "episode"
     assert out["by_kind"]["exit"]["positive"] == pytest.approx(2 * A / 4, rel=1e-6)
     assert out["by_template"]["a"]["invalid"]["turns"] == 2
+    assert out["rollouts"]["b"] == {"groups": 2, "trained": 0, "episodes": 4, "successes": 4}
     # tables: one per template with --template
     res = CliRunner().invoke(app, ["credit", str(run / "rl"), "--template"])
     assert res.exit_code == 0, res.output
     assert "rl.advantage=episode" in res.stdout and "Share of +" in res.stdout
+    rows = [ln.split() for ln in res.stdout.splitlines() if ln.startswith("│ a ")]
+    assert ["│", "a", "│", "2", "│", "2", "│", "6", "│", "2", "│"] in rows  # rollouts of a
 
 
 def test_ranks_of_a_step_share_the_counts_the_weights_divide_by(tmp_path: Path) -> None:
@@ -134,6 +140,7 @@ def test_ranks_of_a_step_share_the_counts_the_weights_divide_by(tmp_path: Path) 
     assert exit_["positive"] == pytest.approx(A / (4 * 2) + A / 4, rel=1e-6)
     assert exit_["negative"] == pytest.approx(-A / (4 * 3), rel=1e-6)
     assert out["by_kind"]["Type"]["negative"] == pytest.approx(-A / 4, rel=1e-6)
+    assert out["rollouts"]["c"] == {"groups": 1, "trained": 1, "episodes": 2, "successes": 1}
 
 
 def test_notes_for_broken_lines_and_settings_other_than_the_runs(tmp_path: Path) -> None:

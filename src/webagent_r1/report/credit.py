@@ -20,6 +20,11 @@ tokens, turns) are summed over a step's ranks, as the trainer sums them over pro
 group is a run of consecutive trajectories with the same ``(task_id, group_id)`` (the trainer
 writes each group whole). Turns are not checked for staleness (``rl.max_staleness``): every
 turn of a trained group counts.
+
+Beside the credit, each template's rollouts are counted: groups, the groups that gave a
+gradient, episodes and successes. A template whose groups never train (its rewards all 0, or
+all 1) costs rollouts and teaches nothing; how the curriculum (``rl.curriculum``) spent a run's
+rollouts shows there.
 """
 
 from __future__ import annotations
@@ -36,7 +41,15 @@ from webagent_r1.rollout.collect import Group
 from webagent_r1.rollout.trajectories import TrajectoryFileError, parse_trajectory_line
 from webagent_r1.types import Trajectory, Turn
 
-__all__ = ["INVALID", "CreditSum", "CreditTable", "action_kind", "credit_table", "run_credit"]
+__all__ = [
+    "INVALID",
+    "CreditSum",
+    "CreditTable",
+    "RolloutCount",
+    "action_kind",
+    "credit_table",
+    "run_credit",
+]
 
 INVALID = "invalid"
 """Kind of a turn whose action the parser refused (``Turn.action`` is None)."""
@@ -78,6 +91,25 @@ class CreditSum:
 
 
 @dataclass
+class RolloutCount:
+    """A template's share of the rollouts: groups and episodes, and the groups trained on."""
+
+    groups: int = 0
+    trained: int = 0
+    """Groups that gave a gradient (rewards not all equal, at least two usable members)."""
+    episodes: int = 0
+    successes: int = 0
+    """Episodes with a positive reward."""
+
+    def merge(self, other: RolloutCount) -> None:
+        """Add ``other``'s counts to these."""
+        self.groups += other.groups
+        self.trained += other.trained
+        self.episodes += other.episodes
+        self.successes += other.successes
+
+
+@dataclass
 class CreditTable:
     """Credit per action kind, overall and per template, over a run's steps."""
 
@@ -90,6 +122,8 @@ class CreditTable:
     groups_skipped: int = 0
     """Groups that gave no gradient: equal rewards (with ``rl.drop_equal_groups``) or fewer
     than two usable trajectories."""
+    rollouts: dict[str, RolloutCount] = field(default_factory=lambda: defaultdict(RolloutCount))
+    """Per template: what its rollouts cost and how many of its groups were trained on."""
 
     @property
     def total(self) -> CreditSum:
@@ -106,6 +140,8 @@ class CreditTable:
         for tpl, rows in other.by_template.items():
             for kind, c in rows.items():
                 self.by_template[tpl][kind].merge(c)
+        for tpl, r in other.rollouts.items():
+            self.rollouts[tpl].merge(r)
         self.steps += other.steps
         self.groups_used += other.groups_used
         self.groups_skipped += other.groups_skipped
@@ -125,6 +161,7 @@ class CreditTable:
             "groups_skipped": self.groups_skipped,
             "by_kind": rows(self.by_kind),
             "by_template": {t: rows(d) for t, d in sorted(self.by_template.items())},
+            "rollouts": {t: vars(r).copy() for t, r in sorted(self.rollouts.items())},
         }
 
 
@@ -163,8 +200,9 @@ def credit_table(steps: Iterable[list[list[Trajectory]]], cfg: Config) -> Credit
         table.steps += 1
         batches = []
         for trajs in ranks:
+            groups = _groups(trajs)
             batch = build_rl_batch(
-                _groups(trajs),
+                groups,
                 rl.advantage_scale,
                 rl.drop_equal_groups,
                 advantage=rl.advantage,
@@ -173,6 +211,13 @@ def credit_table(steps: Iterable[list[list[Trajectory]]], cfg: Config) -> Credit
             )
             table.groups_used += batch.groups_used
             table.groups_skipped += batch.groups_equal + batch.groups_small
+            trained = {id(t) for t in batch.trajectories}
+            for g in groups:
+                r = table.rollouts[template_of(g.trajectories[0])]
+                r.groups += 1
+                r.trained += any(id(t) in trained for t in g.trajectories)
+                r.episodes += len(g.trajectories)
+                r.successes += sum(t.reward > 0 for t in g.trajectories)
             if batch.samples:
                 batches.append((batch, _token_tensors(batch)))
         # the weights divide by counts over every process of the step, as in the trainer
