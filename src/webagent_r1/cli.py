@@ -1016,7 +1016,7 @@ def credit(
     if template and table.rollouts:
         t = Table(
             title="rollouts per template",
-            caption="trained: groups that gave a gradient (rewards not all equal)",
+            caption="trained: groups the update used (rl.drop_equal_groups: rewards not all equal)",
         )
         for col in ("Template", "Groups", "Trained", "Episodes", "Successes"):
             t.add_column(col, justify="left" if col == "Template" else "right")

@@ -96,7 +96,8 @@ class RolloutCount:
 
     groups: int = 0
     trained: int = 0
-    """Groups that gave a gradient (rewards not all equal, at least two usable members)."""
+    """Groups the update used (``build_rl_batch``): at least two usable members, and, under
+    ``rl.drop_equal_groups``, rewards not all equal."""
     episodes: int = 0
     successes: int = 0
     """Episodes with a positive reward."""
