@@ -38,6 +38,7 @@ __all__ = [
     "reference_context",
     "lr_factor",
     "trainable_parameters",
+    "update_rms",
 ]
 
 
@@ -320,6 +321,41 @@ def grad_norm_and_clip(params: list[torch.nn.Parameter], max_norm: float) -> flo
     if max_norm > 0:  # (what clip_grad_norm_ does, with the reduced norm)
         torch.nn.utils.clip_grads_with_norm_(with_grad, max_norm, norm)
     return float(norm)
+
+
+def update_rms(optimizer: Any, dist: Dist) -> float:
+    """RMS, over every parameter the AdamW ``optimizer`` has stepped, of the change its last
+    step made to a weight (in weight units), recomputed from its moments.
+
+    AdamW moves a weight by ``lr · m̂ / (√v̂ + eps)`` (plus ``lr · weight_decay · θ``). On its
+    first step that is ``lr`` times the gradient's sign, whatever the gradient's size, and while
+    the gradients' signs keep changing it stays near ``lr``: then the step size, not the signal
+    in the batch, sets how far the policy moves. The sum runs over this process's shards
+    (FSDP's DTensors) and is reduced over the processes.
+    """
+
+    def local(t: torch.Tensor) -> torch.Tensor:
+        return t.to_local() if hasattr(t, "to_local") else t
+
+    sq, n = 0.0, 0.0
+    for group in optimizer.param_groups:
+        if "betas" not in group:  # not an Adam-type optimizer: nothing to recompute from
+            continue
+        lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+        for p in group["params"]:
+            st = optimizer.state.get(p)
+            if not st or "exp_avg" not in st:
+                continue
+            t = float(st["step"])
+            with torch.no_grad():
+                denom = local(st["exp_avg_sq"]).sqrt() / math.sqrt(1 - b2**t) + eps
+                u = local(st["exp_avg"]) / denom * (lr / (1 - b1**t))
+                if wd:
+                    u = u + lr * wd * local(p.detach())  # θ after the step: a tiny difference
+                sq += float(u.float().pow(2).sum())
+                n += u.numel()
+    sq, n = dist.all_reduce_sum([sq, n])
+    return math.sqrt(sq / n) if n else 0.0
 
 
 def build_optimizer(params: list[torch.nn.Parameter], lr: float, tcfg: TrainConfig) -> Any:

@@ -87,6 +87,7 @@ from webagent_r1.train.dist import (
     load_reference,
     reference_context,
     trainable_parameters,
+    update_rms,
 )
 from webagent_r1.train.metrics import release_free_memory
 from webagent_r1.train.sharding import is_sharded
@@ -463,6 +464,7 @@ def mgrpo_update(
             sums["grad_norm"] += gn
         for k, v in sums.items():
             metrics[f"train/{'ratio_mean' if k == 'ratio' else k}"] = v / rl.mu
+        metrics["train/update_rms"] = update_rms(optimizer, dist)  # of the last of the mu steps
         metrics["train/tokens"] = g_tok
         return metrics
 
