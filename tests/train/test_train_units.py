@@ -167,8 +167,15 @@ def test_one_mgrpo_step_moves_rewarded_up_and_unrewarded_down(
     group = _group([1.0, 0.0], seed=4)
     good, bad = group.trajectories
     before = (_seq_logp(model, good), _seq_logp(model, bad))
+    weights = [p.detach().clone() for p in model.parameters()]
     metrics = mgrpo_update(model, opt, build_rl_batch([group]), cfg, pad_id=1)
     after = (_seq_logp(model, good), _seq_logp(model, bad))
+    pairs = zip(model.parameters(), weights, strict=True)
+    moved = [float((p.detach() - w).square().sum()) for p, w in pairs]
+    rms = math.sqrt(sum(moved) / sum(w.numel() for w in weights))
+    # the logged step size is the weights' real change; a fresh AdamW's is at most lr
+    assert metrics["train/update_rms"] == pytest.approx(rms, rel=1e-3)
+    assert 0 < metrics["train/update_rms"] <= 0.05 * (1 + 1e-6)
     assert after[0] > before[0], "the rewarded trajectory's actions must become likelier"
     assert after[1] < before[1], "the unrewarded trajectory's actions must become less likely"
     assert metrics["train/ratio_mean"] == pytest.approx(1.0, abs=1e-4)  # π_old recomputed
