@@ -21,8 +21,8 @@ group is a run of consecutive trajectories with the same ``(task_id, group_id)``
 writes each group whole). Turns are not checked for staleness (``rl.max_staleness``): every
 turn of a trained group counts.
 
-Beside the credit, each template's rollouts are counted: groups, the groups that gave a
-gradient, episodes and successes. A template whose groups never train (its rewards all 0, or
+Beside the credit, each template's rollouts are counted: groups, the groups the update used,
+episodes and successes. A template whose groups never train (its rewards all 0, or
 all 1) costs rollouts and teaches nothing; how the curriculum (``rl.curriculum``) spent a run's
 rollouts shows there.
 """

@@ -328,8 +328,8 @@ def update_rms(optimizer: Any, dist: Dist) -> float:
     step made to a weight (in weight units), recomputed from its moments.
 
     AdamW moves a weight by ``lr · m̂ / (√v̂ + eps)`` (plus ``lr · weight_decay · θ``). On its
-    first step that is ``lr`` times the gradient's sign, whatever the gradient's size, and while
-    the gradients' signs keep changing it stays near ``lr``: then the step size, not the signal
+    first step that is ``lr`` times the gradient's sign, whatever the gradient's size, and over
+    its first few steps it stays a large fraction of ``lr``: then the step size, not the signal
     in the batch, sets how far the policy moves. The sum runs over this process's shards
     (FSDP's DTensors) and is reduced over the processes.
     """
