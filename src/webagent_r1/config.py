@@ -759,6 +759,10 @@ class TasksConfig:
     """Keep tasks of these template names (``tasks list`` shows them)."""
     difficulty: list[str] = field(default_factory=list)
     """Keep templates of these expert step counts: ``1-2``, ``3-5``, ``6-9``, ``10+``."""
+    heldout_templates: list[str] = field(default_factory=list)
+    """The held-out (never trained) templates that ``--split heldout`` evaluates, in place of
+    ``templates`` there (which names the trained ones); empty: ``templates`` applies to that
+    split too. Each must be a held-out template (``tasks list --split heldout``)."""
     miniwob: MiniWoBConfig = field(default_factory=MiniWoBConfig)
     """MiniWoB++ tasks and seeds (used when ``source`` is 'miniwob')."""
     webarena: WebArenaConfig = field(default_factory=WebArenaConfig)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -93,6 +94,40 @@ def test_run_tasks_filters_and_names_bad_filters() -> None:
     other = "map" if short[0].sites[0] != "map" else "reddit"
     with pytest.raises(ValueError, match="keeps no"):
         run_tasks("train", [other], [name], [])
+
+
+def test_heldout_templates_replace_the_trained_templates_on_the_heldout_split_only() -> None:
+    from webagent_r1.config import Config, load_config
+    from webagent_r1.sources.embedded import EmbeddedSource
+    from webagent_r1.tasks.suite import all_templates, run_tasks, tasks_for
+
+    held = sorted(t.name for t in all_templates() if t.heldout)
+    trained = sorted(t.name for t in all_templates() if not t.heldout)
+    assert len(held) >= 2 and trained
+    # a recipe names trained templates: the held-out split has none of them, and says why
+    with pytest.raises(ValueError, match="tasks.heldout_templates"):
+        run_tasks("heldout", [], trained[:2], [])
+    both = run_tasks("heldout", [], trained[:2], [], held[:2])
+    assert {t.extra["template"] for t in both} == set(held[:2])
+    assert all(t.heldout_template for t in both)
+    # the test and train splits keep the trained templates alone
+    test = run_tasks("test", [], trained[:2], [], held[:2])
+    assert {t.extra["template"] for t in test} == set(trained[:2])
+    # without heldout_templates, `templates` still picks held-out ones (`tasks.templates=[..]`)
+    assert {t.extra["template"] for t in run_tasks("heldout", [], held[:1], [])} == {held[0]}
+    with pytest.raises(ValueError, match="not held out"):
+        run_tasks("heldout", [], [], [], [trained[0]])
+    with pytest.raises(ValueError, match="tasks.heldout_templates: unknown template"):
+        run_tasks("heldout", [], [], [], [held[0] + "x"])
+    # the multi-turn recipe's held-out templates: 3-5 steps, never trained, through both paths
+    cfg = load_config(Path(__file__).resolve().parents[2] / "configs" / "r1-multiturn.yaml")
+    assert cfg.tasks.heldout_templates and set(cfg.tasks.heldout_templates) <= set(held)
+    names = {t.extra["template"] for t in tasks_for(cfg, "heldout")}
+    assert names == set(cfg.tasks.heldout_templates)
+    assert not names & set(cfg.tasks.templates)
+    via_source = EmbeddedSource.from_config(cfg).tasks("heldout")
+    assert {t.extra["template"] for t in via_source} == names
+    assert not Config().tasks.heldout_templates
 
 
 def test_wide_split_adds_unseen_instances_and_leaves_train_and_test_alone() -> None:

@@ -19,7 +19,8 @@ class EmbeddedSource(TaskSource):
     """The embedded suite on our own sites (each episode on its own site instance).
 
     Args:
-        sites / templates / difficulty: the ``tasks`` filters of a run (empty keeps all).
+        sites / templates / difficulty / heldout_templates: the ``tasks`` filters of a run
+            (empty keeps all; ``heldout_templates`` replaces ``templates`` on ``heldout``).
     """
 
     name = "embedded"
@@ -31,18 +32,21 @@ class EmbeddedSource(TaskSource):
         sites: list[str] | None = None,
         templates: list[str] | None = None,
         difficulty: list[str] | None = None,
+        heldout_templates: list[str] | None = None,
     ) -> None:
         self.sites = list(sites or [])
         self.templates = list(templates or [])
         self.difficulty = list(difficulty or [])
+        self.heldout_templates = list(heldout_templates or [])
 
     @classmethod
     def from_config(cls, cfg: Any) -> EmbeddedSource:
         """With the filters of a ``Config``'s ``tasks`` section."""
-        return cls(cfg.tasks.sites, cfg.tasks.templates, cfg.tasks.difficulty)
+        t = cfg.tasks
+        return cls(t.sites, t.templates, t.difficulty, t.heldout_templates)
 
     def tasks(self, split: str) -> list[Task]:
-        return run_tasks(split, self.sites, self.templates, self.difficulty)
+        return run_tasks(split, self.sites, self.templates, self.difficulty, self.heldout_templates)
 
     @property
     def evaluator(self) -> EvaluatorFn:

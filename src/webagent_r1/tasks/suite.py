@@ -223,7 +223,11 @@ def select(
 
 
 def run_tasks(
-    split: str, sites: list[str], templates: list[str], difficulty: list[str]
+    split: str,
+    sites: list[str],
+    templates: list[str],
+    difficulty: list[str],
+    heldout_templates: list[str] | None = None,
 ) -> list[Task]:
     """The tasks of ``split`` that a run's ``tasks`` config keeps (empty lists keep all).
 
@@ -232,17 +236,31 @@ def run_tasks(
         sites: keep tasks whose sites are all in this list.
         templates: keep tasks of these template names.
         difficulty: keep templates of these expert step counts (``1-2`` … ``10+``).
+        heldout_templates: on the ``heldout`` split, keep these held-out templates instead
+            of ``templates`` (a recipe's ``templates`` names the trained ones); empty or
+            None: ``templates`` applies there too.
 
     Raises:
-        ValueError: an unknown site or template name, or a filter that keeps no task.
+        ValueError: an unknown site or template name, a ``heldout_templates`` entry that is
+            not a held-out template, or a filter that keeps no task.
     """
 
     known = {t.name: t for t in all_templates()}
-    for name in templates:
-        if name not in known:
-            near = difflib.get_close_matches(name, list(known), n=1)
-            hint = f"; did you mean {near[0]!r}?" if near else "; see `webagent-r1 tasks list`"
-            raise ValueError(f"tasks.templates: unknown template {name!r}{hint}")
+    held = list(heldout_templates or [])
+    for key, names in (("templates", templates), ("heldout_templates", held)):
+        for name in names:
+            if name not in known:
+                near = difflib.get_close_matches(name, list(known), n=1)
+                hint = f"; did you mean {near[0]!r}?" if near else "; see `webagent-r1 tasks list`"
+                raise ValueError(f"tasks.{key}: unknown template {name!r}{hint}")
+    trained = [name for name in held if not known[name].heldout]
+    if trained:
+        raise ValueError(
+            f"tasks.heldout_templates: {', '.join(trained)} has training instances, so it is "
+            f"not held out; `webagent-r1 tasks list --split heldout` lists the held-out ones"
+        )
+    if split == "heldout" and held:
+        templates = held
     for site in sites:
         if site not in SITES:
             raise ValueError(f"tasks.sites: unknown site {site!r}; sites: {', '.join(SITES)}")
@@ -254,9 +272,15 @@ def run_tasks(
     if difficulty:
         out = [t for t in out if known[str(t.extra.get("template"))].difficulty in difficulty]
     if not out:
+        hint = ""
+        if split == "heldout" and templates and not held:
+            hint = (
+                "; the held-out templates are never trained, so a recipe's `templates` holds "
+                "none: name the ones to evaluate in tasks.heldout_templates"
+            )
         raise ValueError(
             f"the tasks filter (sites={sites}, templates={templates}, difficulty={difficulty}) "
-            f"keeps no {split} task"
+            f"keeps no {split} task{hint}"
         )
     return out
 
@@ -278,4 +302,7 @@ def tasks_for(cfg: Any, split: str) -> list[Task]:
             f"sites alone. For {source}, train M-GRPO only (bc.steps=0) or evaluate with "
             f"`webagent-r1 eval --tasks {source}`"
         )
-    return run_tasks(split, cfg.tasks.sites, cfg.tasks.templates, cfg.tasks.difficulty)
+    t = cfg.tasks
+    return run_tasks(
+        split, t.sites, t.templates, t.difficulty, getattr(t, "heldout_templates", None)
+    )
