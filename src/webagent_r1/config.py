@@ -109,6 +109,12 @@ class ObservationConfig:
     """Only elements inside the viewport (WebAgent-R1 shows the viewport) vs the full page."""
     max_tokens: int = 1500
     """Token budget of one observation; longer pages are truncated with a marker."""
+    page_through: bool = True
+    """When a full-page observation is cut by ``max_tokens``, "Scroll Down" shows the next
+    budget's worth of lines (from the first line cut) and "Scroll Up" the previous one, so all
+    of a long page is reachable, even one too short to scroll. False: both scroll the viewport
+    alone, and the text starts at the scroll position (content between the cut and the next
+    screen, or past the cut of a page that does not scroll, is never shown)."""
 
     def __post_init__(self) -> None:
         _check(

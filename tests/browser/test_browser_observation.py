@@ -160,7 +160,7 @@ async def test_full_page_budget_truncates_and_scroll_reveals_more(
     def count(s: str) -> int:
         return len(s.split())
 
-    cfg = ObservationConfig(max_tokens=80)
+    cfg = ObservationConfig(max_tokens=80, page_through=False)  # the viewport scroll alone
     first = (await session.observe(cfg, count_tokens=count)).text
     lines = first.splitlines()
     assert lines[0] == 'heading "Top of the long page"' and lines[-1] == TRUNCATED_MARKER
@@ -176,6 +176,89 @@ async def test_full_page_budget_truncates_and_scroll_reveals_more(
     # Without a tokenizer the budget is ~4 characters a token.
     approx = (await session.observe(ObservationConfig(max_tokens=60))).text
     assert len(approx) <= 60 * 4 and approx.endswith(TRUNCATED_MARKER)
+
+
+def _words(s: str) -> int:
+    return len(s.split())
+
+
+def _double(s: str) -> int:
+    return 2 * len(s.split())
+
+
+async def _page_down(
+    session: BrowserSession, cfg: ObservationConfig, count=_words
+) -> tuple[list[str], str]:
+    """Observe, Scroll Down until the session says there is no more: (every line, last text)."""
+    seen: list[str] = []
+    text = ""
+    for _ in range(40):
+        text = (await session.observe(cfg, count_tokens=count)).text
+        assert count(text) <= cfg.max_tokens
+        seen += [x for x in text.splitlines() if x not in (ABOVE_MARKER, TRUNCATED_MARKER)]
+        if await session.execute(Action("Scroll Down")) is not None:
+            return seen, text
+    raise AssertionError("Scroll Down never reached the bottom")
+
+
+async def test_scroll_down_pages_through_text_cut_on_a_page_too_short_to_scroll(
+    session: BrowserSession, site: str
+) -> None:
+    rows = [f"Row {i}" for i in range(1, 61)]
+    assert await session.goto(f"{site}/dense.html") is None
+    assert await session.page.evaluate("document.body.scrollHeight <= window.innerHeight")
+    # The viewport scroll alone: the rows past the cut can never be read.
+    old = ObservationConfig(max_tokens=50, page_through=False)
+    seen, _ = await _page_down(session, old)
+    assert "Row 10" in seen and "Row 60" not in seen
+
+    assert await session.goto(f"{site}/dense.html") is None
+    cfg = ObservationConfig(max_tokens=50)
+    pages = [(await session.observe(cfg, count_tokens=_words)).text]
+    assert pages[0].splitlines()[-1] == TRUNCATED_MARKER
+    for _ in range(30):
+        assert await session.execute(Action("Scroll Down")) is None
+        pages.append((await session.observe(cfg, count_tokens=_words)).text)
+        if TRUNCATED_MARKER not in pages[-1]:
+            break
+    # Every row once, in order; each later page says content lies above.
+    seen = [x for p in pages for x in p.splitlines() if x.startswith("Row ")]
+    assert seen == rows and len(pages) >= 4
+    assert all(p.splitlines()[0] == ABOVE_MARKER for p in pages[1:])
+    assert await session.execute(Action("Scroll Down")) == "already at the bottom of the page"
+    # The last page's button is there to click; the click keeps the page where it is.
+    button = element_id(pages[-1], "Last button")
+    assert await session.execute(Action("Click", element=button)) is None
+    assert await session.page.title() == "clicked"
+    assert (await session.observe(cfg, count_tokens=_words)).text == pages[-1]
+    # Scroll Up goes back page by page, to the top.
+    for want in reversed(pages[:-1]):
+        assert await session.execute(Action("Scroll Up")) is None
+        assert (await session.observe(cfg, count_tokens=_words)).text == want
+    assert await session.execute(Action("Scroll Up")) == "already at the top of the page"
+    # A navigation starts over at the top.
+    assert await session.execute(Action("Scroll Down")) is None
+    assert await session.goto(f"{site}/dense.html") is None
+    assert (await session.observe(cfg, count_tokens=_words)).text == pages[0]
+
+
+async def test_scroll_down_skips_no_line_when_the_budget_is_under_a_screen(
+    session: BrowserSession, site: str
+) -> None:
+    assert await session.goto(f"{site}/long.html") is None
+    items = [f"Item {i}" for i in range(1, 61)]
+    whole = (await session.observe(ObservationConfig(), count_tokens=_words)).text.splitlines()
+    assert [x for x in whole if x in items] == items
+    # At two tokens a word, a page holds 3-4 items, a screen about 11: the viewport skips some.
+    old, _ = await _page_down(
+        session, ObservationConfig(max_tokens=50, page_through=False), _double
+    )
+    assert [x for x in old if x in items] != items
+    assert await session.goto(f"{site}/long.html") is None
+    seen, last = await _page_down(session, ObservationConfig(max_tokens=50), _double)
+    assert [x for x in seen if x in items] == items
+    assert "Bottom button" in last
+    assert await session.page.evaluate("window.scrollY") > 0  # the viewport followed
 
 
 async def test_password_values_are_masked(session: BrowserSession) -> None:

@@ -19,6 +19,7 @@ from webagent_r1.browser import (
     render,
 )
 from webagent_r1.browser import launch as launch_mod
+from webagent_r1.browser.observation import to_page_text
 from webagent_r1.config import ObservationConfig
 
 
@@ -86,6 +87,49 @@ def test_render_viewport_only_marks_more_below() -> None:
     assert text.splitlines()[-1] == MORE_BELOW_MARKER
     text, _ = render(_raw(5, 100, 300, viewport=200), cfg)  # bottom reached
     assert MORE_BELOW_MARKER not in text
+
+
+def test_paging_through_an_over_budget_page_shows_every_line_once_in_order() -> None:
+    cfg = ObservationConfig(format="compact", max_tokens=50)
+    raw = _raw(60, 10, 0, viewport=1000)  # 600 px: one viewport, the browser cannot scroll it
+    shown: list[str] = []
+    page = to_page_text(raw, cfg, words)
+    starts = [page.start]
+    while True:
+        lines = page.text.splitlines()
+        assert words(page.text) <= 50 and page.truncated
+        assert (lines[0] == ABOVE_MARKER) == (page.start > 0)
+        items = [x for x in lines if x.startswith("Item ")]
+        assert items and items[0] == f"Item {page.start}"
+        shown += items
+        if page.next_start is None:
+            assert lines[-1] == items[-1] == "Item 59"  # the end: no "continues" marker
+            break
+        assert lines[-1] == TRUNCATED_MARKER and page.next_start == page.start + len(items)
+        page = to_page_text(raw, cfg, words, start=page.next_start)
+        starts.append(page.start)
+    assert shown == [f"Item {i}" for i in range(60)]
+    assert len(starts) >= 4 and page.line_ys[page.start] == 10 * page.start
+    # A page that fits its budget is shown whole, wherever paging had got to.
+    whole = to_page_text(raw, ObservationConfig(max_tokens=1000), words, start=30)
+    assert (whole.start, whole.next_start, whole.truncated) == (0, None, False)
+    # A start past the end shows only the marker; viewport mode never pages.
+    past = to_page_text(raw, cfg, words, start=99)
+    assert (past.text, past.next_start) == (ABOVE_MARKER, None)
+    vp = to_page_text(raw, ObservationConfig(viewport_only=True, max_tokens=50), words, start=5)
+    assert (vp.start, vp.next_start) == (0, None) and vp.text.startswith("Item 0")
+
+
+def test_paging_moves_past_a_first_line_longer_than_the_budget() -> None:
+    lines = ["x " * 100, "after one", "after two"]
+    block = {"text": "\n".join(lines), "ys": "0,10,20"}
+    raw = {"compact": block, "html": block, "scroll": {"y": 0}}
+    cfg = ObservationConfig(format="compact", max_tokens=50)
+    first = to_page_text(raw, cfg, words)
+    assert first.text.startswith("x x") and "…" in first.text and first.next_start == 1
+    second = to_page_text(raw, cfg, words, start=first.next_start)
+    assert second.text.splitlines() == [ABOVE_MARKER, "after one", "after two"]
+    assert second.next_start is None
 
 
 def test_allow_list() -> None:

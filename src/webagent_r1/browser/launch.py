@@ -608,6 +608,34 @@ async def _clean(pooled: _PooledContext, origins: list[str]) -> bool:
 # --------------------------------------------------------------------------------------
 
 
+_NOT_PAGED = object()
+"""``BrowserSession._page_through``: leave this action to the browser."""
+
+
+class _Reading:
+    """Where the agent paged to on one tab's document (``observation.page_through``)."""
+
+    def __init__(self, page: Page, url: str, start: int, back: list[int]) -> None:
+        self.page = page
+        self.url = url
+        self.start = start
+        """First page line the next observation shows."""
+        self.back = back
+        """Where each Scroll Down came from (Scroll Up pops it)."""
+
+    def on(self, page: Page) -> bool:
+        """Still the tab and the document it was paged on (a navigation starts over)."""
+        return page is self.page and page.url == self.url
+
+
+async def _scroll_to_line(page: Page, text: PageText, line: int) -> None:
+    """Bring the viewport to ``line`` as far as the page scrolls (screenshots follow)."""
+    if 0 <= line < len(text.line_ys):
+        await page.evaluate(
+            "y => window.scrollTo({top: y, behavior: 'instant'})", text.line_ys[line]
+        )
+
+
 class BrowserSession:
     """One episode's browser context and its tabs; the newest tab is the active one."""
 
@@ -632,6 +660,10 @@ class BrowserSession:
         self._new_page = asyncio.Event()
         self.last_page_text: PageText | None = None
         """The last observation's details (truncation, scroll, element count)."""
+        self._paging = False
+        """The last observation's config pages through text cut by its budget."""
+        self._reading: _Reading | None = None
+        """Where the agent paged to on the active tab (``observation.page_through``)."""
         self._loaded_origins: set[str] = set()
         """Origins of the requests let through: the storage the pool clears afterwards."""
         for page in pooled.context.pages:  # a pooled context's fresh tab
@@ -811,6 +843,7 @@ class BrowserSession:
         if not self.allow.allows(url):
             return blocked_message(url)
         previous = page.url
+        self._reading = None
         self._blocked.clear()
         self._blocked_pages.clear()
         try:
@@ -849,6 +882,9 @@ class BrowserSession:
         self._new_page.clear()
         cfg = self._cfg
         try:
+            paged = await self._page_through(page, action)
+            if paged is not _NOT_PAGED:
+                return paged
             err = await execute_action(
                 page,
                 action,
@@ -863,6 +899,43 @@ class BrowserSession:
                 return "the tab was closed" if self._pages else "all tabs were closed"
             return f"{action.kind} failed: {error_text(e)}"
         return after or err
+
+    async def _page_through(self, page: Page, action: Action) -> str | None | object:
+        """Scroll Down/Up as paging through text the budget cut (``observation.page_through``).
+
+        Scroll Down starts the next observation at the first line the last one cut; Scroll Up
+        goes back to where the previous Scroll Down came from. The viewport follows where the
+        page can scroll (screenshots show the same part). Anything else, a page that fits its
+        budget, or a Scroll Up with no page to go back to, is left to the viewport scroll.
+
+        Returns:
+            None (paged), an error for the agent (nothing more below), or ``_NOT_PAGED``.
+        """
+        down = action.kind == "Scroll Down"
+        last = self.last_page_text
+        if (
+            not self._paging
+            or action.kind not in ("Scroll Down", "Scroll Up")
+            or last is None
+            or last.url != page.url
+        ):
+            return _NOT_PAGED
+        reading = self._reading if self._reading and self._reading.on(page) else None
+        if down:
+            if last.next_start is None:
+                if reading is None:
+                    return _NOT_PAGED  # the page fits its budget, or no page was cut yet
+                return "already at the bottom of the page"
+            back = [*reading.back, last.start] if reading else [last.start]
+            self._reading = _Reading(page, page.url, last.next_start, back)
+            await _scroll_to_line(page, last, last.next_start)
+            return None
+        if reading is None or not reading.back:
+            self._reading = None
+            return _NOT_PAGED
+        reading.start = reading.back.pop()
+        await _scroll_to_line(page, last, reading.start)
+        return None
 
     async def _after_action(self, page: Page, previous: str, tabs_before: int) -> str | None:
         """Follow a new tab, undo blocked navigations; returns a blocked-navigation error."""
@@ -945,7 +1018,12 @@ class BrowserSession:
                 # Otherwise the page navigated while being read: read the new document.
         if raw is None:
             raise BrowserCrashedError("the page kept leaving the allowed sites while being read")
-        text = to_page_text(raw, cfg, count_tokens)
+        self._paging = cfg.page_through and not cfg.viewport_only
+        reading = self._reading
+        if reading is not None and not reading.on(page):
+            self._reading = reading = None  # another tab or another page: read from the top
+        start = reading.start if reading is not None and self._paging else None
+        text = to_page_text(raw, cfg, count_tokens, start)
         self.last_page_text = text
         tabs, active = [], 0
         for p in self._pages:

@@ -11,14 +11,20 @@ item. This module picks the configured format and fits it into the token budget:
 
 When a full-page observation is over budget, the text starts at the current scroll position
 (content above it is replaced by a marker line) and is cut at a line boundary with a marker
-saying the page continues, so "Scroll Down" always reveals what the budget hid.
+saying the page continues. Scrolling the viewport alone does not always reveal what the
+budget hid: a page shorter than the viewport does not scroll, and a budget smaller than a
+viewport's worth of text skips the lines between the cut and the next screen. So, with
+``observation.page_through`` (the default), the session pages through the text instead:
+"Scroll Down" starts the next observation at the first line the budget cut (``start`` and
+``next_start`` of ``PageText``, the ``start`` argument of ``to_page_text``), "Scroll Up"
+goes back a page.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -57,6 +63,11 @@ class PageText:
         interactive: how many interactive elements (with ids) the text shows.
         scroll: scroll position and sizes in CSS pixels (``x``, ``y``, ``viewportWidth``,
             ``viewportHeight``, ``pageHeight``).
+        start: index of the first page line shown (0 when the text starts at the top; always
+            0 in viewport mode).
+        next_start: index of the first page line the budget cut off below the text; None
+            when the text reaches the end of the page (or in viewport mode).
+        line_ys: document y of each page line (CSS pixels), to scroll the viewport to a line.
     """
 
     url: str
@@ -65,6 +76,9 @@ class PageText:
     truncated: bool
     interactive: int
     scroll: dict[str, int]
+    start: int = 0
+    next_start: int | None = None
+    line_ys: list[int] = field(default_factory=list)
 
 
 def fit_lines(
@@ -85,10 +99,25 @@ def fit_lines(
         ``(text, truncated)``. A first line longer than the whole budget is cut inside the
         line (the only case that is not a line boundary).
     """
+    text, kept = fit_prefix(lines, max_tokens, count_tokens, marker)
+    return text, kept < len(lines)
+
+
+def fit_prefix(
+    lines: list[str],
+    max_tokens: int,
+    count_tokens: Callable[[str], int] | None = None,
+    marker: str = TRUNCATED_MARKER,
+) -> tuple[str, int]:
+    """``fit_lines`` that says how far it got: ``(text, lines kept whole)``.
+
+    ``kept == len(lines)`` when nothing was cut; 0 when not even the first line fits (that
+    line is then cut by characters, or left out when no character fits).
+    """
     count = count_tokens or approx_tokens
     full = "\n".join(lines)
     if count(full) <= max_tokens:
-        return full, False
+        return full, len(lines)
 
     def fits(k: int) -> bool:
         return count("\n".join([*lines[:k], marker])) <= max_tokens
@@ -102,7 +131,7 @@ def fit_lines(
         else:
             hi = mid - 1
     if lo > 0 or not lines:
-        return "\n".join([*lines[:lo], marker]), True
+        return "\n".join([*lines[:lo], marker]), lo
     # Not even the first line fits: cut it by characters.
     first = lines[0]
     lo_c, hi_c = 0, len(first)
@@ -113,13 +142,14 @@ def fit_lines(
         else:
             hi_c = mid - 1
     head = first[:lo_c] + "…" if lo_c else ""
-    return "\n".join([x for x in (head, marker) if x]), True
+    return "\n".join([x for x in (head, marker) if x]), 0
 
 
 def render(
     raw: dict[str, Any],
     cfg: ObservationConfig,
     count_tokens: Callable[[str], int] | None = None,
+    start: int | None = None,
 ) -> tuple[str, bool]:
     """Turn the result of ``observe.js`` into the observation text (pure function).
 
@@ -128,33 +158,61 @@ def render(
             lines joined by newlines and their document y joined by commas; ``scroll``).
         cfg: format, viewport mode and token budget.
         count_tokens: tokenizer-backed counter; ``approx_tokens`` when None.
+        start: first page line to show when the page is over budget (paging through it);
+            None: the first line at the scroll position.
 
     Returns:
         ``(text, truncated)``.
     """
+    w = _window(raw, cfg, count_tokens, start)
+    return w.text, w.truncated
+
+
+@dataclass
+class _Window:
+    text: str
+    truncated: bool
+    start: int
+    next_start: int | None
+    ys: list[int]
+
+
+def _window(
+    raw: dict[str, Any],
+    cfg: ObservationConfig,
+    count_tokens: Callable[[str], int] | None,
+    start: int | None,
+) -> _Window:
+    """``render`` with where the text starts and where the budget cut it."""
     lines, ys = _unpack(raw[cfg.format])
     scroll = raw.get("scroll") or {}
     count = count_tokens or approx_tokens
-    below = _more_below(scroll)
 
     if cfg.viewport_only:
         # The JS already kept only what intersects the viewport. If the budget cuts it, the
         # truncation marker replaces the "more below" one: both say to scroll down.
-        tail = [MORE_BELOW_MARKER] if below else []
-        return fit_lines(lines + tail, cfg.max_tokens, count)
+        tail = [MORE_BELOW_MARKER] if _more_below(scroll) else []
+        text, truncated = fit_lines(lines + tail, cfg.max_tokens, count)
+        return _Window(text, truncated, 0, None, ys)
 
     text = "\n".join(lines)
     if count(text) <= cfg.max_tokens:
-        return text, False
-    # Over budget: show the page from the scroll position on, so scrolling pages through it.
-    top = scroll.get("y", 0)
-    start = 0
-    if top > 0:
-        start = next((i for i, y in enumerate(ys) if y >= top - _SCROLL_SLACK_PX), len(lines))
+        return _Window(text, False, 0, None, ys)
+    if start is None:
+        # Over budget: show the page from the scroll position on.
+        top = scroll.get("y", 0)
+        start = 0
+        if top > 0:
+            start = next((i for i, y in enumerate(ys) if y >= top - _SCROLL_SLACK_PX), len(lines))
+    else:
+        start = min(max(start, 0), len(lines))
     head = [ABOVE_MARKER] if start > 0 else []
     budget = cfg.max_tokens - (count(ABOVE_MARKER) + 1 if head else 0)
-    body, _ = fit_lines(lines[start:], max(budget, 1), count)
-    return "\n".join([*head, body]) if body else "\n".join(head), True
+    body, kept = fit_prefix(lines[start:], max(budget, 1), count)
+    # A first line longer than the budget is shown cut; the next page starts after it.
+    nxt = start + max(kept, 1)
+    text = "\n".join([*head, body]) if body else "\n".join(head)
+    return _Window(text, True, start, nxt if nxt < len(lines) else None, ys)
 
 
 def _unpack(block: dict[str, Any]) -> tuple[list[str], list[int]]:
@@ -198,14 +256,24 @@ def to_page_text(
     raw: dict[str, Any],
     cfg: ObservationConfig,
     count_tokens: Callable[[str], int] | None = None,
+    start: int | None = None,
 ) -> PageText:
-    """Wrap ``render`` with the page's url, title and sizes."""
-    text, truncated = render(raw, cfg, count_tokens)
+    """Wrap ``render`` with the page's url, title, sizes and where the text starts and ends.
+
+    Args:
+        raw / cfg / count_tokens: as for ``render``.
+        start: first page line to show when the page is over budget (the session paging
+            through it); None: the first line at the scroll position.
+    """
+    w = _window(raw, cfg, count_tokens, start)
     return PageText(
         url=raw.get("url", ""),
         title=raw.get("title", ""),
-        text=text,
-        truncated=truncated,
+        text=w.text,
+        truncated=w.truncated,
         interactive=int(raw.get("interactive", 0)),
         scroll=dict(raw.get("scroll") or {}),
+        start=w.start,
+        next_start=w.next_start,
+        line_ys=w.ys,
     )
