@@ -750,7 +750,8 @@ class TasksConfig:
     """Which tasks a run uses: demonstrations, M-GRPO and evaluation alike.
 
     ``source`` says where tasks come from (the embedded suite, MiniWoB++ …). ``sites``,
-    ``templates`` and ``difficulty`` filter the embedded suite only (so a recipe's filters do
+    ``templates``, ``difficulty`` and ``heldout_templates`` filter the embedded suite only (so
+    a recipe's filters do
     not stop ``eval --tasks miniwob`` with the same config); empty lists keep everything. A
     CPU recipe may keep the short tasks only; the test split it reports on is then the same
     filter applied to the test tasks (say so with the numbers).
@@ -767,8 +768,9 @@ class TasksConfig:
     """Keep templates of these expert step counts: ``1-2``, ``3-5``, ``6-9``, ``10+``."""
     heldout_templates: list[str] = field(default_factory=list)
     """The held-out (never trained) templates that ``--split heldout`` evaluates, in place of
-    ``templates`` there (which names the trained ones); empty: ``templates`` applies to that
-    split too. Each must be a held-out template (``tasks list --split heldout``)."""
+    ``templates`` there (which names the trained ones) unless ``templates`` names held-out
+    ones itself; empty: ``templates`` applies to that split too. Each must be a held-out
+    template (``tasks list --split heldout``)."""
     miniwob: MiniWoBConfig = field(default_factory=MiniWoBConfig)
     """MiniWoB++ tasks and seeds (used when ``source`` is 'miniwob')."""
     webarena: WebArenaConfig = field(default_factory=WebArenaConfig)

@@ -231,6 +231,14 @@ async def test_scroll_down_pages_through_text_cut_on_a_page_too_short_to_scroll(
     assert await session.execute(Action("Click", element=button)) is None
     assert await session.page.title() == "clicked"
     assert (await session.observe(cfg, count_tokens=_words)).text == pages[-1]
+    # Loading the same URL again is a new document: it starts at the top.
+    assert await session.execute(Action("Scroll Down")) == "already at the bottom of the page"
+    link = element_id(pages[-1], "Load this page again")
+    assert await session.execute(Action("Click", element=link)) is None
+    assert (await session.observe(cfg, count_tokens=_words)).text == pages[0]
+    for want in pages[1:]:  # the env observes after every action, as here
+        assert await session.execute(Action("Scroll Down")) is None
+        assert (await session.observe(cfg, count_tokens=_words)).text == want
     # Scroll Up goes back page by page, to the top.
     for want in reversed(pages[:-1]):
         assert await session.execute(Action("Scroll Up")) is None
@@ -258,6 +266,15 @@ async def test_scroll_down_skips_no_line_when_the_budget_is_under_a_screen(
     seen, last = await _page_down(session, ObservationConfig(max_tokens=50), _double)
     assert [x for x in seen if x in items] == items
     assert "Bottom button" in last
+    # Text that starts mid-page (the browser scrolled there): Scroll Up pages back from it.
+    assert await session.goto(f"{site}/long.html") is None
+    await session.page.evaluate("window.scrollTo(0, 3000)")
+    cfg = ObservationConfig(max_tokens=50)
+    mid = (await session.observe(cfg, count_tokens=_double)).text.splitlines()
+    assert mid[0] == ABOVE_MARKER and mid[1] == "Item 30"
+    assert await session.execute(Action("Scroll Up")) is None
+    up = (await session.observe(cfg, count_tokens=_double)).text.splitlines()
+    assert up[-2:] == ["Item 29", TRUNCATED_MARKER]
     assert await session.page.evaluate("window.scrollY") > 0  # the viewport followed
 
 

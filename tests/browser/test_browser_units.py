@@ -113,11 +113,30 @@ def test_paging_through_an_over_budget_page_shows_every_line_once_in_order() -> 
     # A page that fits its budget is shown whole, wherever paging had got to.
     whole = to_page_text(raw, ObservationConfig(max_tokens=1000), words, start=30)
     assert (whole.start, whole.next_start, whole.truncated) == (0, None, False)
-    # A start past the end shows only the marker; viewport mode never pages.
+    # A start past the end (the document got shorter) falls back to the scroll position.
     past = to_page_text(raw, cfg, words, start=99)
-    assert (past.text, past.next_start) == (ABOVE_MARKER, None)
+    assert past.start == 0 and past.text == to_page_text(raw, cfg, words).text
+    # Viewport mode never pages.
     vp = to_page_text(raw, ObservationConfig(viewport_only=True, max_tokens=50), words, start=5)
     assert (vp.start, vp.next_start) == (0, None) and vp.text.startswith("Item 0")
+
+
+def test_paging_up_from_mid_page_ends_each_page_just_above_the_last() -> None:
+    cfg = ObservationConfig(format="compact", max_tokens=50)
+    raw = _raw(60, 100, 4000)  # scrolled to y=4000: the text starts at Item 40
+    page = to_page_text(raw, cfg, words)
+    assert page.start == 40 and page.prev_start is not None
+    shown = [x for x in page.text.splitlines() if x.startswith("Item ")]
+    while page.prev_start is not None:
+        above = to_page_text(raw, cfg, words, start=page.prev_start)
+        items = [x for x in above.text.splitlines() if x.startswith("Item ")]
+        assert words(above.text) <= 50
+        # nothing between the two pages (the top page, without the marker, holds more)
+        assert items[0] == f"Item {above.start}" and f"Item {page.start - 1}" in items
+        assert above.start == 0 or items[-1] == f"Item {page.start - 1}"
+        shown = items[: page.start - above.start] + shown
+        page = above
+    assert page.start == 0 and shown[:40] == [f"Item {i}" for i in range(40)]
 
 
 def test_paging_moves_past_a_first_line_longer_than_the_budget() -> None:

@@ -113,8 +113,11 @@ def test_heldout_templates_replace_the_trained_templates_on_the_heldout_split_on
     # the test and train splits keep the trained templates alone
     test = run_tasks("test", [], trained[:2], [], held[:2])
     assert {t.extra["template"] for t in test} == set(trained[:2])
-    # without heldout_templates, `templates` still picks held-out ones (`tasks.templates=[..]`)
+    # `templates` naming held-out ones picks them, with or without heldout_templates (an
+    # override of a recipe that names some: `tasks.templates=[..]`)
     assert {t.extra["template"] for t in run_tasks("heldout", [], held[:1], [])} == {held[0]}
+    picked = run_tasks("heldout", [], held[1:2], [], held[:1])
+    assert {t.extra["template"] for t in picked} == {held[1]}
     with pytest.raises(ValueError, match="not held out"):
         run_tasks("heldout", [], [], [], [trained[0]])
     with pytest.raises(ValueError, match="tasks.heldout_templates: unknown template"):

@@ -613,27 +613,20 @@ _NOT_PAGED = object()
 
 
 class _Reading:
-    """Where the agent paged to on one tab's document (``observation.page_through``)."""
+    """Where the agent paged to in one document (``observation.page_through``)."""
 
-    def __init__(self, page: Page, url: str, start: int, back: list[int]) -> None:
+    def __init__(self, page: Page, text: PageText, start: int, back: list[int]) -> None:
         self.page = page
-        self.url = url
+        self.url = text.url
+        self.document = text.document
         self.start = start
         """First page line the next observation shows."""
         self.back = back
         """Where each Scroll Down came from (Scroll Up pops it)."""
 
-    def on(self, page: Page) -> bool:
-        """Still the tab and the document it was paged on (a navigation starts over)."""
-        return page is self.page and page.url == self.url
-
-
-async def _scroll_to_line(page: Page, text: PageText, line: int) -> None:
-    """Bring the viewport to ``line`` as far as the page scrolls (screenshots follow)."""
-    if 0 <= line < len(text.line_ys):
-        await page.evaluate(
-            "y => window.scrollTo({top: y, behavior: 'instant'})", text.line_ys[line]
-        )
+    def on(self, page: Page, url: str, document: float) -> bool:
+        """Still the tab and the document it was paged in (any navigation starts over)."""
+        return page is self.page and url == self.url and document == self.document
 
 
 class BrowserSession:
@@ -920,22 +913,39 @@ class BrowserSession:
             or last.url != page.url
         ):
             return _NOT_PAGED
-        reading = self._reading if self._reading and self._reading.on(page) else None
+        reading = self._reading
+        if reading is not None and not reading.on(page, last.url, last.document):
+            reading = None
         if down:
             if last.next_start is None:
                 if reading is None:
                     return _NOT_PAGED  # the page fits its budget, or no page was cut yet
                 return "already at the bottom of the page"
             back = [*reading.back, last.start] if reading else [last.start]
-            self._reading = _Reading(page, page.url, last.next_start, back)
-            await _scroll_to_line(page, last, last.next_start)
+            self._reading = _Reading(page, last, last.next_start, back)
+            await self._scroll_to_line(page, last, last.next_start)
             return None
-        if reading is None or not reading.back:
+        if reading is not None and reading.back:
+            reading.start = reading.back.pop()
+        elif last.prev_start is not None:  # the text started mid-page: page up from there
+            self._reading = reading = _Reading(page, last, last.prev_start, [])
+        else:
             self._reading = None
             return _NOT_PAGED
-        reading.start = reading.back.pop()
-        await _scroll_to_line(page, last, reading.start)
+        await self._scroll_to_line(page, last, reading.start)
         return None
+
+    async def _scroll_to_line(self, page: Page, text: PageText, line: int) -> None:
+        """Bring the viewport to ``line`` as far as the page scrolls (screenshots follow);
+        the paging is done already, so a page that cannot scroll now is no error."""
+        if not 0 <= line < len(text.line_ys):
+            return
+        try:
+            await page.evaluate(
+                "y => window.scrollTo({top: y, behavior: 'instant'})", text.line_ys[line]
+            )
+        except PlaywrightError as e:
+            await self._raise_if_crashed(e)
 
     async def _after_action(self, page: Page, previous: str, tabs_before: int) -> str | None:
         """Follow a new tab, undo blocked navigations; returns a blocked-navigation error."""
@@ -1020,8 +1030,11 @@ class BrowserSession:
             raise BrowserCrashedError("the page kept leaving the allowed sites while being read")
         self._paging = cfg.page_through and not cfg.viewport_only
         reading = self._reading
-        if reading is not None and not reading.on(page):
-            self._reading = reading = None  # another tab or another page: read from the top
+        if reading is not None and not reading.on(
+            page, raw.get("url", ""), float(raw.get("document") or 0.0)
+        ):
+            # another tab or a new document: read from where the browser put it
+            self._reading = reading = None
         start = reading.start if reading is not None and self._paging else None
         text = to_page_text(raw, cfg, count_tokens, start)
         self.last_page_text = text

@@ -17,7 +17,7 @@ viewport's worth of text skips the lines between the cut and the next screen. So
 ``observation.page_through`` (the default), the session pages through the text instead:
 "Scroll Down" starts the next observation at the first line the budget cut (``start`` and
 ``next_start`` of ``PageText``, the ``start`` argument of ``to_page_text``), "Scroll Up"
-goes back a page.
+goes back a page (``prev_start``).
 """
 
 from __future__ import annotations
@@ -67,7 +67,12 @@ class PageText:
             0 in viewport mode).
         next_start: index of the first page line the budget cut off below the text; None
             when the text reaches the end of the page (or in viewport mode).
+        prev_start: where the page of text that ends just above ``start`` begins (what
+            Scroll Up shows when there is no earlier Scroll Down to go back to); None when
+            ``start`` is 0 (or in viewport mode).
         line_ys: document y of each page line (CSS pixels), to scroll the viewport to a line.
+        document: when the page's document started loading (ms since the epoch): a new
+            document, even at the same URL, has another.
     """
 
     url: str
@@ -78,7 +83,9 @@ class PageText:
     scroll: dict[str, int]
     start: int = 0
     next_start: int | None = None
+    prev_start: int | None = None
     line_ys: list[int] = field(default_factory=list)
+    document: float = 0.0
 
 
 def fit_lines(
@@ -174,6 +181,7 @@ class _Window:
     truncated: bool
     start: int
     next_start: int | None
+    prev_start: int | None
     ys: list[int]
 
 
@@ -193,11 +201,13 @@ def _window(
         # truncation marker replaces the "more below" one: both say to scroll down.
         tail = [MORE_BELOW_MARKER] if _more_below(scroll) else []
         text, truncated = fit_lines(lines + tail, cfg.max_tokens, count)
-        return _Window(text, truncated, 0, None, ys)
+        return _Window(text, truncated, 0, None, None, ys)
 
     text = "\n".join(lines)
     if count(text) <= cfg.max_tokens:
-        return _Window(text, False, 0, None, ys)
+        return _Window(text, False, 0, None, None, ys)
+    if start is not None and start >= len(lines):
+        start = None  # the document got shorter than where paging had got to
     if start is None:
         # Over budget: show the page from the scroll position on.
         top = scroll.get("y", 0)
@@ -205,14 +215,38 @@ def _window(
         if top > 0:
             start = next((i for i, y in enumerate(ys) if y >= top - _SCROLL_SLACK_PX), len(lines))
     else:
-        start = min(max(start, 0), len(lines))
+        start = max(start, 0)
     head = [ABOVE_MARKER] if start > 0 else []
     budget = cfg.max_tokens - (count(ABOVE_MARKER) + 1 if head else 0)
     body, kept = fit_prefix(lines[start:], max(budget, 1), count)
     # A first line longer than the budget is shown cut; the next page starts after it.
     nxt = start + max(kept, 1)
     text = "\n".join([*head, body]) if body else "\n".join(head)
-    return _Window(text, True, start, nxt if nxt < len(lines) else None, ys)
+    prev = _page_above(lines, start, cfg.max_tokens, count) if start > 0 else None
+    return _Window(text, True, start, nxt if nxt < len(lines) else None, prev, ys)
+
+
+def _page_above(lines: list[str], start: int, max_tokens: int, count: Callable[[str], int]) -> int:
+    """The smallest s whose page (markers included) holds ``lines[s:start]`` whole.
+
+    At least one line back (``start - 1``), so Scroll Up always moves, even past a line
+    longer than the budget.
+    """
+
+    above = count(ABOVE_MARKER) + 1
+
+    def fits(s: int) -> bool:  # as ``_window`` fits a page that starts at s
+        budget = max_tokens - (above if s > 0 else 0)
+        return count("\n".join([*lines[s:start], TRUNCATED_MARKER])) <= max(budget, 1)
+
+    lo, hi = 0, start - 1  # fits(start - 1) is assumed: the answer is at most start - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 def _unpack(block: dict[str, Any]) -> tuple[list[str], list[int]]:
@@ -275,5 +309,7 @@ def to_page_text(
         scroll=dict(raw.get("scroll") or {}),
         start=w.start,
         next_start=w.next_start,
+        prev_start=w.prev_start,
         line_ys=w.ys,
+        document=float(raw.get("document") or 0.0),
     )

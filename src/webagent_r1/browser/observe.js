@@ -533,6 +533,8 @@
   const doc = document.scrollingElement || document.documentElement;
   return {
     url: location.href,
+    // when this document started loading: a new document (even at the same URL) differs
+    document: performance.timeOrigin,
     title: document.title,
     html: format === 'compact' ? null : pack(splitLines(htmlJoin(root))),
     compact: format === 'html' ? null : pack(compact(root)),

@@ -237,8 +237,9 @@ def run_tasks(
         templates: keep tasks of these template names.
         difficulty: keep templates of these expert step counts (``1-2`` … ``10+``).
         heldout_templates: on the ``heldout`` split, keep these held-out templates instead
-            of ``templates`` (a recipe's ``templates`` names the trained ones); empty or
-            None: ``templates`` applies there too.
+            of ``templates`` (a recipe's ``templates`` names the trained ones), unless
+            ``templates`` names held-out ones itself (an override); empty or None:
+            ``templates`` applies there too.
 
     Raises:
         ValueError: an unknown site or template name, a ``heldout_templates`` entry that is
@@ -259,8 +260,10 @@ def run_tasks(
             f"tasks.heldout_templates: {', '.join(trained)} has training instances, so it is "
             f"not held out; `webagent-r1 tasks list --split heldout` lists the held-out ones"
         )
-    if split == "heldout" and held:
-        templates = held
+    key = "templates"
+    named_held = any(known[name].heldout for name in templates)
+    if split == "heldout" and held and not named_held:
+        templates, key = held, "heldout_templates"
     for site in sites:
         if site not in SITES:
             raise ValueError(f"tasks.sites: unknown site {site!r}; sites: {', '.join(SITES)}")
@@ -279,7 +282,7 @@ def run_tasks(
                 "none: name the ones to evaluate in tasks.heldout_templates"
             )
         raise ValueError(
-            f"the tasks filter (sites={sites}, templates={templates}, difficulty={difficulty}) "
+            f"the tasks filter (sites={sites}, {key}={templates}, difficulty={difficulty}) "
             f"keeps no {split} task{hint}"
         )
     return out
