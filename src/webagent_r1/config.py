@@ -504,6 +504,11 @@ class RLConfig:
     every turn of the batch the same, whatever its episode's length)."""
     advantage_scale: str = "std"
     """Advantages divided by the group std ('std', GRPO) or only centred ('none', Dr.GRPO)."""
+    reward_requires_exit: bool = False
+    """Train on a reward of 0 for an episode that reached the turn limit without ``exit``,
+    whatever the site's state: a state-changing task then pays only when the agent also says
+    it is done (evaluations, the curriculum and the logged rollout success still grade the end
+    state alone)."""
     drop_equal_groups: bool = True
     """Skip groups whose rewards are all equal (zero advantage, zero gradient); counted. With
     ``advantage: gigpo`` such groups are skipped too; keeping them (false) lets a group of all

@@ -113,6 +113,30 @@ def test_build_rl_batch_skips_equal_groups_and_env_errors() -> None:
     assert kept_all.groups_used == 1 and all(s.advantage == 0 for s in kept_all.samples)
 
 
+def test_reward_requires_exit_trains_a_success_at_the_turn_limit_as_a_failure() -> None:
+    group = _group([1.0, 1.0, 0.0, 0.0], seed=1)  # 1, 2, 1 and 2 turns
+    group.trajectories[1].status = "max_turns"  # the right end state, never exited
+    plain = build_rl_batch([group])
+    strict = build_rl_batch([group], require_exit=True)
+
+    def adv(batch) -> list[float]:  # one advantage per trajectory
+        first = {}
+        for s, i in zip(batch.samples, batch.traj, strict=True):
+            first.setdefault(i, s.advantage)
+        return [first[i] for i in range(4)]
+
+    # by hand: rewards [1, 1, 0, 0] -> ±1 (mean 0.5, std 0.5 over the group)
+    assert adv(plain) == pytest.approx([1.0, 1.0, -1.0, -1.0], abs=1e-3)
+    # [1, 0, 0, 0]: mean 0.25, std sqrt(3)/4 -> 0.75 / 0.433 = 1.732 and -0.577
+    assert adv(strict) == pytest.approx([1.732, -0.577, -0.577, -0.577], abs=1e-3)
+    assert [t.reward for t in group.trajectories] == [1.0, 1.0, 0.0, 0.0]  # graded rewards kept
+    # a group whose only success never exited carries no signal, and is dropped
+    lone = _group([0.0, 1.0], seed=3)
+    lone.trajectories[1].status = "max_turns"
+    assert build_rl_batch([lone], require_exit=True).groups_equal == 1
+    assert build_rl_batch([lone]).groups_used == 1
+
+
 def test_build_rl_batch_drops_or_refuses_stale_turns() -> None:
     from webagent_r1.config import ConfigError
 

@@ -209,6 +209,7 @@ def credit_table(steps: Iterable[list[list[Trajectory]]], cfg: Config) -> Credit
                 advantage=rl.advantage,
                 step_weight=rl.step_weight,
                 step_gamma=rl.step_gamma,
+                require_exit=rl.reward_requires_exit,
             )
             table.groups_used += batch.groups_used
             table.groups_skipped += batch.groups_equal + batch.groups_small

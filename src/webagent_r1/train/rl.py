@@ -150,6 +150,12 @@ def is_stale(turn_version: int, version: int, max_staleness: int) -> bool:
     return not 0 <= version - turn_version <= max_staleness
 
 
+def train_reward(traj: Trajectory, require_exit: bool) -> float:
+    """The reward M-GRPO trains on: the graded one, or 0 when ``require_exit`` and the
+    episode ran to the turn limit without ``exit``."""
+    return 0.0 if require_exit and traj.status == "max_turns" else float(traj.reward)
+
+
 def build_rl_batch(
     groups: list[Group],
     advantage_scale: str = "std",
@@ -160,6 +166,7 @@ def build_rl_batch(
     advantage: str = "episode",
     step_weight: float = 1.0,
     step_gamma: float = 0.95,
+    require_exit: bool = False,
 ) -> RLBatch:
     """Advantages per group and one sample per turn (``Sample.advantage`` set).
 
@@ -181,6 +188,8 @@ def build_rl_batch(
             by ``Turn.state_key``; a stale turn still counts in its step group's returns).
         step_weight: 'gigpo': ω, the weight of the step-level advantage.
         step_gamma: 'gigpo': γ, the discount of the step-level returns.
+        require_exit: train on a reward of 0 for a trajectory that did not end with ``exit``
+            (status ``max_turns``), whatever its graded reward (``rl.reward_requires_exit``).
 
     Raises:
         StaleTurnsError: a stale turn with ``stale_turns='error'``.
@@ -195,13 +204,14 @@ def build_rl_batch(
         if len(usable) < 2:
             batch.groups_small += 1
             continue
-        rewards = torch.tensor([t.reward for t in usable])
+        scores = [train_reward(t, require_exit) for t in usable]
+        rewards = torch.tensor(scores)
         if drop_equal_groups and bool((rewards == rewards[0]).all()):
             batch.groups_equal += 1
             continue
         if advantage == "gigpo":
             credit = gigpo_advantages(
-                [t.reward for t in usable],
+                scores,
                 [[u.state_key for u in t.turns] for t in usable],
                 advantage_scale,
                 step_weight,
@@ -850,6 +860,7 @@ class RLStage(Stage):
             advantage=rl.advantage,
             step_weight=rl.step_weight,
             step_gamma=rl.step_gamma,
+            require_exit=rl.reward_requires_exit,
         )  # stale turns dropped here; refused below on every process alike
         refuse_stale_turns(batch, rl, self.sync.version, dist)
         release_free_memory()  # the rollout's KV caches, before the update's activations
