@@ -836,7 +836,6 @@ class BrowserSession:
         if not self.allow.allows(url):
             return blocked_message(url)
         previous = page.url
-        self._reading = None
         self._blocked.clear()
         self._blocked_pages.clear()
         try:
@@ -913,9 +912,7 @@ class BrowserSession:
             or last.url != page.url
         ):
             return _NOT_PAGED
-        reading = self._reading
-        if reading is not None and not reading.on(page, last.url, last.document):
-            reading = None
+        reading = self._reading  # ``observe`` dropped it if the document is another
         if down:
             if last.next_start is None:
                 if reading is None:
