@@ -981,7 +981,8 @@ def credit(
     rl = cfg.rl
     if as_json:
         keys = ("advantage", "normalization", "advantage_scale", "drop_equal_groups")
-        settings = {k: getattr(rl, k) for k in (*keys, "step_weight", "step_gamma")}
+        keys += ("reward_requires_exit", "step_weight", "step_gamma")
+        settings = {k: getattr(rl, k) for k in keys}
         settings["max_new_tokens"] = cfg.rollout.max_new_tokens
         print(json.dumps({"settings": settings, **table.to_dict()}, indent=1))
         return
@@ -990,6 +991,7 @@ def credit(
         f"{target}: {table.steps} step(s), {table.groups_used} group(s) trained, "
         f"{table.groups_skipped} without gradient; rl.advantage={rl.advantage}, "
         f"rl.normalization={rl.normalization}"
+        + (", rl.reward_requires_exit=true" if rl.reward_requires_exit else "")
     )
     sections = [("all templates", table.by_kind)]
     if template:

@@ -116,6 +116,7 @@ def test_cli_reads_the_rollouts_of_a_run(tmp_path: Path) -> None:
     out = json.loads(res.stdout)
     assert out["steps"] == 2 and out["groups_used"] == 2 and out["groups_skipped"] == 2
     assert out["settings"]["advantage"] == "episode"
+    assert out["settings"]["reward_requires_exit"] is False
     assert out["by_kind"]["exit"]["positive"] == pytest.approx(2 * A / 4, rel=1e-6)
     assert out["by_template"]["a"]["invalid"]["turns"] == 2
     assert out["rollouts"]["b"] == {"groups": 2, "trained": 0, "episodes": 4, "successes": 4}
@@ -123,6 +124,7 @@ def test_cli_reads_the_rollouts_of_a_run(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["credit", str(run / "rl"), "--template"])
     assert res.exit_code == 0, res.output
     assert "rl.advantage=episode" in res.stdout and "Share of +" in res.stdout
+    assert "reward_requires_exit" not in res.stdout
     rows = [ln.split() for ln in res.stdout.splitlines() if ln.startswith("│ a ")]
     assert ["│", "a", "│", "2", "│", "2", "│", "6", "│", "2", "│"] in rows  # rollouts of a
 
@@ -163,3 +165,20 @@ def test_cli_says_in_one_line_when_there_are_no_rollouts(tmp_path: Path) -> None
     assert "no training rollouts" in res.output
     res = CliRunner().invoke(app, ["credit", str(tmp_path / "missing")])
     assert res.exit_code == 2 and "not found" in res.output
+
+
+def test_reward_requires_exit_trains_a_success_at_the_turn_limit_as_a_failure() -> None:
+    # group b: both graded 1, the second ran to the turn limit without exit
+    trajs = _step()
+    trajs[1].status = "max_turns"
+    default = credit_table([[trajs]], load_config(None, []))
+    assert default.groups_used == 1 and "b" not in default.by_template
+    table = credit_table([[trajs]], load_config(None, ["rl.reward_requires_exit=true"]))
+    assert table.groups_used == 2
+    # trained rewards [1, 0]: ±A, over G = 4 trained trajectories, one turn each
+    b = table.by_template["b"]["Click"]
+    assert (b.turns, b.positive, b.negative) == (2, pytest.approx(A / 4), pytest.approx(-A / 4))
+    # group a keeps its advantages; G doubled, so its credit halves
+    got = _sums(table.by_template["a"])
+    for k, (turns, pos, neg) in _sums(default.by_template["a"]).items():
+        assert got[k] == (turns, pytest.approx(pos / 2), pytest.approx(neg / 2))
