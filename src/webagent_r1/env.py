@@ -17,6 +17,7 @@ so one rollout at the longest turn budget scores the shorter ones too.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import re
 import time
@@ -333,19 +334,18 @@ class WebEnv:
 
     async def _observe(self) -> Observation:
         assert self.session is not None
-        return await self.session.observe(self.obs_cfg, count_tokens=self.count_tokens)
+        obs = await self.session.observe(self.obs_cfg, count_tokens=self.count_tokens)
+        # the URL the prompt shows: the backend's display_url when it has one (the embedded
+        # sites show their default ports, so prompts do not depend on the ports of the run)
+        show = getattr(self.backend, "display_url", None)
+        if show is not None and obs.url:
+            obs = dataclasses.replace(obs, shown_url=show(obs.url))
+        return obs
 
     @staticmethod
     def _with_error(obs: Observation | None, error: str) -> Observation:
         assert obs is not None
-        return Observation(
-            url=obs.url,
-            title=obs.title,
-            text=obs.text,
-            tabs=list(obs.tabs),
-            error=error,
-            active_tab=obs.active_tab,
-        )
+        return dataclasses.replace(obs, tabs=list(obs.tabs), error=error)
 
     async def _finish(
         self,

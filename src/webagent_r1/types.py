@@ -69,6 +69,8 @@ class Observation:
         error: why the last action failed (parse error, unknown element, blocked URL …),
             or None when it succeeded.
         active_tab: index of the active tab in ``tabs``.
+        shown_url: the URL the agent's prompt shows in place of ``url`` (None: ``url``); the
+            embedded sites show each site at its default port, whatever port it runs on.
     """
 
     url: str
@@ -77,6 +79,7 @@ class Observation:
     tabs: list[str] = field(default_factory=list)
     error: str | None = None
     active_tab: int = 0
+    shown_url: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

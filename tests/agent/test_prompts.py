@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from webagent_r1.agent.actions import describe_action_space, parse_action
 from webagent_r1.agent.prompts import format_observation, format_user_turn, system_prompt
 from webagent_r1.types import Observation
@@ -33,6 +35,8 @@ def test_system_prompt_no_thinking() -> None:
 def test_format_observation_minimal() -> None:
     obs = Observation(url="http://127.0.0.1:9000/", title="Shop", text='[1] link "Home"')
     assert format_observation(obs) == 'URL: http://127.0.0.1:9000/\n[1] link "Home"'
+    shown = dataclasses.replace(obs, shown_url="http://127.0.0.1:7770/")
+    assert format_observation(shown) == 'URL: http://127.0.0.1:7770/\n[1] link "Home"'
 
 
 def test_format_observation_one_tab_is_not_shown() -> None:

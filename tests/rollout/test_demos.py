@@ -10,6 +10,7 @@ from webagent_r1.config import Config
 from webagent_r1.demos import collect_demos, demo_failure
 from webagent_r1.policy.expert import ExpertPolicy, cot_rationale
 from webagent_r1.policy.hf import load_tokenizer
+from webagent_r1.sites import SITES
 from webagent_r1.tasks.experts import Step
 from webagent_r1.tasks.suite import build_suite, select
 from webagent_r1.types import Observation, Trajectory
@@ -106,3 +107,8 @@ async def test_demos_are_reward_1_with_think_rationale(embedded_sites, tokenizer
         first = tokenizer.decode(traj.turns[0].prompt_ids)
         task = next(t for t in tasks if t.task_id == traj.task_id)
         assert f"Task: {task.intent}" in first and "Round 0" in first
+        # the sites run on free ports; the prompt shows each at its default port
+        real = embedded_sites.urls[task.sites[0]]
+        shown = f"http://127.0.0.1:{SITES[task.sites[0]].default_port}"
+        assert f"URL: {shown}/" in first
+        assert real == shown or real not in first

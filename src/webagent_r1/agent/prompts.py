@@ -47,9 +47,9 @@ def system_prompt(thinking: bool = True) -> str:
 def format_observation(obs: Observation) -> str:
     """Render an observation as the text the model sees.
 
-    Lines: ``URL: …``; ``Tabs: …`` only when more than one tab is open (one tab is the
-    common case and would waste tokens); ``Error from last action: …`` when the last action
-    failed (so the model can correct itself); then the page text.
+    Lines: ``URL: …`` (``obs.shown_url`` when set); ``Tabs: …`` only when more than one tab
+    is open (one tab is the common case and would waste tokens); ``Error from last action: …``
+    when the last action failed (so the model can correct itself); then the page text.
 
     Args:
         obs: the observation.
@@ -57,7 +57,7 @@ def format_observation(obs: Observation) -> str:
     Returns:
         The rendered text.
     """
-    lines = [f"URL: {obs.url}"]
+    lines = [f"URL: {obs.url if obs.shown_url is None else obs.shown_url}"]
     if len(obs.tabs) > 1:
         tabs = [
             f"[{i}] {title}" + (" (active)" if i == obs.active_tab else "")

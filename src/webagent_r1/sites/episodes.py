@@ -11,10 +11,11 @@ agent's only way there).
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from webagent_r1.sites.server import RunningSites, start_sites
+from webagent_r1.sites.server import RunningSites, _registry, start_sites
 from webagent_r1.types import Task
 
 
@@ -40,6 +41,17 @@ class EmbeddedSites:
     def __init__(self, running: RunningSites) -> None:
         self.running = running
         self.urls = dict(running.urls)
+        # what the agent is shown: each site at its default port, whatever port it runs on
+        # (free ports by default), so that prompts do not depend on the run
+        shown = {}
+        for name, url in self.urls.items():
+            site = _registry().get(name)
+            p = urlsplit(url)
+            if site is not None and p.hostname is not None:
+                shown[f"{p.scheme}://{p.netloc}"] = f"{p.scheme}://{p.hostname}:{site.default_port}"
+        self._shown = shown
+        # an origin followed by a digit is another port (":3000" in ":30001")
+        self._origin = re.compile("|".join(f"{re.escape(o)}(?![0-9])" for o in shown) or "(?!)")
 
     @classmethod
     def start(
@@ -60,6 +72,12 @@ class EmbeddedSites:
         for name in sorted(self.urls, key=len, reverse=True):
             url = url.replace(f"__{name.upper()}__", self.urls[name])
         return url
+
+    def display_url(self, url: str) -> str:
+        """``url`` (or any text) as the agent's prompt shows it: each running site's origin
+        at the site's default port (the one ``webagent-r1 sites serve`` and WebArena use)
+        rather than the port it runs on; other URLs unchanged."""
+        return self._origin.sub(lambda m: self._shown[m.group()], url)
 
     def origins(self, task: Task) -> list[str]:
         names = task.sites or list(self.urls)
