@@ -83,6 +83,8 @@ class SiteBackend(Protocol):
 
     # Optional: ``keep_alive(instance_id) -> bool``, called at every step, for backends that
     # reap instances left idle (the embedded sites); False ends the episode as an env error.
+    # Optional: ``display_url(text) -> str``, the URLs of ``text`` as the agent's prompt shows
+    # them (the embedded sites: at their default ports); the observation keeps the real URL.
 
 
 @runtime_checkable
@@ -263,7 +265,7 @@ class WebEnv:
                     err = await self.session.execute(action)
                     obs = await self._observe()
                     if err:
-                        obs.error = err
+                        obs.error = self._shown(err)  # e.g. a blocked navigation's URL
                     if self.cfg.screenshot_dir:
                         await self._screenshot(info)
                 if self._page_episodes is not None and await self._page_episodes.episode_done(
@@ -335,12 +337,24 @@ class WebEnv:
     async def _observe(self) -> Observation:
         assert self.session is not None
         obs = await self.session.observe(self.obs_cfg, count_tokens=self.count_tokens)
-        # the URL the prompt shows: the backend's display_url when it has one (the embedded
-        # sites show their default ports, so prompts do not depend on the ports of the run)
+        # What the prompt shows: URLs through the backend's display_url when it has one (the
+        # embedded sites show their default ports, so prompts do not depend on the run's
+        # ports); ``url`` stays the real one, for the graders, the experts and the logs.
         show = getattr(self.backend, "display_url", None)
-        if show is not None and obs.url:
-            obs = dataclasses.replace(obs, shown_url=show(obs.url))
-        return obs
+        if show is None:
+            return obs
+        return dataclasses.replace(
+            obs,
+            shown_url=show(obs.url) if obs.url else None,
+            text=show(obs.text),  # cross-site links in observation.format=html
+            tabs=[show(t) for t in obs.tabs],  # an untitled tab is listed by its URL
+            error=None if obs.error is None else show(obs.error),
+        )
+
+    def _shown(self, text: str) -> str:
+        """``text`` as the prompt shows it (see ``_observe``)."""
+        show = getattr(self.backend, "display_url", None)
+        return text if show is None else show(text)
 
     @staticmethod
     def _with_error(obs: Observation | None, error: str) -> Observation:

@@ -3,6 +3,7 @@ builder's 'gigpo' option, the config settings and the state keys the rollout rec
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -257,6 +258,11 @@ def test_state_key_is_a_short_stable_hash_of_the_rendered_observation() -> None:
     assert state_key(Observation(url="http://x/?q", title="Home", text="[1] link")) != key
     assert state_key(Observation(url="http://x/", title="Home", text="[2] link")) != key
     assert state_key(Observation("http://x/", "Home", "[1] link", error="no [9]")) != key
+    # the same page served on two ports (two Ray workers' sites), shown alike: one key
+    on = [Observation(f"http://127.0.0.1:{p}/", "Home", "[1] link") for p in (41001, 41002)]
+    shown = [dataclasses.replace(o, shown_url="http://127.0.0.1:7770/") for o in on]
+    assert state_key(on[0]) != state_key(on[1])
+    assert state_key(shown[0]) == state_key(shown[1])
 
 
 async def test_rollout_records_the_key_of_the_observation_before_each_action() -> None:

@@ -112,3 +112,6 @@ async def test_demos_are_reward_1_with_think_rationale(embedded_sites, tokenizer
         shown = f"http://127.0.0.1:{SITES[task.sites[0]].default_port}"
         assert f"URL: {shown}/" in first
         assert real == shown or real not in first
+        assert real == shown or all(real not in t.text for t in traj.turns)
+        if cot:  # the rationale names the page by the URL the prompt shows
+            assert f"({shown}/" in traj.turns[0].text

@@ -97,10 +97,10 @@ STATE_KEY_CHARS = 16
 def state_key(obs: Observation) -> str:
     """The anchor-state key of a turn: a short hash of the observation its prompt showed.
 
-    The hash covers the URL and ``format_observation(obs)`` (tabs, the previous action's
-    error and the page text as the model saw them); equal keys mean the same page in the same
-    state (the embedded sites render a task instance deterministically), which GiGPO's step
-    groups rely on (``algos/gigpo.py``).
+    The hash covers the URL as the prompt shows it and ``format_observation(obs)`` (tabs, the
+    previous action's error and the page text as the model saw them); equal keys mean the same
+    page in the same state (the embedded sites render a task instance deterministically), which
+    GiGPO's step groups rely on (``algos/gigpo.py``).
 
     Args:
         obs: the observation before the action (the one the turn's prompt was built from).
@@ -108,7 +108,8 @@ def state_key(obs: Observation) -> str:
     Returns:
         The first ``STATE_KEY_CHARS`` hex characters of the SHA-1 of the rendered text.
     """
-    text = f"{obs.url}\n{format_observation(obs)}"
+    url = obs.url if obs.shown_url is None else obs.shown_url  # the same page on every worker
+    text = f"{url}\n{format_observation(obs)}"
     data = text.encode("utf-8", errors="surrogatepass")  # a page may hold a lone surrogate
     return hashlib.sha1(data, usedforsecurity=False).hexdigest()[:STATE_KEY_CHARS]
 
