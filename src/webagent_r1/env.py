@@ -173,6 +173,8 @@ class WebEnv:
         self.cfg = cfg or EnvConfig()
         self.obs_cfg = obs_cfg or ObservationConfig()
         self.backend: SiteBackend = backend or StaticSites()
+        # the prompt's view of URLs (optional backend hook, see SiteBackend)
+        self._display_url: Callable[[str], str] | None = getattr(self.backend, "display_url", None)
         self.evaluator = evaluator
         self.count_tokens = count_tokens
         self.session: BrowserSession | None = None
@@ -340,7 +342,7 @@ class WebEnv:
         # What the prompt shows: URLs through the backend's display_url when it has one (the
         # embedded sites show their default ports, so prompts do not depend on the run's
         # ports); ``url`` stays the real one, for the graders, the experts and the logs.
-        show = getattr(self.backend, "display_url", None)
+        show = self._display_url
         if show is None:
             return obs
         return dataclasses.replace(
@@ -353,8 +355,7 @@ class WebEnv:
 
     def _shown(self, text: str) -> str:
         """``text`` as the prompt shows it (see ``_observe``)."""
-        show = getattr(self.backend, "display_url", None)
-        return text if show is None else show(text)
+        return text if self._display_url is None else self._display_url(text)
 
     @staticmethod
     def _with_error(obs: Observation | None, error: str) -> Observation:

@@ -49,6 +49,11 @@ class Action:
     argument: str | None = None
     raw: str = ""
 
+    @property
+    def prompt_url(self) -> str:
+        """The URL the prompt shows: ``shown_url`` when set, else ``url``."""
+        return self.url if self.shown_url is None else self.shown_url
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -80,6 +85,11 @@ class Observation:
     error: str | None = None
     active_tab: int = 0
     shown_url: str | None = None
+
+    @property
+    def prompt_url(self) -> str:
+        """The URL the prompt shows: ``shown_url`` when set, else ``url``."""
+        return self.url if self.shown_url is None else self.shown_url
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

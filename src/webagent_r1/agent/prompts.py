@@ -57,7 +57,7 @@ def format_observation(obs: Observation) -> str:
     Returns:
         The rendered text.
     """
-    lines = [f"URL: {obs.url if obs.shown_url is None else obs.shown_url}"]
+    lines = [f"URL: {obs.prompt_url}"]
     if len(obs.tabs) > 1:
         tabs = [
             f"[{i}] {title}" + (" (active)" if i == obs.active_tab else "")

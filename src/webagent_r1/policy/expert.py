@@ -80,8 +80,7 @@ def cot_rationale(step: Step, intent: str, obs: Observation) -> str:
         action = None
     els = elements(obs.text)
     parts = [f"The task asks: {intent.strip()}"]
-    url = obs.url if obs.shown_url is None else obs.shown_url  # as the prompt shows it
-    page = f'The page is "{obs.title}" ({url}) with {len(els)} interactive elements.'
+    page = f'The page is "{obs.title}" ({obs.prompt_url}) with {len(els)} interactive elements.'
     if obs.error:
         page += f" My last action failed: {obs.error}"
     parts.append(page)

@@ -108,8 +108,7 @@ def state_key(obs: Observation) -> str:
     Returns:
         The first ``STATE_KEY_CHARS`` hex characters of the SHA-1 of the rendered text.
     """
-    url = obs.url if obs.shown_url is None else obs.shown_url  # the same page on every worker
-    text = f"{url}\n{format_observation(obs)}"
+    text = f"{obs.prompt_url}\n{format_observation(obs)}"  # one page, one key on every worker
     data = text.encode("utf-8", errors="surrogatepass")  # a page may hold a lone surrogate
     return hashlib.sha1(data, usedforsecurity=False).hexdigest()[:STATE_KEY_CHARS]
 
