@@ -8,8 +8,10 @@ import pytest
 
 from webagent_r1.stats import (
     bootstrap_interval,
+    hierarchical_bootstrap_interval,
     pass_at_k,
     pass_at_k_task,
+    run_spread_p,
     sign_flip_p,
     sign_test_p,
     success_interval,
@@ -120,3 +122,39 @@ def test_success_interval_picks_the_method() -> None:
     # a task whose only other episode was an env error still counts once
     assert success_interval([(1, 1), (0, 0)])[1] == "wilson"
     assert success_interval([(1, 2), (0, 2)]) == ((0.0, 0.5), "task-bootstrap")
+
+
+def test_hierarchical_bootstrap_hand_values() -> None:
+    # B's two runs: every task solved, or none. Tasks alike, so only the run draw varies: the
+    # arm's rate is 1 (both draws run 1, p 1/4), 0 (1/4) or 1/2 (1/2); minus A's 1/2.
+    assert hierarchical_bootstrap_interval([[0.5] * 4], [[1.0] * 4, [0.0] * 4]) == (-0.5, 0.5)
+    # ... and with the runs held fixed the difference is 0 in every task draw
+    fixed = hierarchical_bootstrap_interval(
+        [[0.5] * 4], [[1.0] * 4, [0.0] * 4], resample_runs=False
+    )
+    assert fixed == (0.0, 0.0)
+    # one run each, task differences 1 and 0: the mean of two task draws is 0, 1/2 or 1
+    assert hierarchical_bootstrap_interval([[0.0, 0.0]], [[1.0, 0.0]]) == (0.0, 1.0)
+    # every task moved by 0.3 in every run: no spread at all
+    lo, hi = hierarchical_bootstrap_interval([[0.1, 0.2]], [[0.4, 0.5], [0.4, 0.5]])
+    assert lo == pytest.approx(0.3) and hi == pytest.approx(0.3)
+    with pytest.raises(ValueError, match="same tasks"):
+        hierarchical_bootstrap_interval([[0.1, 0.2]], [[0.4]])
+    with pytest.raises(ValueError, match="at least one run"):
+        hierarchical_bootstrap_interval([], [[0.4]])
+
+
+def test_run_spread_p_hand_values() -> None:
+    # one task, run 1 [1, 1], run 2 [0, 0]: of the 6 equally likely deals of the two
+    # successes, 2 are as uneven (both to one run) → p = 1/3
+    assert run_spread_p([[[1, 1]], [[0, 0]]], reps=20_000) == pytest.approx(1 / 3, abs=0.01)
+    # equal runs: every deal is at least as uneven as the observed one (0) → p = 1
+    assert run_spread_p([[[1, 0]], [[0, 1]]]) == 1.0
+    # all alike: nothing to deal
+    assert run_spread_p([[[1, 1], [0]], [[1, 1], [0]], [[1], [0, 0]]]) == 1.0
+    # 20 tasks of 4 episodes, one run solving all, the other none: far beyond sampling
+    assert run_spread_p([[[1] * 4] * 20, [[0] * 4] * 20], reps=2_000) == pytest.approx(1 / 2001)
+    with pytest.raises(ValueError, match="two runs"):
+        run_spread_p([[[1]]])
+    with pytest.raises(ValueError, match="same tasks"):
+        run_spread_p([[[1], [0]], [[1]]])

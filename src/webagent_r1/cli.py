@@ -40,6 +40,7 @@ from webagent_r1.policy.models import (
 )
 from webagent_r1.quickstart import run_quickstart
 from webagent_r1.report import ReportError, build_report_files
+from webagent_r1.report.arms import arms_to_json, compare_arms, render_arms_markdown
 from webagent_r1.report.compare import compare_runs, render_markdown, save_comparison
 from webagent_r1.report.failures import COLUMNS, FAILURE_KINDS, LOOP_REPEATS, row_cells
 from webagent_r1.report.load import collect_failures
@@ -844,6 +845,58 @@ def compare_evals(
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(md)
             path.with_suffix(".json").write_text(json.dumps(to_json(comparisons), indent=1))
+        except OSError as e:
+            console.print(f"[red]error:[/red] cannot write {escape(out)}: {escape(str(e))}")
+            raise typer.Exit(2) from None
+        print(f"comparison: {path} (and {path.with_suffix('.json').name})")
+
+
+@app.command("compare-arms")
+def compare_arms_cmd(
+    arm_a: Annotated[
+        list[str],
+        typer.Option(
+            "-a",
+            "--arm-a",
+            help="An evaluation of a run of the baseline arm (`eval --out-dir` folder or "
+            "trajectory JSONL); repeat for each run.",
+        ),
+    ],
+    arm_b: Annotated[
+        list[str],
+        typer.Option("-b", "--arm-b", help="An evaluation of a run of the other arm; repeat."),
+    ],
+    label_a: Annotated[str, typer.Option("--label-a", help="Name of arm A.")] = "A",
+    label_b: Annotated[str, typer.Option("--label-b", help="Name of arm B.")] = "B",
+    max_turns: Annotated[
+        int | None,
+        typer.Option(help="Which turn budget of a --max-turns sweep (default: the largest)."),
+    ] = None,
+    out: Annotated[
+        str | None, typer.Option("--out", help="Also write the markdown here (and .json).")
+    ] = None,
+) -> None:
+    """Arms of training runs on the same tasks: B − A with an interval over runs and tasks."""
+    if out and (Path(out).suffix == ".json" or Path(out).is_dir()):
+        raise typer.BadParameter(
+            "--out takes a markdown file such as runs/compare/arms.md (the .json goes next to it)",
+            param_hint="--out",
+        )
+    try:
+        c = compare_arms(arm_a, arm_b, label_a, label_b, max_turns)
+    except ReportError as e:
+        console.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(2) from None
+    for p in c.problems:
+        console.print(f"note: {p}", markup=False)
+    md = render_arms_markdown(c)
+    print(md)
+    if out:
+        path = Path(out)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(md)
+            path.with_suffix(".json").write_text(json.dumps(arms_to_json(c), indent=1))
         except OSError as e:
             console.print(f"[red]error:[/red] cannot write {escape(out)}: {escape(str(e))}")
             raise typer.Exit(2) from None

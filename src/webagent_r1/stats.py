@@ -27,8 +27,10 @@ __all__ = [
     "EXACT_PERMUTATION_MAX",
     "PERMUTATION_REPS",
     "bootstrap_interval",
+    "hierarchical_bootstrap_interval",
     "pass_at_k",
     "pass_at_k_task",
+    "run_spread_p",
     "sign_flip_p",
     "sign_test_p",
     "success_interval",
@@ -96,6 +98,99 @@ def bootstrap_interval(
     if len(diffs) == 0:
         return (0.0, 0.0)
     return _percentiles(_resampled_ratios(diffs, [1.0] * len(diffs), seed, reps))
+
+
+def hierarchical_bootstrap_interval(
+    a: Sequence[Sequence[float]],
+    b: Sequence[Sequence[float]],
+    seed: int = 0,
+    reps: int = BOOTSTRAP_REPS,
+    resample_runs: bool = True,
+) -> tuple[float, float]:
+    """95% interval of the difference of two arms of training runs on the same tasks.
+
+    ``a[i][t]`` is run ``i``'s success rate on task ``t`` (its episodes' mean); ``b`` the same
+    for the other arm, same tasks in the same order. The statistic is
+    ``mean_t(mean_j b[j][t] - mean_i a[i][t])``. Each resample draws the runs of each arm with
+    replacement (when ``resample_runs``) and the tasks with replacement, the same tasks for both
+    arms (paired). With one run per arm and ``resample_runs`` off it is the paired task
+    bootstrap. With few runs the run draw has few distinct outcomes (3 runs: 10), so the
+    interval is rough; more runs tighten it.
+
+    Raises:
+        ValueError: an arm with no run, or runs with another number of tasks.
+    """
+    a_m = np.asarray(a, dtype=np.float64)  # [runs_a, T]
+    b_m = np.asarray(b, dtype=np.float64)  # [runs_b, T]
+    if a_m.ndim != 2 or b_m.ndim != 2 or not len(a_m) or not len(b_m):
+        raise ValueError("each arm needs at least one run of per-task success rates")
+    if a_m.shape[1] != b_m.shape[1] or a_m.shape[1] == 0:
+        raise ValueError(
+            f"both arms need the same tasks: {a_m.shape[1]} and {b_m.shape[1]} per run"
+        )
+    n_t = a_m.shape[1]
+    rng = np.random.default_rng(seed)
+    out = np.empty(reps, dtype=np.float64)  # [reps]
+    chunk = max(1, 2_000_000 // n_t)
+    for start in range(0, reps, chunk):
+        c = min(reps, start + chunk) - start
+        arms = []
+        for m in (a_m, b_m):
+            if resample_runs:
+                w = rng.multinomial(len(m), [1.0 / len(m)] * len(m), size=c) / len(m)  # [c, runs]
+            else:
+                w = np.full((c, len(m)), 1.0 / len(m))  # [c, runs]
+            arms.append(w @ m)  # [c, T]: the arm's per-task rate in each resample
+        counts = rng.multinomial(n_t, [1.0 / n_t] * n_t, size=c)  # [c, T]
+        out[start : start + c] = ((arms[1] - arms[0]) * counts).sum(axis=1) / n_t
+    return _percentiles(out)
+
+
+def run_spread_p(
+    runs: Sequence[Sequence[Sequence[int]]], seed: int = 0, reps: int = PERMUTATION_REPS
+) -> float:
+    """Permutation p-value of "these runs are one policy": is the spread of their success rates
+    more than the sampling of their evaluation episodes gives?
+
+    ``runs[j][t]`` holds run ``j``'s outcomes (1/0) on task ``t``, the same tasks for every run.
+    The statistic is ``sum_j n_j (r_j - r)^2`` (``n_j`` episodes and success ``r_j`` of run
+    ``j``, ``r`` of all runs). Under the null, each task's episodes are exchangeable between
+    the runs: each resample shuffles a task's pooled episodes and deals them back in the same
+    numbers. Seeded; the observed split counts as one resample, so p > 0.
+
+    Raises:
+        ValueError: fewer than two runs, or runs with another number of tasks.
+    """
+    if len(runs) < 2:
+        raise ValueError("the spread of runs needs at least two runs")
+    n_t = len(runs[0])
+    if any(len(r) != n_t for r in runs):
+        raise ValueError("every run needs outcomes on the same tasks")
+    n_j = np.array([sum(len(r[t]) for t in range(n_t)) for r in runs], dtype=np.float64)
+    if np.any(n_j == 0):
+        raise ValueError("every run needs at least one scored episode")
+
+    def stat(succ: np.ndarray) -> np.ndarray:  # succ: [..., runs] → [...]
+        rate = succ / n_j
+        pooled = succ.sum(axis=-1, keepdims=True) / n_j.sum()
+        return (n_j * (rate - pooled) ** 2).sum(axis=-1)
+
+    observed = stat(np.array([sum(sum(r[t]) for t in range(n_t)) for r in runs], float))
+    rng = np.random.default_rng(seed)
+    succ = np.zeros((reps, len(runs)), dtype=np.float64)  # [reps, runs]
+    for t in range(n_t):
+        pooled = np.concatenate([np.asarray(r[t], dtype=np.float64) for r in runs])  # [E]
+        if len(pooled) == 0:
+            continue
+        order = np.argsort(rng.random((reps, len(pooled))), axis=1)  # [reps, E]
+        cum = np.concatenate(
+            [np.zeros((reps, 1)), np.cumsum(pooled[order], axis=1)], axis=1
+        )  # [reps, E + 1]
+        edges = np.cumsum([0] + [len(r[t]) for r in runs])  # [runs + 1]
+        succ += cum[:, edges[1:]] - cum[:, edges[:-1]]
+    tol = 1e-9 * max(1.0, float(observed))
+    hits = int((stat(succ) >= observed - tol).sum()) + 1
+    return hits / (reps + 1)
 
 
 def task_bootstrap_interval(

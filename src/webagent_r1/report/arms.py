@@ -1,0 +1,267 @@
+"""Two arms of training runs compared on the same tasks: is a recipe better, run after run?
+
+One training run against another (``compare-evals``) answers whether *that checkpoint* beats
+*that one* on these tasks. Two runs of one recipe from one checkpoint can end several points
+apart (sampled rollouts part after one differing token, and the updates follow), so a claim
+about a recipe needs several runs per arm, and an interval that counts the spread between them.
+
+Each run is an evaluation of the same tasks (``eval --out-dir`` folders or trajectory files).
+On the tasks every run scored:
+
+- **the arm's success**: per task, the mean over the arm's runs of each run's success rate,
+  then the mean over tasks (tasks weighted equally);
+- **B − A**, with two 95% intervals: over runs and tasks (a two-level bootstrap: each arm's
+  runs resampled with replacement, then the tasks, paired; the interval for the recipe), and
+  over tasks only (the runs held fixed; the interval for these checkpoints);
+- **each run** against arm A's per-task mean: points with a paired task-bootstrap interval;
+- **the spread of each arm with two runs or more**: the standard deviation of its runs'
+  success, and the permutation p-value of "these runs are one policy" (``run_spread_p``:
+  each task's episodes dealt between the runs at random). A small p says the runs differ by
+  more than their evaluation episodes' sampling: the training itself spreads.
+
+The statistics live in ``webagent_r1.stats``. ``webagent-r1 compare-arms -a A1 [-a A2 ...]
+-b B1 -b B2 [...]`` runs it.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from webagent_r1.report.load import ReportError
+from webagent_r1.report.markdown import md_table
+from webagent_r1.report.paired import EvalOutcomes, load_outcomes
+from webagent_r1.stats import bootstrap_interval, hierarchical_bootstrap_interval, run_spread_p
+
+__all__ = ["Arm", "ArmComparison", "RunRow", "arms_to_json", "compare_arms", "render_arms_markdown"]
+
+
+@dataclass
+class RunRow:
+    """One run of an arm, on the common tasks."""
+
+    label: str
+    source: str
+    """The trajectory file read."""
+    ok: int
+    n: int
+    success: float
+    """Tasks weighted equally: the mean over tasks of the run's per-task rate."""
+    diff: float
+    """This run's success minus arm A's (per-task means), tasks weighted equally."""
+    diff_ci: tuple[float, float]
+    """95% paired bootstrap interval over tasks of ``diff``."""
+
+
+@dataclass
+class Arm:
+    """The runs of one arm on the common tasks."""
+
+    label: str
+    runs: list[RunRow]
+    success: float
+    """Mean over tasks of the mean over runs of each run's per-task rate."""
+    spread_sd: float | None
+    """Standard deviation of the runs' success (None with one run)."""
+    spread_p: float | None
+    """``run_spread_p`` of the runs (None with one run)."""
+
+
+@dataclass
+class ArmComparison:
+    """Arm B against arm A on the tasks every run scored (fractions in [0, 1])."""
+
+    a: Arm
+    b: Arm
+    tasks: int
+    dropped: int
+    """Tasks some run did not score (absent, or env errors only): not compared."""
+    diff: float
+    diff_ci: tuple[float, float]
+    """95% interval over runs and tasks (``hierarchical_bootstrap_interval``)."""
+    diff_ci_tasks: tuple[float, float]
+    """95% interval over tasks alone, the runs fixed."""
+    problems: list[str] = field(default_factory=list)
+
+
+def _rates(o: EvalOutcomes, tasks: list[str]) -> list[float]:
+    return [sum(o.outcomes[t]) / len(o.outcomes[t]) for t in tasks]
+
+
+def _arm(
+    label: str, outs: list[EvalOutcomes], tasks: list[str], base: list[float], seed: int
+) -> Arm:
+    rows = []
+    for o in outs:
+        rates = _rates(o, tasks)
+        diffs = [r - b for r, b in zip(rates, base, strict=True)]
+        rows.append(
+            RunRow(
+                label=o.label,
+                source=str(o.source),
+                ok=sum(sum(o.outcomes[t]) for t in tasks),
+                n=sum(len(o.outcomes[t]) for t in tasks),
+                success=sum(rates) / len(rates),
+                diff=sum(diffs) / len(diffs),
+                diff_ci=bootstrap_interval(diffs, seed),
+            )
+        )
+    per_task = [sum(col) / len(col) for col in zip(*(_rates(o, tasks) for o in outs), strict=True)]
+    two = len(outs) > 1
+    return Arm(
+        label=label,
+        runs=rows,
+        success=sum(per_task) / len(per_task),
+        spread_sd=statistics.stdev(r.success for r in rows) if two else None,
+        spread_p=run_spread_p([[o.outcomes[t] for t in tasks] for o in outs], seed)
+        if two
+        else None,
+    )
+
+
+def compare_arms(
+    paths_a: Sequence[str | Path],
+    paths_b: Sequence[str | Path],
+    label_a: str = "A",
+    label_b: str = "B",
+    max_turns: int | None = None,
+    seed: int = 0,
+) -> ArmComparison:
+    """Arm B's runs against arm A's runs on the tasks every run scored.
+
+    Raises:
+        ReportError: an arm without a run, a file given twice, unreadable inputs, or no task
+            common to every run.
+    """
+    if not paths_a or not paths_b:
+        raise ReportError("each arm needs at least one evaluation: -a PATH ... -b PATH ...")
+    resolved = [str(Path(p).resolve()) for p in [*paths_a, *paths_b]]
+    if len(set(resolved)) != len(resolved):
+        raise ReportError(
+            "an evaluation is given twice: each run counts once, in one arm (two checkpoints "
+            "of one run are not two runs either)"
+        )
+    outs_a = [load_outcomes(p, _label(p), max_turns) for p in paths_a]
+    outs_b = [load_outcomes(p, _label(p), max_turns) for p in paths_b]
+    everyone = outs_a + outs_b
+    tasks = sorted(set.intersection(*(set(o.outcomes) for o in everyone)))
+    if not tasks:
+        raise ReportError(
+            "the runs share no task: compare evaluations of the same tasks (same config, split "
+            "and --subset)"
+        )
+    every_task = set().union(*(set(o.outcomes) | set(o.unscored) for o in everyone))
+    problems = [p for o in everyone for p in o.problems]
+    problems += [
+        f"{o.label}: {o.env_errors} env_error episode(s) not scored"
+        for o in everyone
+        if o.env_errors
+    ]
+    rates_a = [_rates(o, tasks) for o in outs_a]
+    rates_b = [_rates(o, tasks) for o in outs_b]
+    base = [sum(col) / len(col) for col in zip(*rates_a, strict=True)]
+    arm_a = _arm(label_a, outs_a, tasks, base, seed)
+    arm_b = _arm(label_b, outs_b, tasks, base, seed)
+    return ArmComparison(
+        a=arm_a,
+        b=arm_b,
+        tasks=len(tasks),
+        dropped=len(every_task) - len(tasks),
+        diff=arm_b.success - arm_a.success,
+        diff_ci=hierarchical_bootstrap_interval(rates_a, rates_b, seed),
+        diff_ci_tasks=hierarchical_bootstrap_interval(rates_a, rates_b, seed, resample_runs=False),
+        problems=problems,
+    )
+
+
+def _label(p: str | Path) -> str:
+    p = Path(p)
+    return p.name if p.is_dir() else f"{p.parent.name}/{p.stem}"
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def _pts(x: float) -> str:
+    return f"{100 * x:+.1f}"
+
+
+def _ci(ci: tuple[float, float]) -> str:
+    return f"{_pts(ci[0])} to {_pts(ci[1])}"
+
+
+def render_arms_markdown(c: ArmComparison) -> str:
+    """Markdown: the arms, their difference with both intervals, then one row per run."""
+
+    def runs(arm: Arm) -> str:
+        return f"{len(arm.runs)} run" + ("s" if len(arm.runs) != 1 else "")
+
+    lines = [f"# {c.b.label} ({runs(c.b)}) against {c.a.label} ({runs(c.a)})", ""]
+    lines.append(
+        f"{c.tasks} tasks every run scored"
+        + (f" ({c.dropped} others left out: some run did not score them)" if c.dropped else "")
+        + "; tasks weighted equally."
+    )
+    lines.append("")
+    arm_rows = []
+    for arm in (c.a, c.b):
+        spread = (
+            f"{100 * arm.spread_sd:.1f} points, p = {arm.spread_p:.3f}"
+            if arm.spread_sd is not None and arm.spread_p is not None
+            else "– (one run)"
+        )
+        arm_rows.append(
+            [
+                arm.label,
+                str(len(arm.runs)),
+                _pct(arm.success),
+                ", ".join(_pct(r.success) for r in arm.runs),
+                spread,
+            ]
+        )
+    lines += md_table(
+        ["arm", "runs", "success", "each run", "spread of runs: SD, p (one policy)"], arm_rows
+    )
+    lines += [
+        "",
+        f"**{c.b.label} − {c.a.label}: {_pts(c.diff)} points**, 95% interval over runs and "
+        f"tasks {_ci(c.diff_ci)} (the recipe); over tasks alone, the runs fixed, "
+        f"{_ci(c.diff_ci_tasks)} (these checkpoints).",
+        "",
+    ]
+    run_rows = [
+        [
+            arm.label,
+            r.label,
+            f"{r.ok}/{r.n}",
+            _pct(r.success),
+            "–" if arm is c.a and len(c.a.runs) == 1 else f"{_pts(r.diff)} ({_ci(r.diff_ci)})",
+        ]
+        for arm in (c.a, c.b)
+        for r in arm.runs
+    ]
+    lines += md_table(
+        ["arm", "run", "successes", "success", f"− {c.a.label}, points (95% over tasks)"],
+        run_rows,
+    )
+    lines += [
+        "",
+        "Intervals: percentile bootstrap, seeded. With few runs the draw over runs has few "
+        "distinct outcomes and the interval over runs and tasks is rough. The spread p tests "
+        "whether an arm's runs differ by more than their evaluation episodes' sampling "
+        "(each task's episodes dealt between the runs at random).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def arms_to_json(c: ArmComparison) -> dict[str, Any]:
+    """JSON-ready (fractions in [0, 1])."""
+
+    def arm(a: Arm) -> dict[str, Any]:
+        return {**vars(a), "runs": [vars(r) for r in a.runs]}
+
+    return {**vars(c), "a": arm(c.a), "b": arm(c.b)}

@@ -1,0 +1,93 @@
+"""Arms of training runs compared (``report/arms.py``, ``webagent-r1 compare-arms``).
+
+Arm A, one run; arm B, two runs (two episodes per task)::
+
+    task     A      B1     B2     rates A / B1 / B2    arm B
+    x.a/0    1 0    1 1    0 0    .5 / 1  / 0          .5
+    x.a/1    0 0    1 0    0 0    0  / .5 / 0          .25
+    y.b/0    1 1    1 1    1 0    1  / 1  / .5         .75
+    y.b/1    0 1    0 0    1 1    .5 / 0  / 1          .5
+    y.b/2    -      1 1    -      (only in B1: left out)
+
+    → 4 tasks; A .5, B1 .625, B2 .375, arm B .5; B − A 0; runs +.125 and -.125 against A;
+      spread SD of (.625, .375) = .25 / sqrt 2.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.report.test_paired import write_eval
+from webagent_r1.cli import app
+from webagent_r1.report.arms import compare_arms, render_arms_markdown
+from webagent_r1.report.load import ReportError
+
+A = {"x.a/0": [1, 0], "x.a/1": [0, 0], "y.b/0": [1, 1], "y.b/1": [0, 1]}
+B1 = {"x.a/0": [1, 1], "x.a/1": [1, 0], "y.b/0": [1, 1], "y.b/1": [0, 0], "y.b/2": [1, 1]}
+B2 = {"x.a/0": [0, 0], "x.a/1": [0, 0], "y.b/0": [1, 0], "y.b/1": [1, 1]}
+
+
+@pytest.fixture
+def evals(tmp_path: Path) -> tuple[Path, Path, Path]:
+    return (
+        write_eval(tmp_path / "bc", A),
+        write_eval(tmp_path / "rl1", B1),
+        write_eval(tmp_path / "rl2", B2),
+    )
+
+
+def test_arms_by_hand(evals: tuple[Path, Path, Path]) -> None:
+    a, b1, b2 = evals
+    c = compare_arms([a], [b1, b2], "BC", "RL")
+    assert (c.tasks, c.dropped) == (4, 1)
+    assert c.a.success == pytest.approx(0.5)
+    assert [r.success for r in c.b.runs] == pytest.approx([0.625, 0.375])
+    assert [(r.ok, r.n) for r in c.b.runs] == [(5, 8), (3, 8)]
+    assert c.b.success == pytest.approx(0.5)
+    assert c.diff == pytest.approx(0.0)
+    assert [r.diff for r in c.b.runs] == pytest.approx([0.125, -0.125])
+    assert c.b.spread_sd == pytest.approx(0.25 / math.sqrt(2))
+    assert c.a.spread_sd is None and c.a.spread_p is None
+    assert 0 < c.b.spread_p <= 1
+    # the runs' spread widens the interval over tasks alone
+    lo, hi = c.diff_ci
+    lo_t, hi_t = c.diff_ci_tasks
+    assert lo <= lo_t <= c.diff <= hi_t <= hi
+    assert hi - lo > hi_t - lo_t
+    md = render_arms_markdown(c)
+    assert "# RL (2 runs) against BC (1 run)" in md
+    assert "4 tasks every run scored (1 others left out" in md
+    assert "| RL | rl1 | 5/8 | 62.5% | +12.5 (" in md
+    assert "| BC | bc | 4/8 | 50.0% | – |" in md
+
+
+def test_arms_refuse_a_run_twice_and_disjoint_tasks(
+    evals: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    a, b1, _ = evals
+    with pytest.raises(ReportError, match="given twice"):
+        compare_arms([a], [b1, b1])
+    other = write_eval(tmp_path / "other", {"z.c/0": [1]})
+    with pytest.raises(ReportError, match="share no task"):
+        compare_arms([a], [other])
+    with pytest.raises(ReportError, match="at least one evaluation"):
+        compare_arms([], [b1])
+
+
+def test_compare_arms_cli(evals: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    a, b1, b2 = evals
+    out = tmp_path / "cmp" / "arms.md"
+    args = ["compare-arms", "-a", str(a), "-b", str(b1), "-b", str(b2), "--label-b", "RL"]
+    r = CliRunner().invoke(app, [*args, "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "RL − A: +0.0 points" in r.output
+    data = json.loads(out.with_suffix(".json").read_text())
+    assert data["tasks"] == 4 and len(data["b"]["runs"]) == 2
+    assert data["b"]["runs"][0]["success"] == pytest.approx(0.625)
+    missing = CliRunner().invoke(app, ["compare-arms", "-a", str(tmp_path / "no"), "-b", str(b1)])
+    assert missing.exit_code == 2 and "not found" in missing.output
