@@ -140,6 +140,8 @@ def test_hierarchical_bootstrap_hand_values() -> None:
     assert lo == pytest.approx(0.3) and hi == pytest.approx(0.3)
     with pytest.raises(ValueError, match="same tasks"):
         hierarchical_bootstrap_interval([[0.1, 0.2]], [[0.4]])
+    with pytest.raises(ValueError, match="same tasks"):
+        hierarchical_bootstrap_interval([[0.1, 0.2]], [[0.4, 0.5], [0.4]])
     with pytest.raises(ValueError, match="at least one run"):
         hierarchical_bootstrap_interval([], [[0.4]])
 
@@ -154,7 +156,12 @@ def test_run_spread_p_hand_values() -> None:
     assert run_spread_p([[[1, 1], [0]], [[1, 1], [0]], [[1], [0, 0]]]) == 1.0
     # 20 tasks of 4 episodes, one run solving all, the other none: far beyond sampling
     assert run_spread_p([[[1] * 4] * 20, [[0] * 4] * 20], reps=2_000) == pytest.approx(1 / 2001)
+    # tasks weigh the same whatever their episodes: run 1 solves the 10-episode task, run 2
+    # the 1-episode one, each at 1/2 over tasks → no spread to explain → p = 1
+    assert run_spread_p([[[1] * 10, [0]], [[0] * 10, [1]]]) == 1.0
     with pytest.raises(ValueError, match="two runs"):
         run_spread_p([[[1]]])
+    with pytest.raises(ValueError, match="at least one episode"):
+        run_spread_p([[[1], []], [[1], [0]]])
     with pytest.raises(ValueError, match="same tasks"):
         run_spread_p([[[1], [0]], [[1]]])

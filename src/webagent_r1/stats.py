@@ -115,19 +115,20 @@ def hierarchical_bootstrap_interval(
     replacement (when ``resample_runs``) and the tasks with replacement, the same tasks for both
     arms (paired). With one run per arm and ``resample_runs`` off it is the paired task
     bootstrap. With few runs the run draw has few distinct outcomes (3 runs: 10), so the
-    interval is rough; more runs tighten it.
+    interval is rough; more runs tighten it. Runs and tasks are crossed, so drawing both
+    counts the run-by-task interaction (and the episodes' sampling) twice: the interval errs
+    wide, not narrow.
 
     Raises:
         ValueError: an arm with no run, or runs with another number of tasks.
     """
+    if not len(a) or not len(b):
+        raise ValueError("each arm needs at least one run of per-task success rates")
+    widths = {len(r) for r in [*a, *b]}
+    if len(widths) != 1 or 0 in widths:
+        raise ValueError(f"every run needs the same tasks: runs of {sorted(widths)} tasks")
     a_m = np.asarray(a, dtype=np.float64)  # [runs_a, T]
     b_m = np.asarray(b, dtype=np.float64)  # [runs_b, T]
-    if a_m.ndim != 2 or b_m.ndim != 2 or not len(a_m) or not len(b_m):
-        raise ValueError("each arm needs at least one run of per-task success rates")
-    if a_m.shape[1] != b_m.shape[1] or a_m.shape[1] == 0:
-        raise ValueError(
-            f"both arms need the same tasks: {a_m.shape[1]} and {b_m.shape[1]} per run"
-        )
     n_t = a_m.shape[1]
     rng = np.random.default_rng(seed)
     out = np.empty(reps, dtype=np.float64)  # [reps]
@@ -152,44 +153,42 @@ def run_spread_p(
     """Permutation p-value of "these runs are one policy": is the spread of their success rates
     more than the sampling of their evaluation episodes gives?
 
-    ``runs[j][t]`` holds run ``j``'s outcomes (1/0) on task ``t``, the same tasks for every run.
-    The statistic is ``sum_j n_j (r_j - r)^2`` (``n_j`` episodes and success ``r_j`` of run
-    ``j``, ``r`` of all runs). Under the null, each task's episodes are exchangeable between
-    the runs: each resample shuffles a task's pooled episodes and deals them back in the same
+    ``runs[j][t]`` holds run ``j``'s outcomes (1/0) on task ``t``, the same tasks for every run,
+    at least one episode each. A run's success is ``R_j = mean_t(successes_jt / n_jt)`` (tasks
+    weighted equally, as the arms' successes are) and the statistic is
+    ``sum_j (R_j - mean R)^2``. Under the null each task's episodes are exchangeable between
+    the runs: a resample shuffles a task's pooled episodes and deals them back in the same
     numbers. Seeded; the observed split counts as one resample, so p > 0.
 
     Raises:
-        ValueError: fewer than two runs, or runs with another number of tasks.
+        ValueError: fewer than two runs, runs with another number of tasks, or a run with no
+            episode of a task.
     """
     if len(runs) < 2:
         raise ValueError("the spread of runs needs at least two runs")
     n_t = len(runs[0])
-    if any(len(r) != n_t for r in runs):
+    if n_t == 0 or any(len(r) != n_t for r in runs):
         raise ValueError("every run needs outcomes on the same tasks")
-    n_j = np.array([sum(len(r[t]) for t in range(n_t)) for r in runs], dtype=np.float64)
-    if np.any(n_j == 0):
-        raise ValueError("every run needs at least one scored episode")
+    if any(len(r[t]) == 0 for r in runs for t in range(n_t)):
+        raise ValueError("every run needs at least one episode of each task")
 
-    def stat(succ: np.ndarray) -> np.ndarray:  # succ: [..., runs] → [...]
-        rate = succ / n_j
-        pooled = succ.sum(axis=-1, keepdims=True) / n_j.sum()
-        return (n_j * (rate - pooled) ** 2).sum(axis=-1)
+    def stat(rate: np.ndarray) -> np.ndarray:  # rate: [..., runs] → [...]
+        return ((rate - rate.mean(axis=-1, keepdims=True)) ** 2).sum(axis=-1)
 
-    observed = stat(np.array([sum(sum(r[t]) for t in range(n_t)) for r in runs], float))
+    observed = stat(np.array([sum(sum(r[t]) / len(r[t]) for t in range(n_t)) / n_t for r in runs]))
     rng = np.random.default_rng(seed)
-    succ = np.zeros((reps, len(runs)), dtype=np.float64)  # [reps, runs]
+    rate = np.zeros((reps, len(runs)), dtype=np.float64)  # [reps, runs]
     for t in range(n_t):
         pooled = np.concatenate([np.asarray(r[t], dtype=np.float64) for r in runs])  # [E]
-        if len(pooled) == 0:
-            continue
+        counts = np.array([len(r[t]) for r in runs], dtype=np.float64)  # [runs]
         order = np.argsort(rng.random((reps, len(pooled))), axis=1)  # [reps, E]
         cum = np.concatenate(
             [np.zeros((reps, 1)), np.cumsum(pooled[order], axis=1)], axis=1
         )  # [reps, E + 1]
-        edges = np.cumsum([0] + [len(r[t]) for r in runs])  # [runs + 1]
-        succ += cum[:, edges[1:]] - cum[:, edges[:-1]]
-    tol = 1e-9 * max(1.0, float(observed))
-    hits = int((stat(succ) >= observed - tol).sum()) + 1
+        edges = np.concatenate([[0], np.cumsum(counts).astype(int)])  # [runs + 1]
+        rate += (cum[:, edges[1:]] - cum[:, edges[:-1]]) / counts / n_t
+    tol = 1e-9 * max(1e-6, float(observed))
+    hits = int((stat(rate) >= observed - tol).sum()) + 1
     return hits / (reps + 1)
 
 

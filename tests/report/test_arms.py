@@ -54,24 +54,46 @@ def test_arms_by_hand(evals: tuple[Path, Path, Path]) -> None:
     assert c.b.spread_sd == pytest.approx(0.25 / math.sqrt(2))
     assert c.a.spread_sd is None and c.a.spread_p is None
     assert 0 < c.b.spread_p <= 1
-    # the runs' spread widens the interval over tasks alone
-    lo, hi = c.diff_ci
-    lo_t, hi_t = c.diff_ci_tasks
-    assert lo <= lo_t <= c.diff <= hi_t <= hi
-    assert hi - lo > hi_t - lo_t
     md = render_arms_markdown(c)
     assert "# RL (2 runs) against BC (1 run)" in md
-    assert "4 tasks every run scored (1 others left out" in md
+    assert "4 tasks every run scored (1 other task left out" in md
+    assert "BC: one run, so its spread between runs is not in the interval" in md
     assert "| RL | rl1 | 5/8 | 62.5% | +12.5 (" in md
     assert "| BC | bc | 4/8 | 50.0% | – |" in md
+
+
+def test_arm_intervals_by_hand(tmp_path: Path) -> None:
+    # A: every task 1/2. B: one run solves everything, the other nothing. Over runs the arm
+    # is at 1, 0 (1/4 each) or 1/2 (1/2): B − A in {+.5, -.5, 0}; with the runs fixed, 0.
+    a = write_eval(tmp_path / "a", {"x.a/0": [1, 0], "x.a/1": [0, 1]})
+    b1 = write_eval(tmp_path / "s0" / "eval", {"x.a/0": [1, 1], "x.a/1": [1, 1]})
+    b2 = write_eval(tmp_path / "s1" / "eval", {"x.a/0": [0, 0], "x.a/1": [0, 0]})
+    c = compare_arms([a], [b1, b2], "A", "B")
+    assert c.diff == 0.0
+    assert c.diff_ci == (-0.5, 0.5)
+    assert c.diff_ci_tasks == (0.0, 0.0)
+    # runs of two seeds are told apart by their folders, not both called "eval"
+    assert [r.label for r in c.b.runs] == ["s0/eval", "s1/eval"]
+    assert c.a.runs[0].label == "a"
+    # each task's four episodes [1, 1, 0, 0] dealt two a run: the split is as uneven as the
+    # observed one only if both tasks give run 1 both successes, or both give it none: 2/36
+    assert c.b.spread_p == pytest.approx(1 / 18, abs=0.005)
+    assert "p = 0.05" in render_arms_markdown(c)
 
 
 def test_arms_refuse_a_run_twice_and_disjoint_tasks(
     evals: tuple[Path, Path, Path], tmp_path: Path
 ) -> None:
     a, b1, _ = evals
-    with pytest.raises(ReportError, match="given twice"):
+    with pytest.raises(ReportError, match="one evaluation"):
         compare_arms([a], [b1, b1])
+    # the folder and the trajectory file it names are one run
+    with pytest.raises(ReportError, match="one evaluation"):
+        compare_arms([a], [b1, b1 / "trajectories-t4.jsonl"])
+    with pytest.raises(ReportError, match="one evaluation"):
+        compare_arms([a], [b1, b1.parent / "." / b1.name])
+    with pytest.raises(ReportError, match="both arms are named"):
+        compare_arms([a], [b1], "X", "X")
     other = write_eval(tmp_path / "other", {"z.c/0": [1]})
     with pytest.raises(ReportError, match="share no task"):
         compare_arms([a], [other])

@@ -138,14 +138,21 @@ def compare_arms(
     """
     if not paths_a or not paths_b:
         raise ReportError("each arm needs at least one evaluation: -a PATH ... -b PATH ...")
-    resolved = [str(Path(p).resolve()) for p in [*paths_a, *paths_b]]
-    if len(set(resolved)) != len(resolved):
-        raise ReportError(
-            "an evaluation is given twice: each run counts once, in one arm (two checkpoints "
-            "of one run are not two runs either)"
-        )
-    outs_a = [load_outcomes(p, _label(p), max_turns) for p in paths_a]
-    outs_b = [load_outcomes(p, _label(p), max_turns) for p in paths_b]
+    if label_a == label_b:
+        raise ReportError(f"both arms are named {label_a!r}: give --label-a and --label-b")
+    paths = [*paths_a, *paths_b]
+    labels = _unique_labels(paths)
+    outs = [load_outcomes(p, n, max_turns) for p, n in zip(paths, labels, strict=True)]
+    read: dict[Path, str] = {}
+    for p, o in zip(paths, outs, strict=True):
+        f = o.source.resolve()
+        if f in read:
+            raise ReportError(
+                f"{read[f]} and {p} are one evaluation ({f}): each run counts once, in one arm "
+                "(two checkpoints of one run are not two runs either)"
+            )
+        read[f] = str(p)
+    outs_a, outs_b = outs[: len(paths_a)], outs[len(paths_a) :]
     everyone = outs_a + outs_b
     tasks = sorted(set.intersection(*(set(o.outcomes) for o in everyone)))
     if not tasks:
@@ -177,9 +184,19 @@ def compare_arms(
     )
 
 
-def _label(p: str | Path) -> str:
-    p = Path(p)
-    return p.name if p.is_dir() else f"{p.parent.name}/{p.stem}"
+def _unique_labels(paths: Sequence[str | Path]) -> list[str]:
+    """Each path's shortest tail of components that no other path shares (file suffix
+    dropped): ``runs/s0/eval`` and ``runs/s1/eval`` are ``s0/eval`` and ``s1/eval``."""
+    parts = []
+    for p in paths:
+        r = Path(p).resolve()
+        parts.append([*r.parent.parts, r.stem] if r.suffix == ".jsonl" else list(r.parts))
+    labels = []
+    for i, x in enumerate(parts):
+        others = [y for j, y in enumerate(parts) if j != i]
+        k = next((k for k in range(1, len(x)) if all(y[-k:] != x[-k:] for y in others)), len(x))
+        labels.append("/".join(x[-k:]))
+    return labels
 
 
 def _pct(x: float) -> str:
@@ -187,7 +204,15 @@ def _pct(x: float) -> str:
 
 
 def _pts(x: float) -> str:
-    return f"{100 * x:+.1f}"
+    return f"{round(100 * x, 1) + 0.0:+.1f}"  # + 0.0: never "-0.0"
+
+
+def _p(p: float) -> str:
+    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
 
 
 def _ci(ci: tuple[float, float]) -> str:
@@ -203,20 +228,25 @@ def render_arms_markdown(c: ArmComparison) -> str:
     lines = [f"# {c.b.label} ({runs(c.b)}) against {c.a.label} ({runs(c.a)})", ""]
     lines.append(
         f"{c.tasks} tasks every run scored"
-        + (f" ({c.dropped} others left out: some run did not score them)" if c.dropped else "")
+        + (
+            f" ({c.dropped} other task{'s' if c.dropped != 1 else ''} left out: some run did "
+            "not score them)"
+            if c.dropped
+            else ""
+        )
         + "; tasks weighted equally."
     )
     lines.append("")
     arm_rows = []
     for arm in (c.a, c.b):
         spread = (
-            f"{100 * arm.spread_sd:.1f} points, p = {arm.spread_p:.3f}"
+            f"{100 * arm.spread_sd:.1f} points, {_p(arm.spread_p)}"
             if arm.spread_sd is not None and arm.spread_p is not None
             else "– (one run)"
         )
         arm_rows.append(
             [
-                arm.label,
+                _cell(arm.label),
                 str(len(arm.runs)),
                 _pct(arm.success),
                 ", ".join(_pct(r.success) for r in arm.runs),
@@ -233,10 +263,18 @@ def render_arms_markdown(c: ArmComparison) -> str:
         f"{_ci(c.diff_ci_tasks)} (these checkpoints).",
         "",
     ]
+    single = [arm.label for arm in (c.a, c.b) if len(arm.runs) == 1]
+    if single:
+        lines += [
+            f"{' and '.join(single)}: one run, so its spread between runs is not in the interval "
+            "over runs and tasks (fine for a fixed starting checkpoint; a recipe needs more "
+            "runs).",
+            "",
+        ]
     run_rows = [
         [
-            arm.label,
-            r.label,
+            _cell(arm.label),
+            _cell(r.label),
             f"{r.ok}/{r.n}",
             _pct(r.success),
             "–" if arm is c.a and len(c.a.runs) == 1 else f"{_pts(r.diff)} ({_ci(r.diff_ci)})",
@@ -245,13 +283,20 @@ def render_arms_markdown(c: ArmComparison) -> str:
         for r in arm.runs
     ]
     lines += md_table(
-        ["arm", "run", "successes", "success", f"− {c.a.label}, points (95% over tasks)"],
+        [
+            "arm",
+            "run",
+            "episodes succeeded",
+            "success (tasks weighted equally)",
+            f"− {_cell(c.a.label)}, points (95% over tasks)",
+        ],
         run_rows,
     )
     lines += [
         "",
         "Intervals: percentile bootstrap, seeded. With few runs the draw over runs has few "
-        "distinct outcomes and the interval over runs and tasks is rough. The spread p tests "
+        "distinct outcomes and the interval over runs and tasks is rough; drawing both runs and "
+        "tasks errs wide. The spread p tests "
         "whether an arm's runs differ by more than their evaluation episodes' sampling "
         "(each task's episodes dealt between the runs at random).",
     ]
