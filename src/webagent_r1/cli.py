@@ -800,6 +800,22 @@ def compare(
         print(f"plot: {p}")
 
 
+def _print_and_save(md: str, data: Any, out: str | None) -> None:
+    """Print a comparison's markdown; with ``out``, also write it there and the JSON beside."""
+    print(md)
+    if not out:
+        return
+    path = Path(out)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(md)
+        path.with_suffix(".json").write_text(json.dumps(data, indent=1))
+    except OSError as e:
+        console.print(f"[red]error:[/red] cannot write {escape(out)}: {escape(str(e))}")
+        raise typer.Exit(2) from None
+    print(f"comparison: {path} (and {path.with_suffix('.json').name})")
+
+
 @app.command("compare-evals")
 def compare_evals(
     evals: Annotated[
@@ -837,18 +853,7 @@ def compare_evals(
         raise typer.Exit(2) from None
     for p in problems:
         console.print(f"note: {p}", markup=False)
-    md = render_paired_markdown(comparisons)
-    print(md)
-    if out:
-        path = Path(out)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(md)
-            path.with_suffix(".json").write_text(json.dumps(to_json(comparisons), indent=1))
-        except OSError as e:
-            console.print(f"[red]error:[/red] cannot write {escape(out)}: {escape(str(e))}")
-            raise typer.Exit(2) from None
-        print(f"comparison: {path} (and {path.with_suffix('.json').name})")
+    _print_and_save(render_paired_markdown(comparisons), to_json(comparisons), out)
 
 
 @app.command("compare-arms")
@@ -889,18 +894,7 @@ def compare_arms_cmd(
         raise typer.Exit(2) from None
     for p in c.problems:
         console.print(f"note: {p}", markup=False)
-    md = render_arms_markdown(c)
-    print(md)
-    if out:
-        path = Path(out)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(md)
-            path.with_suffix(".json").write_text(json.dumps(arms_to_json(c), indent=1))
-        except OSError as e:
-            console.print(f"[red]error:[/red] cannot write {escape(out)}: {escape(str(e))}")
-            raise typer.Exit(2) from None
-        print(f"comparison: {path} (and {path.with_suffix('.json').name})")
+    _print_and_save(render_arms_markdown(c), arms_to_json(c), out)
 
 
 @app.command()
