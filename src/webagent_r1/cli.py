@@ -800,6 +800,24 @@ def compare(
         print(f"plot: {p}")
 
 
+_SweepTurns = Annotated[
+    int | None,
+    typer.Option(help="Which turn budget of a --max-turns sweep (default: the largest)."),
+]
+_MarkdownOut = Annotated[
+    str | None, typer.Option("--out", help="Also write the markdown here (and .json).")
+]
+
+
+def _check_markdown_out(out: str | None, example: str) -> None:
+    if out and (Path(out).suffix == ".json" or Path(out).is_dir()):
+        raise typer.BadParameter(
+            f"--out takes a markdown file such as runs/compare/{example} (the .json goes next "
+            "to it)",
+            param_hint="--out",
+        )
+
+
 def _print_and_save(md: str, data: Any, out: str | None) -> None:
     """Print a comparison's markdown; with ``out``, also write it there and the JSON beside."""
     print(md)
@@ -830,22 +848,12 @@ def compare_evals(
         list[str] | None,
         typer.Option("--label", help="A name per EVAL, in order (default: folder names)."),
     ] = None,
-    max_turns: Annotated[
-        int | None,
-        typer.Option(help="Which turn budget of a --max-turns sweep (default: the largest)."),
-    ] = None,
-    out: Annotated[
-        str | None, typer.Option("--out", help="Also write the markdown here (and .json).")
-    ] = None,
+    max_turns: _SweepTurns = None,
+    out: _MarkdownOut = None,
 ) -> None:
     """Paired comparison, task by task: B − A with a bootstrap interval, sign tests, per site."""
 
-    if out and (Path(out).suffix == ".json" or Path(out).is_dir()):
-        raise typer.BadParameter(
-            "--out takes a markdown file such as runs/compare/paired.md (the .json goes next to "
-            "it)",
-            param_hint="--out",
-        )
+    _check_markdown_out(out, "paired.md")
     try:
         comparisons, problems = compare_files(evals, label, max_turns)
     except ReportError as e:
@@ -873,20 +881,11 @@ def compare_arms_cmd(
     ],
     label_a: Annotated[str, typer.Option("--label-a", help="Name of arm A.")] = "A",
     label_b: Annotated[str, typer.Option("--label-b", help="Name of arm B.")] = "B",
-    max_turns: Annotated[
-        int | None,
-        typer.Option(help="Which turn budget of a --max-turns sweep (default: the largest)."),
-    ] = None,
-    out: Annotated[
-        str | None, typer.Option("--out", help="Also write the markdown here (and .json).")
-    ] = None,
+    max_turns: _SweepTurns = None,
+    out: _MarkdownOut = None,
 ) -> None:
     """Arms of training runs on the same tasks: B − A with an interval over runs and tasks."""
-    if out and (Path(out).suffix == ".json" or Path(out).is_dir()):
-        raise typer.BadParameter(
-            "--out takes a markdown file such as runs/compare/arms.md (the .json goes next to it)",
-            param_hint="--out",
-        )
+    _check_markdown_out(out, "arms.md")
     try:
         c = compare_arms(arm_a, arm_b, label_a, label_b, max_turns)
     except ReportError as e:

@@ -111,5 +111,7 @@ def test_compare_arms_cli(evals: tuple[Path, Path, Path], tmp_path: Path) -> Non
     data = json.loads(out.with_suffix(".json").read_text())
     assert data["tasks"] == 4 and len(data["b"]["runs"]) == 2
     assert data["b"]["runs"][0]["success"] == pytest.approx(0.625)
+    bad_out = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "arms.json")])
+    assert bad_out.exit_code == 2 and "markdown file" in bad_out.output
     missing = CliRunner().invoke(app, ["compare-arms", "-a", str(tmp_path / "no"), "-b", str(b1)])
     assert missing.exit_code == 2 and "not found" in missing.output
