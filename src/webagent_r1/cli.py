@@ -804,6 +804,14 @@ _SweepTurns = Annotated[
     int | None,
     typer.Option(help="Which turn budget of a --max-turns sweep (default: the largest)."),
 ]
+_RequireExit = Annotated[
+    bool,
+    typer.Option(
+        "--require-exit",
+        help="Count a success only if its episode ended by itself (the agent's exit); one that "
+        "reached the right end state and ran on to the turn limit counts as a failure.",
+    ),
+]
 _MarkdownOut = Annotated[
     str | None, typer.Option("--out", help="Also write the markdown here (and .json).")
 ]
@@ -816,6 +824,18 @@ def _check_markdown_out(out: str | None, example: str) -> None:
             "to it)",
             param_hint="--out",
         )
+
+
+def _exit_mode(md: str, require_exit: bool) -> str:
+    """Say under the title when only successes that ended by themselves were counted."""
+    if not require_exit:
+        return md
+    title, _, rest = md.partition("\n")
+    note = (
+        "Successes counted only when the episode ended by itself (`--require-exit`): one "
+        "that reached the right end state and ran on to the turn limit is a failure here."
+    )
+    return f"{title}\n\n{note}\n{rest}"
 
 
 def _print_and_save(md: str, data: Any, out: str | None) -> None:
@@ -849,19 +869,21 @@ def compare_evals(
         typer.Option("--label", help="A name per EVAL, in order (default: folder names)."),
     ] = None,
     max_turns: _SweepTurns = None,
+    require_exit: _RequireExit = False,
     out: _MarkdownOut = None,
 ) -> None:
     """Paired comparison, task by task: B − A with a bootstrap interval, sign tests, per site."""
 
     _check_markdown_out(out, "paired.md")
     try:
-        comparisons, problems = compare_files(evals, label, max_turns)
+        comparisons, problems = compare_files(evals, label, max_turns, require_exit=require_exit)
     except ReportError as e:
         console.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(2) from None
     for p in problems:
         console.print(f"note: {p}", markup=False)
-    _print_and_save(render_paired_markdown(comparisons), to_json(comparisons), out)
+    md = _exit_mode(render_paired_markdown(comparisons), require_exit)
+    _print_and_save(md, to_json(comparisons), out)
 
 
 @app.command("compare-arms")
@@ -882,18 +904,19 @@ def compare_arms_cmd(
     label_a: Annotated[str, typer.Option("--label-a", help="Name of arm A.")] = "A",
     label_b: Annotated[str, typer.Option("--label-b", help="Name of arm B.")] = "B",
     max_turns: _SweepTurns = None,
+    require_exit: _RequireExit = False,
     out: _MarkdownOut = None,
 ) -> None:
     """Arms of training runs on the same tasks: B − A with an interval over runs and tasks."""
     _check_markdown_out(out, "arms.md")
     try:
-        c = compare_arms(arm_a, arm_b, label_a, label_b, max_turns)
+        c = compare_arms(arm_a, arm_b, label_a, label_b, max_turns, require_exit=require_exit)
     except ReportError as e:
         console.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(2) from None
     for p in c.problems:
         console.print(f"note: {p}", markup=False)
-    _print_and_save(render_arms_markdown(c), arms_to_json(c), out)
+    _print_and_save(_exit_mode(render_arms_markdown(c), require_exit), arms_to_json(c), out)
 
 
 @app.command()

@@ -22,10 +22,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.report.conftest import traj
 from tests.report.test_paired import write_eval
 from webagent_r1.cli import app
 from webagent_r1.report.arms import compare_arms, render_arms_markdown
 from webagent_r1.report.load import ReportError
+from webagent_r1.rollout.trajectories import write_trajectories
 
 A = {"x.a/0": [1, 0], "x.a/1": [0, 0], "y.b/0": [1, 1], "y.b/1": [0, 1]}
 B1 = {"x.a/0": [1, 1], "x.a/1": [1, 0], "y.b/0": [1, 1], "y.b/1": [0, 0], "y.b/2": [1, 1]}
@@ -115,3 +117,24 @@ def test_compare_arms_cli(evals: tuple[Path, Path, Path], tmp_path: Path) -> Non
     assert bad_out.exit_code == 2 and "markdown file" in bad_out.output
     missing = CliRunner().invoke(app, ["compare-arms", "-a", str(tmp_path / "no"), "-b", str(b1)])
     assert missing.exit_code == 2 and "not found" in missing.output
+
+
+def test_arms_require_exit(tmp_path: Path) -> None:
+    # B's run succeeds on every episode, half of them at the turn limit
+    a = write_eval(tmp_path / "a", {"x.a/0": [1, 0], "x.a/1": [0, 0]})
+    b = tmp_path / "b"
+    b.mkdir()
+    trajs = []
+    for tid in ("x.a/0", "x.a/1"):
+        for status in ("done", "max_turns"):
+            t = traj(tid, 8, 1.0, status)
+            t.info["task"] = {"site": "x", "template": "x.a", "intent": "?"}
+            trajs.append(t)
+    write_trajectories(trajs, b / "trajectories-t8.jsonl")
+    (b / "eval.json").write_text(
+        json.dumps({"results": [{"max_turns": 8, "trajectories": "trajectories-t8.jsonl"}]})
+    )
+    assert compare_arms([a], [b]).diff == pytest.approx(0.75)
+    c = compare_arms([a], [b], require_exit=True)
+    assert c.b.success == pytest.approx(0.5) and c.diff == pytest.approx(0.25)
+    assert any("2 success(es) without exit" in p for p in c.problems)

@@ -227,3 +227,33 @@ def test_embedded_tasks_get_the_constant_answer_column(tmp_path: Path) -> None:
     # other tasks (the synthetic ids above): no baseline, no column
     [c], _ = compare_files([write_eval(tmp_path / "x", A), write_eval(tmp_path / "y", B)])
     assert c.guess is None and "constant answer" not in render_paired_markdown([c])
+
+
+def test_require_exit_counts_only_successes_that_ended_by_themselves(tmp_path: Path) -> None:
+    """x.a/0: A one exit success; B one exit success and one at the turn limit (reward 1)."""
+    a = write_eval(tmp_path / "a", {"x.a/0": [1, 0], "x.a/1": [0, 0]})
+    b = tmp_path / "b"
+    rows = [("x.a/0", 1.0, "done"), ("x.a/0", 1.0, "max_turns"), ("x.a/1", 1.0, "max_turns")]
+    rows += [("x.a/1", 0.0, "max_turns")]
+    trajs = []
+    for tid, reward, status in rows:
+        t = traj(tid, 8, reward, status)
+        t.info["task"] = {"site": "x", "template": "x.a", "intent": "?"}
+        trajs.append(t)
+    b.mkdir()
+    write_trajectories(trajs, b / "trajectories-t8.jsonl")
+    (b / "eval.json").write_text(
+        json.dumps({"results": [{"max_turns": 8, "trajectories": "trajectories-t8.jsonl"}]})
+    )
+    [c], _ = compare_files([a, b])
+    assert (c.ok_a, c.ok_b) == (1, 3)
+    [c], problems = compare_files([a, b], require_exit=True)
+    assert (c.ok_a, c.ok_b) == (1, 1)
+    assert c.diff == pytest.approx(0.0)
+    assert problems == [
+        "b: 2 success(es) without exit (at the turn limit) counted as failures (--require-exit)"
+    ]
+    r = CliRunner().invoke(app, ["compare-evals", str(a), str(b), "--require-exit"])
+    assert r.exit_code == 0, r.output
+    assert "Successes counted only when the episode ended by itself" in r.output
+    assert "1/4 = 25.0%" in r.output

@@ -33,7 +33,7 @@ from typing import Any
 
 from webagent_r1.report.load import ReportError
 from webagent_r1.report.markdown import md_table
-from webagent_r1.report.paired import EvalOutcomes, load_outcomes
+from webagent_r1.report.paired import EvalOutcomes, load_outcomes, uncounted_notes
 from webagent_r1.stats import bootstrap_interval, hierarchical_bootstrap_interval, run_spread_p
 
 __all__ = ["Arm", "ArmComparison", "RunRow", "arms_to_json", "compare_arms", "render_arms_markdown"]
@@ -129,8 +129,10 @@ def compare_arms(
     label_b: str = "B",
     max_turns: int | None = None,
     seed: int = 0,
+    require_exit: bool = False,
 ) -> ArmComparison:
-    """Arm B's runs against arm A's runs on the tasks every run scored.
+    """Arm B's runs against arm A's runs on the tasks every run scored. ``require_exit``: only
+    successes whose episode ended by itself count (``paired.load_outcomes``).
 
     Raises:
         ReportError: an arm without a run, a file given twice, unreadable inputs, or no task
@@ -142,7 +144,9 @@ def compare_arms(
         raise ReportError(f"both arms are named {label_a!r}: give --label-a and --label-b")
     paths = [*paths_a, *paths_b]
     labels = _unique_labels(paths)
-    outs = [load_outcomes(p, n, max_turns) for p, n in zip(paths, labels, strict=True)]
+    outs = [
+        load_outcomes(p, n, max_turns, require_exit) for p, n in zip(paths, labels, strict=True)
+    ]
     read: dict[Path, str] = {}
     for p, o in zip(paths, outs, strict=True):
         f = o.source.resolve()
@@ -161,7 +165,7 @@ def compare_arms(
             "and --subset)"
         )
     every_task = set().union(*(set(o.outcomes) | set(o.unscored) for o in everyone))
-    problems = [p for o in everyone for p in o.problems]
+    problems = [p for o in everyone for p in o.problems] + uncounted_notes(everyone)
     problems += [
         f"{o.label}: {o.env_errors} env_error episode(s) not scored"
         for o in everyone

@@ -59,6 +59,7 @@ __all__ = [
     "load_outcomes",
     "render_paired_markdown",
     "to_json",
+    "uncounted_notes",
 ]
 
 
@@ -74,6 +75,8 @@ class EvalOutcomes:
     site: dict[str, str]
     template: dict[str, str]
     env_errors: int = 0
+    uncounted: int = 0
+    """Successes not counted because the episode did not end by itself (``require_exit``)."""
     unscored: list[str] = field(default_factory=list)
     """Tasks whose every episode was an env error (no outcome to compare)."""
     problems: list[str] = field(default_factory=list)
@@ -117,8 +120,14 @@ def _trajectory_file(path: Path, max_turns: int | None) -> Path:
     return f
 
 
-def load_outcomes(path: str | Path, label: str, max_turns: int | None = None) -> EvalOutcomes:
+def load_outcomes(
+    path: str | Path, label: str, max_turns: int | None = None, require_exit: bool = False
+) -> EvalOutcomes:
     """Read the per-task successes of an eval folder or a trajectory JSONL file.
+
+    With ``require_exit`` a success counts only when its episode ended by itself (status
+    ``done``: the agent's ``exit``, or the page ending it); one that reached the right end
+    state and ran on to the turn limit counts as a failure (``EvalOutcomes.uncounted``).
 
     Raises:
         ReportError: nothing readable there, or no scored episode in it.
@@ -146,7 +155,11 @@ def load_outcomes(path: str | Path, label: str, max_turns: int | None = None) ->
             out.env_errors += 1
             errored.add(tid)
             continue
-        out.outcomes[tid].append(int(reward == 1.0))
+        ok = reward == 1.0
+        if ok and require_exit and r.get("status") != "done":
+            ok = False
+            out.uncounted += 1
+        out.outcomes[tid].append(int(ok))
         task = (r.get("info") or {}).get("task") if isinstance(r.get("info"), dict) else None
         task = task if isinstance(task, dict) else {}
         out.site[tid] = str(task.get("site") or tid.split(".", 1)[0])
@@ -408,8 +421,10 @@ def compare_files(
     labels: Sequence[str] | None = None,
     max_turns: int | None = None,
     seed: int = 0,
+    require_exit: bool = False,
 ) -> tuple[list[PairedComparison], list[str]]:
     """Compare ``paths[1:]`` each against ``paths[0]``; also returns the problems noticed.
+    ``require_exit``: only successes whose episode ended by itself count (``load_outcomes``).
 
     Comparisons of embedded tasks get the constant-answer baseline of their common tasks
     (``PairedComparison.guess``).
@@ -422,8 +437,8 @@ def compare_files(
     if labels and len(labels) != len(paths):
         raise ReportError(f"{len(labels)} label(s) for {len(paths)} evaluation(s): give one each")
     names = list(labels) if labels else [_default_label(Path(p)) for p in paths]
-    outs = [load_outcomes(p, n, max_turns) for p, n in zip(paths, names, strict=True)]
-    problems = [p for o in outs for p in o.problems]
+    outs = [load_outcomes(p, n, max_turns, require_exit) for p, n in zip(paths, names, strict=True)]
+    problems = [p for o in outs for p in o.problems] + uncounted_notes(outs)
     problems += [
         f"{o.label}: {o.env_errors} env_error episode(s) not scored"
         + (f", {len(o.unscored)} task(s) with no scored episode" if o.unscored else "")
@@ -435,6 +450,16 @@ def compare_files(
         guess = baseline_of_ids(sorted(set(outs[0].outcomes) & set(o.outcomes)))
         c.guess = guess.to_dict() if guess is not None else None
     return comparisons, problems
+
+
+def uncounted_notes(outs: Sequence[EvalOutcomes]) -> list[str]:
+    """One line per evaluation whose successes at the turn limit were not counted."""
+    return [
+        f"{o.label}: {o.uncounted} success(es) without exit (at the turn limit) counted as "
+        "failures (--require-exit)"
+        for o in outs
+        if o.uncounted
+    ]
 
 
 def _default_label(p: Path) -> str:
