@@ -137,7 +137,9 @@ class EvalReport:
     def result(self) -> dict[str, Any]:
         """JSON-ready summary: success with its 95% interval (``ci_method``: Wilson over
         episodes, or a bootstrap over tasks when a task has several episodes), unbiased pass@k,
-        the tasks no episode scored, per site, template (a MiniWoB++ task) and kind."""
+        the tasks no episode scored, the successes that ran to the turn limit without ending
+        by themselves (a state-changing task is graded on its end state, so they count; see
+        ``compare-evals --require-exit``), per site, template (a MiniWoB++ task) and kind."""
         scored = self._scored()
         ok = sum(int(tr.reward == 1.0) for _, tr in scored)
         ci, method = success_interval(self.clusters()["all"] if self.tasks else [])
@@ -163,6 +165,9 @@ class EvalReport:
             "unscored_tasks": unscored,
             "env_errors": self.env_errors,
             "turns": sum(len(tr.turns) for _, tr in scored) / len(scored) if scored else 0.0,
+            "successes_at_turn_limit": sum(
+                tr.reward == 1.0 and tr.status != "done" for _, tr in scored
+            ),
             "by_site": table("site"),
             "by_template": table("template"),
             "by_kind": table("kind"),
@@ -744,6 +749,12 @@ async def run_evaluation(
                         f"[{res['ci'][0]:.3f}, {res['ci'][1]:.3f}] on {res['episodes']} episodes"
                         + (f", pass@{samples} {res['pass_at_k']:.3f}" if samples > 1 else "")
                         + (f" (cut from the {m}-turn episodes)" if b != m else "")
+                        + (
+                            f"; {res['successes_at_turn_limit']} of the successes ran to the "
+                            "turn limit without exit"
+                            if res["successes_at_turn_limit"]
+                            else ""
+                        )
                         + (
                             f"; {len(res['unscored_tasks'])} task(s) with no scored episode"
                             if res["unscored_tasks"]

@@ -54,8 +54,16 @@ def test_report_pass_at_k_breakdowns_and_reasons() -> None:
         "wrong result: expected 'blue', got 'red'": 2,
     }
     assert failure_reason(_traj(a, 1.0)) is None
+    assert res["successes_at_turn_limit"] == 0
     with pytest.raises(ValueError):
         report.by("colour")
+
+
+def test_report_counts_successes_that_ran_to_the_turn_limit() -> None:
+    [a] = eval_subset(run_tasks("test", ["map"], [], []), 1, 0)
+    trajs = [_traj(a, 1.0), _traj(a, 1.0, "max_turns"), _traj(a, 0.0, "max_turns")]
+    res = EvalReport(trajectories=trajs, tasks=[a, a, a], samples=3).result()
+    assert res["successes_at_turn_limit"] == 1 and res["success"] == pytest.approx(2 / 3)
 
 
 def test_report_keeps_tasks_with_no_scored_episode() -> None:
