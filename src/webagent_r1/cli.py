@@ -808,8 +808,9 @@ _RequireExit = Annotated[
     bool,
     typer.Option(
         "--require-exit",
-        help="Count a success only if its episode ended by itself (the agent's exit); one that "
-        "reached the right end state and ran on to the turn limit counts as a failure.",
+        help="Count a success only if its episode ended by itself (the agent's exit, or the "
+        "page ending it, e.g. MiniWoB++); one that reached the right end state and ran on to "
+        "the turn limit counts as a failure (as rl.reward_requires_exit trains).",
     ),
 ]
 _MarkdownOut = Annotated[
@@ -826,14 +827,17 @@ def _check_markdown_out(out: str | None, example: str) -> None:
         )
 
 
-def _exit_mode(md: str, require_exit: bool) -> str:
-    """Say under the title when only successes that ended by themselves were counted."""
+def _exit_mode(md: str, require_exit: bool, problems: list[str]) -> str:
+    """Say under the title when only successes that ended by themselves were counted, and
+    how many each evaluation lost."""
     if not require_exit:
         return md
     title, _, rest = md.partition("\n")
+    lost = [p for p in problems if p.endswith("(--require-exit)")]
     note = (
         "Successes counted only when the episode ended by itself (`--require-exit`): one "
         "that reached the right end state and ran on to the turn limit is a failure here."
+        + "".join(f"\n- {p}" for p in lost)
     )
     return f"{title}\n\n{note}\n{rest}"
 
@@ -882,7 +886,7 @@ def compare_evals(
         raise typer.Exit(2) from None
     for p in problems:
         console.print(f"note: {p}", markup=False)
-    md = _exit_mode(render_paired_markdown(comparisons), require_exit)
+    md = _exit_mode(render_paired_markdown(comparisons), require_exit, problems)
     _print_and_save(md, to_json(comparisons), out)
 
 
@@ -916,7 +920,8 @@ def compare_arms_cmd(
         raise typer.Exit(2) from None
     for p in c.problems:
         console.print(f"note: {p}", markup=False)
-    _print_and_save(_exit_mode(render_arms_markdown(c), require_exit), arms_to_json(c), out)
+    md = _exit_mode(render_arms_markdown(c), require_exit, c.problems)
+    _print_and_save(md, arms_to_json(c), out)
 
 
 @app.command()

@@ -166,7 +166,7 @@ class EvalReport:
             "env_errors": self.env_errors,
             "turns": sum(len(tr.turns) for _, tr in scored) / len(scored) if scored else 0.0,
             "successes_at_turn_limit": sum(
-                tr.reward == 1.0 and tr.status != "done" for _, tr in scored
+                tr.reward == 1.0 and tr.status == "max_turns" for _, tr in scored
             ),
             "by_site": table("site"),
             "by_template": table("template"),

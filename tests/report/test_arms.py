@@ -137,4 +137,5 @@ def test_arms_require_exit(tmp_path: Path) -> None:
     assert compare_arms([a], [b]).diff == pytest.approx(0.75)
     c = compare_arms([a], [b], require_exit=True)
     assert c.b.success == pytest.approx(0.5) and c.diff == pytest.approx(0.25)
-    assert any("2 success(es) without exit" in p for p in c.problems)
+    assert any("2 success(es) in the file without exit" in p for p in c.problems)
+    assert c.require_exit and [r.uncounted for r in c.b.runs] == [2]

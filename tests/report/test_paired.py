@@ -251,9 +251,24 @@ def test_require_exit_counts_only_successes_that_ended_by_themselves(tmp_path: P
     assert (c.ok_a, c.ok_b) == (1, 1)
     assert c.diff == pytest.approx(0.0)
     assert problems == [
-        "b: 2 success(es) without exit (at the turn limit) counted as failures (--require-exit)"
+        "b: 2 success(es) in the file without exit (at the turn limit) counted as failures "
+        "(--require-exit)"
     ]
-    r = CliRunner().invoke(app, ["compare-evals", str(a), str(b), "--require-exit"])
+    assert (c.require_exit, c.uncounted_a, c.uncounted_b) == (True, 0, 2)
+    out = tmp_path / "cmp.md"
+    r = CliRunner().invoke(
+        app, ["compare-evals", str(a), str(b), "--require-exit", "--out", str(out)]
+    )
     assert r.exit_code == 0, r.output
-    assert "Successes counted only when the episode ended by itself" in r.output
     assert "1/4 = 25.0%" in r.output
+    md = out.read_text()
+    assert "Successes counted only when the episode ended by itself" in md
+    assert "- b: 2 success(es) in the file without exit" in md
+    [row] = json.loads(out.with_suffix(".json").read_text())
+    assert row["require_exit"] is True and row["uncounted_b"] == 2
+    # a row without a status (as older files have) ended by itself: its success stays
+    c_dir = write_eval(
+        tmp_path / "c", {"x.a/0": [0]}, extra_rows='{"task_id": "x.a/1", "reward": 1.0}\n'
+    )
+    [c], _ = compare_files([a, c_dir], require_exit=True)
+    assert c.ok_b == 1 and c.uncounted_b == 0

@@ -54,6 +54,8 @@ class RunRow:
     """This run's success minus arm A's (per-task means), tasks weighted equally."""
     diff_ci: tuple[float, float]
     """95% paired bootstrap interval over tasks of ``diff``."""
+    uncounted: int = 0
+    """Successes of the file not counted under ``require_exit``."""
 
 
 @dataclass
@@ -84,6 +86,8 @@ class ArmComparison:
     """95% interval over runs and tasks (``hierarchical_bootstrap_interval``)."""
     diff_ci_tasks: tuple[float, float]
     """95% interval over tasks alone, the runs fixed."""
+    require_exit: bool = False
+    """Only successes whose episode ended by itself were counted."""
     problems: list[str] = field(default_factory=list)
 
 
@@ -107,6 +111,7 @@ def _arm(
                 success=sum(rates) / len(rates),
                 diff=sum(diffs) / len(diffs),
                 diff_ci=bootstrap_interval(diffs, seed),
+                uncounted=o.uncounted,
             )
         )
     per_task = [sum(col) / len(col) for col in zip(*(_rates(o, tasks) for o in outs), strict=True)]
@@ -184,6 +189,7 @@ def compare_arms(
         diff=arm_b.success - arm_a.success,
         diff_ci=hierarchical_bootstrap_interval(rates_a, rates_b, seed),
         diff_ci_tasks=hierarchical_bootstrap_interval(rates_a, rates_b, seed, resample_runs=False),
+        require_exit=require_exit,
         problems=problems,
     )
 

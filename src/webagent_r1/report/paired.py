@@ -125,9 +125,10 @@ def load_outcomes(
 ) -> EvalOutcomes:
     """Read the per-task successes of an eval folder or a trajectory JSONL file.
 
-    With ``require_exit`` a success counts only when its episode ended by itself (status
-    ``done``: the agent's ``exit``, or the page ending it); one that reached the right end
-    state and ran on to the turn limit counts as a failure (``EvalOutcomes.uncounted``).
+    With ``require_exit`` a success counts only when its episode ended by itself (the agent's
+    ``exit``, or the page ending it, e.g. MiniWoB++); one that reached the right end state and
+    ran on to the turn limit (status ``max_turns``) counts as a failure
+    (``EvalOutcomes.uncounted``).
 
     Raises:
         ReportError: nothing readable there, or no scored episode in it.
@@ -156,7 +157,7 @@ def load_outcomes(
             errored.add(tid)
             continue
         ok = reward == 1.0
-        if ok and require_exit and r.get("status") != "done":
+        if ok and require_exit and r.get("status") == "max_turns":
             ok = False
             out.uncounted += 1
         out.outcomes[tid].append(int(ok))
@@ -223,6 +224,11 @@ class PairedComparison:
     unscored_a: list[str] = field(default_factory=list)
     """Tasks of A with no scored episode (env errors only); not compared."""
     unscored_b: list[str] = field(default_factory=list)
+    require_exit: bool = False
+    """Only successes whose episode ended by itself were counted (``load_outcomes``)."""
+    uncounted_a: int = 0
+    """Successes of A's file not counted under ``require_exit``."""
+    uncounted_b: int = 0
     guess: dict[str, Any] | None = None
     """The constant-answer baseline of the common tasks (``tasks.guess.Baseline.to_dict``),
     when they are embedded tasks and ``compare_files`` made the comparison."""
@@ -304,6 +310,8 @@ def compare_paired(a: EvalOutcomes, b: EvalOutcomes, seed: int = 0) -> PairedCom
         by_template=_groups(a, b, tasks, a.template | b.template),
         unscored_a=list(a.unscored),
         unscored_b=list(b.unscored),
+        uncounted_a=a.uncounted,
+        uncounted_b=b.uncounted,
     )
 
 
@@ -446,6 +454,8 @@ def compare_files(
         if o.env_errors
     ]
     comparisons = [compare_paired(outs[0], o, seed) for o in outs[1:]]
+    for c in comparisons:
+        c.require_exit = require_exit
     for c, o in zip(comparisons, outs[1:], strict=True):
         guess = baseline_of_ids(sorted(set(outs[0].outcomes) & set(o.outcomes)))
         c.guess = guess.to_dict() if guess is not None else None
@@ -455,8 +465,8 @@ def compare_files(
 def uncounted_notes(outs: Sequence[EvalOutcomes]) -> list[str]:
     """One line per evaluation whose successes at the turn limit were not counted."""
     return [
-        f"{o.label}: {o.uncounted} success(es) without exit (at the turn limit) counted as "
-        "failures (--require-exit)"
+        f"{o.label}: {o.uncounted} success(es) in the file without exit (at the turn limit) "
+        "counted as failures (--require-exit)"
         for o in outs
         if o.uncounted
     ]
