@@ -12,6 +12,7 @@ import importlib.util
 import json
 import os
 import random
+import re
 import shutil
 import sys
 from collections import Counter
@@ -1011,6 +1012,19 @@ def failures(
             )
 
 
+def _step_span(text: str | None) -> tuple[int, int] | None:
+    """``"9-12"`` → (9, 12), ``"5"`` → (5, 5); a one-line error otherwise."""
+    if text is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", text)
+    if not m or int(m[1]) < 1 or int(m[2] or m[1]) < int(m[1]):
+        raise typer.BadParameter(
+            f"{text!r}: give updates as FIRST-LAST or one step, e.g. 9-12 or 5 (from 1)",
+            param_hint="--steps",
+        )
+    return int(m[1]), int(m[2] or m[1])
+
+
 @app.command()
 def credit(
     target: Annotated[
@@ -1026,6 +1040,13 @@ def credit(
             "episodes, successes.",
         ),
     ] = False,
+    steps: Annotated[
+        str | None,
+        typer.Option(
+            "--steps",
+            help="Only these updates, as the run numbers them: 9-12, or 5 (default: all).",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
 ) -> None:
     """Where M-GRPO's credit went: each trained turn's share of the policy gradient (its
@@ -1038,6 +1059,7 @@ def credit(
     # heavy: the credit module imports the trainer's functions (torch) when it runs
     from webagent_r1.report.credit import run_credit
 
+    span = _step_span(steps)
     cfg = load_config(config, overrides or [])
     if config is None:
         console.print(
@@ -1046,7 +1068,7 @@ def credit(
             soft_wrap=True,
         )
     try:
-        table, notes = run_credit(target, cfg)
+        table, notes = run_credit(target, cfg, span)
     except (ReportError, OSError) as e:
         console.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
         raise typer.Exit(2) from None
@@ -1062,7 +1084,9 @@ def credit(
         return
     out = Console()
     head = (
-        f"{target}: {table.steps} step(s), {table.groups_used} group(s) trained, "
+        f"{target}"
+        + (f" (steps {span[0]}-{span[1]})" if span else "")
+        + f": {table.steps} step(s), {table.groups_used} group(s) trained, "
         f"{table.groups_skipped} without gradient; rl.advantage={rl.advantage}, "
         f"rl.normalization={rl.normalization}"
         + (", rl.reward_requires_exit=true" if rl.reward_requires_exit else "")

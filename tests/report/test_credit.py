@@ -182,3 +182,29 @@ def test_reward_requires_exit_trains_a_success_at_the_turn_limit_as_a_failure() 
     got = _sums(table.by_template["a"])
     for k, (turns, pos, neg) in _sums(default.by_template["a"]).items():
         assert got[k] == (turns, pytest.approx(pos / 2), pytest.approx(neg / 2))
+
+
+def test_steps_picks_the_updates_of_a_span(tmp_path: Path) -> None:
+    # rollouts step-0 (update 1): the mixed group of _step(); step-1 (update 2): one more
+    # mixed group of one-turn episodes, a Type that failed and an exit that succeeded
+    run = tmp_path / "run"
+    _rollouts(run, 0, 0, _step())
+    _rollouts(run, 1, 0, [_traj("c", 0, 0.0, [("Type", 1)]), _traj("c", 0, 1.0, [("exit", 1)])])
+    res = CliRunner().invoke(app, ["credit", str(run), "--json", "--steps", "2"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["steps"] == 1 and out["groups_used"] == 1
+    assert set(out["by_kind"]) == {"Type", "exit"}
+    assert out["by_kind"]["exit"]["positive"] == pytest.approx(A / 2, rel=1e-6)
+    assert (
+        json.loads(
+            CliRunner().invoke(app, ["credit", str(run), "--json", "--steps", "1-2"]).stdout
+        )["steps"]
+        == 2
+    )
+    res = CliRunner().invoke(app, ["credit", str(run), "--steps", "5-9"])
+    assert res.exit_code == 2 and "no training rollouts of steps 5-9" in res.output
+    assert "it has steps 1-2" in res.output
+    for bad in ("3-1", "0", "x"):
+        res = CliRunner().invoke(app, ["credit", str(run), "--steps", bad])
+        assert res.exit_code == 2 and "FIRST-LAST" in res.output, bad

@@ -246,12 +246,16 @@ def credit_table(steps: Iterable[list[list[Trajectory]]], cfg: Config) -> Credit
     return table
 
 
-def run_credit(target: str | Path, cfg: Config) -> tuple[CreditTable, list[str]]:
+def run_credit(
+    target: str | Path, cfg: Config, steps: tuple[int, int] | None = None
+) -> tuple[CreditTable, list[str]]:
     """The credit of every step a run folder saved rollouts of.
 
     Args:
         target: a run folder of ``webagent-r1 train`` (or its ``rl/`` stage folder).
         cfg: the settings the run trained with (see ``credit_table``).
+        steps: only the updates ``first..last`` (inclusive, numbered as the run logs them:
+            update ``S`` trained on the rollouts of ``step-(S-1)``); None: all.
 
     Returns:
         The table and notes: lines that were not trajectories (their step's credit is then
@@ -259,7 +263,7 @@ def run_credit(target: str | Path, cfg: Config) -> tuple[CreditTable, list[str]]
         differ from what the run logged (``train/groups_used``: other settings than the run's).
 
     Raises:
-        ReportError: no rollouts in the folder.
+        ReportError: no rollouts in the folder, or none in ``steps``.
         FileNotFoundError: the folder does not exist.
         OSError: a rollout file cannot be read.
     """
@@ -274,7 +278,14 @@ def run_credit(target: str | Path, cfg: Config) -> tuple[CreditTable, list[str]]
         )
     by_step: dict[int, list[Path]] = defaultdict(list)
     for step, _, path in data.rollout_files:  # sorted by step, then rank
-        by_step[step].append(path)
+        if steps is None or steps[0] <= step + 1 <= steps[1]:
+            by_step[step].append(path)
+    if not by_step and steps is not None:
+        have = sorted({step + 1 for step, _, _ in data.rollout_files})
+        raise ReportError(
+            f"no training rollouts of steps {steps[0]}-{steps[1]} in {str(root)!r}: it has "
+            f"steps {have[0]}-{have[-1]}"
+        )
     notes: list[str] = []
 
     def read(step: int, path: Path) -> list[Trajectory]:
