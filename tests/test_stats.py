@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from webagent_r1.stats import (
@@ -165,3 +166,21 @@ def test_run_spread_p_hand_values() -> None:
         run_spread_p([[[1], []], [[1], [0]]])
     with pytest.raises(ValueError, match="same tasks"):
         run_spread_p([[[1], [0]], [[1]]])
+
+
+def test_run_spread_p_holds_its_level_and_finds_a_real_spread() -> None:
+    # two runs of one policy (the same per-task rates): p < 0.05 about 5% of the time or less
+    rng = np.random.default_rng(7)
+    rates = rng.uniform(0.0, 0.6, size=30)
+
+    def runs(shift: float) -> list[list[list[int]]]:
+        return [
+            [list((rng.random(4) < min(1.0, p + shift * j)).astype(int)) for p in rates]
+            for j in range(2)
+        ]
+
+    null = [run_spread_p(runs(0.0), seed=i, reps=1000) for i in range(150)]
+    assert sum(p < 0.05 for p in null) / len(null) <= 0.09
+    # the second run 0.3 better on every task: found nearly every time
+    real = [run_spread_p(runs(0.3), seed=i, reps=1000) for i in range(30)]
+    assert sum(p < 0.05 for p in real) / len(real) >= 0.8
