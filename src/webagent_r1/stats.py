@@ -115,9 +115,9 @@ def hierarchical_bootstrap_interval(
     replacement (when ``resample_runs``) and the tasks with replacement, the same tasks for both
     arms (paired). With one run per arm and ``resample_runs`` off it is the paired task
     bootstrap. With few runs the run draw has few distinct outcomes (3 runs: 10), so the
-    interval is rough; more runs tighten it. Runs and tasks are crossed, so drawing both
-    counts the run-by-task interaction (and the episodes' sampling) twice: the interval errs
-    wide, not narrow.
+    interval is rough; more runs tighten it. Simulated on 60 tasks of 4 episodes with a run
+    effect of SD 0.04, it held the true difference 92% of the time with 2 runs and 97% with
+    3-8 (docs/evaluation.md).
 
     Raises:
         ValueError: an arm with no run, or runs with another number of tasks.

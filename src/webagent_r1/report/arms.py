@@ -305,8 +305,8 @@ def render_arms_markdown(c: ArmComparison) -> str:
     lines += [
         "",
         "Intervals: percentile bootstrap, seeded. With few runs the draw over runs has few "
-        "distinct outcomes and the interval over runs and tasks is rough; drawing both runs and "
-        "tasks errs wide. The spread p tests "
+        "distinct outcomes and the interval over runs and tasks is rough (two runs: a little "
+        "narrow; three or more: about right, docs/evaluation.md). The spread p tests "
         "whether an arm's runs differ by more than their evaluation episodes' sampling "
         "(each task's episodes dealt between the runs at random).",
     ]
