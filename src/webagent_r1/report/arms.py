@@ -114,12 +114,12 @@ def _arm(
                 uncounted=o.uncounted,
             )
         )
-    per_task = [sum(col) / len(col) for col in zip(*(_rates(o, tasks) for o in outs), strict=True)]
     two = len(outs) > 1
     return Arm(
         label=label,
         runs=rows,
-        success=sum(per_task) / len(per_task),
+        # the mean over tasks of the runs' mean is the mean of the runs' successes
+        success=sum(r.success for r in rows) / len(rows),
         spread_sd=statistics.stdev(r.success for r in rows) if two else None,
         spread_p=run_spread_p([[o.outcomes[t] for t in tasks] for o in outs], seed)
         if two
