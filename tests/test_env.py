@@ -13,6 +13,7 @@ import pytest
 from webagent_r1.browser import Browser, BrowserCrashedError
 from webagent_r1.config import EnvConfig
 from webagent_r1.env import EnvError, EvalContext, StaticSites, WebEnv
+from webagent_r1.tasks.evaluators import evaluate
 from webagent_r1.types import Task
 
 from .browser.test_browser_safety import _pids_with
@@ -83,6 +84,32 @@ async def test_actions_change_the_page(env: WebEnv) -> None:
     assert r.info["target"] == line.strip()[4:] and "Orbit Golden Charger" in r.info["target"]
     r = await env.step("<answer>go_backward()</answer>")
     assert r.observation.title == "Test Shop" and "target" not in r.info
+
+
+async def test_the_grader_flags_a_correct_answer_no_page_showed(env: WebEnv) -> None:
+    """The embedded suite's grader records whether the answer stood on a page of the episode
+    (any page, not only the last); a right answer no page showed is a guess, flagged."""
+
+    def priced(answer: str) -> Task:
+        ev = {"eval_types": ["string_match"], "reference_answers": {"exact_match": answer}}
+        return dataclasses.replace(_task(evaluate), eval=ev)
+
+    await env.reset(priced("$25.00"))  # the product page's price, seen on the way
+    await env.step('<answer>do(action="Click", element="1")</answer>')
+    await env.step("<answer>go_backward()</answer>")
+    r = await env.step('<answer>exit(message="$25.00")</answer>')
+    assert r.reward == 1.0 and r.info["answer_shown"] is True
+    assert r.info["explanation"] == "string_match: ok"
+    await env.reset(priced("$99.50"))  # on no page of the fixture site
+    r = await env.step('<answer>exit(message="$99.50")</answer>')
+    assert r.reward == 1.0 and r.info["answer_shown"] is False
+    assert "no page the agent was shown" in r.info["explanation"]
+    await env.reset(priced("$99.50"))
+    r = await env.step('<answer>exit(message="$12.00")</answer>')  # shown, but wrong
+    assert r.reward == 0.0 and r.info["answer_shown"] is True
+    await env.reset(_task(_answer_is_12))  # not the suite's grader: nothing recorded
+    r = await env.step('<answer>exit(message="$12.00")</answer>')
+    assert r.reward == 1.0 and "answer_shown" not in r.info
 
 
 async def test_allow_list_comes_from_the_task_sites(env: WebEnv, other_site: str) -> None:

@@ -49,6 +49,9 @@ class EvalContext:
     """The site instance of this episode (embedded sites), for state checks."""
     backend: SiteBackend
     history: list[Action] = field(default_factory=list)
+    shown: list[str] = field(default_factory=list)
+    """The task's intent and the title and text of every page the episode showed the agent
+    (for ``EvalResult.answer_shown``)."""
 
 
 @dataclass
@@ -57,6 +60,10 @@ class EvalResult:
 
     reward: float
     explanation: str = ""
+    answer_shown: bool | None = None
+    """For an answer-graded task: whether the answer stood in a text the agent was shown
+    (``evaluators.answer_shown``); None when not checked. Recorded as the episode's
+    ``info["answer_shown"]``."""
 
 
 EvaluatorFn = Callable[[EvalContext], "Awaitable[EvalResult] | EvalResult | float"]
@@ -184,6 +191,8 @@ class WebEnv:
         self.done = True
         self.history: list[Action] = []
         self._last_obs: Observation | None = None
+        self._seen: list[str] = []
+        """The task's intent and each observation's title and text (``EvalContext.shown``)."""
         self.episode_tag = ""
         """Random tag of the current episode (screenshot file names)."""
         self.reset_ms: float | None = None
@@ -203,6 +212,7 @@ class WebEnv:
         await self.close_episode()
         await self.browser.ensure_alive()
         self.task, self.turn, self.done, self.history = task, 0, False, []
+        self._seen = [task.intent]
         self.episode_tag = uuid.uuid4().hex[:8]
         origins = sorted(set(self.backend.origins(task)) | set(self.cfg.allow_origins))
         try:
@@ -343,15 +353,16 @@ class WebEnv:
         # embedded sites show their default ports, so prompts do not depend on the run's
         # ports); ``url`` stays the real one, for the graders, the experts and the logs.
         show = self._display_url
-        if show is None:
-            return obs
-        return dataclasses.replace(
-            obs,
-            shown_url=show(obs.url) if obs.url else None,
-            text=show(obs.text),  # cross-site links in observation.format=html
-            tabs=[show(t) for t in obs.tabs],  # an untitled tab is listed by its URL
-            error=None if obs.error is None else show(obs.error),
-        )
+        if show is not None:
+            obs = dataclasses.replace(
+                obs,
+                shown_url=show(obs.url) if obs.url else None,
+                text=show(obs.text),  # cross-site links in observation.format=html
+                tabs=[show(t) for t in obs.tabs],  # an untitled tab is listed by its URL
+                error=None if obs.error is None else show(obs.error),
+            )
+        self._seen.append(f"{obs.title}\n{obs.text}")
+        return obs
 
     def _shown(self, text: str) -> str:
         """``text`` as the prompt shows it (see ``_observe``)."""
@@ -384,6 +395,8 @@ class WebEnv:
             explanation=result.explanation,
             step_s=time.perf_counter() - t0,
         )
+        if result.answer_shown is not None:
+            info["answer_shown"] = result.answer_shown
         await self.close_episode()
         assert obs is not None
         return StepResult(observation=obs, done=True, reward=result.reward, info=info)
@@ -428,6 +441,7 @@ class WebEnv:
             instance_id=self.instance_id,
             backend=self.backend,
             history=list(self.history),
+            shown=list(self._seen),
         )
         out = fn(ctx)
         if inspect.isawaitable(out):

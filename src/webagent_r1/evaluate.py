@@ -168,6 +168,9 @@ class EvalReport:
             "successes_at_turn_limit": sum(
                 tr.reward == 1.0 and tr.status == "max_turns" for _, tr in scored
             ),
+            "successes_answer_not_shown": sum(
+                tr.reward == 1.0 and tr.info.get("answer_shown") is False for _, tr in scored
+            ),
             "by_site": table("site"),
             "by_template": table("template"),
             "by_kind": table("kind"),
@@ -753,6 +756,12 @@ async def run_evaluation(
                             f"; {res['successes_at_turn_limit']} of the successes ran to the "
                             "turn limit without exit"
                             if res["successes_at_turn_limit"]
+                            else ""
+                        )
+                        + (
+                            f"; {res['successes_answer_not_shown']} answered with a text no "
+                            "page had shown (a guess or a derived value: read them)"
+                            if res["successes_answer_not_shown"]
                             else ""
                         )
                         + (

@@ -66,6 +66,16 @@ def test_report_counts_successes_that_ran_to_the_turn_limit() -> None:
     assert res["successes_at_turn_limit"] == 1 and res["success"] == pytest.approx(2 / 3)
 
 
+def test_report_counts_successes_whose_answer_no_page_showed() -> None:
+    [a] = eval_subset(run_tasks("test", ["map"], [], []), 1, 0)
+    trajs = [_traj(a, 1.0), _traj(a, 1.0), _traj(a, 0.0), _traj(a, 1.0)]
+    trajs[0].info["answer_shown"] = True
+    trajs[1].info["answer_shown"] = False  # counted: a success, flagged
+    trajs[2].info["answer_shown"] = False  # a failure: not counted
+    res = EvalReport(trajectories=trajs, tasks=[a] * 4, samples=4).result()
+    assert res["successes_answer_not_shown"] == 1 and res["success"] == pytest.approx(3 / 4)
+
+
 def test_report_keeps_tasks_with_no_scored_episode() -> None:
     """A task whose every episode was an env error is reported, not silently dropped; a task
     with one env error counts pass@k over its scored episodes."""
@@ -165,6 +175,9 @@ async def test_experts_score_100_and_the_sweep_scores_shorter_budgets_from_one_r
     assert full["ci"][0] > 0.5 and full["ci"][1] == 1.0
     assert short["cut_from"] == 15 and short["episodes"] == 6
     long = read_trajectories(out / full["trajectories"])
+    # the experts read their answers off the pages: none flagged as a guess
+    flags = [t.info["answer_shown"] for t in long if "answer_shown" in t.info]
+    assert flags and all(flags) and full["successes_answer_not_shown"] == 0
     fits = sum(len(t.turns) <= 3 for t in long)
     assert 0 < fits < 6, "the sample should mix short and long expert solutions"
     cut = read_trajectories(out / short["trajectories"])

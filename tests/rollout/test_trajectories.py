@@ -108,14 +108,15 @@ def test_cut_to_budget_takes_the_grade_recorded_at_that_turn() -> None:
         "4": {"reward": 1.0, "explanation": "saved"},
         "6": {"reward": 0.0, "explanation": "x"},
     }
-    tr = _long(8, graded_at=graded, answer=None, explanation="ran out")
+    tr = _long(8, "done", graded_at=graded, answer="$3", answer_shown=True, explanation="no")
     four = cut_to_budget(tr, 4)
     assert [t.text for t in four.turns] == ["turn 0", "turn 1", "turn 2", "turn 3"]
     assert (four.reward, four.status) == (1.0, "max_turns")
     assert four.info["explanation"] == "saved" and four.info["cut_from_turns"] == 8
-    assert four.info["member"] == 1 and "answer" not in four.info
+    assert four.info["member"] == 1 and "answer" not in four.info  # cut before the exit
+    assert "answer_shown" not in four.info
     assert cut_to_budget(tr, 6).reward == 0.0 and len(cut_to_budget(tr, 6).turns) == 6
-    assert len(tr.turns) == 8 and tr.info["explanation"] == "ran out"  # the original is kept
+    assert len(tr.turns) == 8 and tr.info["explanation"] == "no"  # the original is kept
 
 
 def test_cut_to_budget_keeps_an_episode_that_ended_within_the_budget() -> None:

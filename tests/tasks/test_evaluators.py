@@ -6,11 +6,14 @@ site instance in real Chromium.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from webagent_r1.config import EnvConfig
 from webagent_r1.env import EvalContext, WebEnv
 from webagent_r1.tasks.evaluators import (
+    answer_shown,
     evaluate,
     exact_match,
     fuzzy_match_normalised,
@@ -36,6 +39,35 @@ def _task(ev: dict, **kw) -> Task:
 def test_normalize() -> None:
     assert normalize('  "$1,234.50". ') == "$1234.50"
     assert normalize("Café  Noir") == "cafe noir"
+
+
+def test_answer_shown() -> None:
+    page = "Order #000000319\nGrand Total: $1,234.50\nCustomer: José Núñez"
+    assert answer_shown("$1234.50", [page])  # thousands separator dropped on both sides
+    assert answer_shown("jose nunez", ["q", page])  # case and accents
+    assert not answer_shown("$234.50", [page])  # inside a longer number
+    assert not answer_shown("000000319 ", ["Order #0000003190"])
+    assert not answer_shown("2.3 km", [page, "From Riverton"])  # a guess
+    assert answer_shown("José Núñez, $1,234.50", ["x", page])  # a list: every part shown
+    assert answer_shown("Alice and Bob", ["alice wrote", "then bob"])  # parts on two pages
+    assert not answer_shown("Alice and Carol", ["alice wrote", "then bob"])
+    assert not answer_shown("", [page]) and not answer_shown(None, [page])
+    assert not answer_shown("x", [])
+
+
+async def test_evaluate_flags_a_right_answer_no_page_showed() -> None:
+    t = _task({"eval_types": ["string_match"], "reference_answers": {"exact_match": "$14.99"}})
+    seen = dataclasses.replace(_ctx(t, "$14.99"), shown=["q", "Grand Total $14.99"])
+    r = await evaluate(seen)
+    assert (r.reward, r.answer_shown, r.explanation) == (1.0, True, "string_match: ok")
+    guess = dataclasses.replace(seen, shown=["q", "Grand Total $15.99"])
+    r = await evaluate(guess)
+    assert r.reward == 1.0 and r.answer_shown is False
+    assert r.explanation == "string_match: ok; the answer stood on no page the agent was shown"
+    r = await evaluate(dataclasses.replace(guess, answer="$15.99"))  # wrong: no note
+    assert r.reward == 0.0 and r.answer_shown is True and "no page" not in r.explanation
+    r = await evaluate(dataclasses.replace(guess, answer=None))
+    assert r.reward == 0.0 and r.answer_shown is None
 
 
 def test_matchers() -> None:

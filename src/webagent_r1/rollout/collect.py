@@ -353,7 +353,7 @@ class _Episode:
             self.done = True
             self.traj.reward = float(result.reward)
             self.traj.status = result.info.get("status", "done")
-            for key in ("answer", "explanation", "error"):
+            for key in ("answer", "explanation", "error", "answer_shown"):
                 if key in result.info:
                     self.traj.info[key] = result.info[key]
 

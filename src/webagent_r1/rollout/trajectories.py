@@ -348,7 +348,8 @@ def cut_to_budget(traj: Trajectory, max_turns: int) -> Trajectory:
     grade = traj.info.get("graded_at", {}).get(str(max_turns))
     if n < max_turns:  # an env error before the budget ran out
         return traj
-    info = {k: v for k, v in traj.info.items() if k not in ("answer", "explanation", "error")}
+    drop = ("answer", "explanation", "error", "answer_shown")
+    info = {k: v for k, v in traj.info.items() if k not in drop}
     info["cut_from_turns"] = n
     if grade is not None and grade.get("reward") is not None:
         info["explanation"] = grade.get("explanation", "")

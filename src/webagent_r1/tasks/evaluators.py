@@ -35,7 +35,7 @@ import re
 import sqlite3
 import unicodedata
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -115,6 +115,22 @@ def must_include(text: str | None, phrases: list[str] | str) -> bool:
     """Every phrase (or, for a nested list or ``a |OR| b``, one of its alternatives) is in
     ``text`` at word boundaries. For page and database text; answers use ``answer_includes``."""
     return _find_phrases(normalize(text), phrases)[1] is None
+
+
+def answer_shown(answer: str | None, texts: Iterable[str]) -> bool:
+    """Whether the agent was shown its answer: the normalised answer stands alone (as
+    ``must_include`` finds a phrase) in one of ``texts`` (the task's intent and the pages the
+    episode showed), or, for a list (parts split at ``,``, ``;`` or `` and ``), each part
+    does. False for an empty answer. A flag to read, not a grade: a correct answer that no
+    page showed is a guess or a value the agent derived (a count, a sum)."""
+    norm = [normalize(t) for t in texts]
+    whole = normalize(answer)
+    if not whole:
+        return False
+    if any(_phrase_pattern(whole).search(t) for t in norm):
+        return True
+    parts = [p for p in (normalize(x) for x in re.split(r",|;|\band\b", whole)) if p]
+    return len(parts) > 1 and all(any(_phrase_pattern(p).search(t) for t in norm) for p in parts)
 
 
 FRAME_WORDS = frozenset(
@@ -591,4 +607,9 @@ async def evaluate(ctx: EvalContext) -> EvalResult:
         reward *= score
         if reward == 0.0:
             break
-    return EvalResult(reward, "; ".join(notes))
+    shown = None
+    if "string_match" in types_ and ctx.answer is not None:
+        shown = answer_shown(ctx.answer, ctx.shown)
+        if reward == 1.0 and not shown:  # said where a reader of the episode looks
+            notes.append("the answer stood on no page the agent was shown")
+    return EvalResult(reward, "; ".join(notes), answer_shown=shown)
