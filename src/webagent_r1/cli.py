@@ -45,7 +45,12 @@ from webagent_r1.report.arms import arms_to_json, compare_arms, render_arms_mark
 from webagent_r1.report.compare import compare_runs, render_markdown, save_comparison
 from webagent_r1.report.failures import COLUMNS, FAILURE_KINDS, LOOP_REPEATS, row_cells
 from webagent_r1.report.load import collect_failures
-from webagent_r1.report.paired import compare_files, render_paired_markdown, to_json
+from webagent_r1.report.paired import (
+    compare_files,
+    outcome_rows,
+    render_paired_markdown,
+    to_json,
+)
 from webagent_r1.report.viewer import build_viewer
 from webagent_r1.rollout.ray_pool import RayNotInstalledError
 from webagent_r1.rollout.trajectories import TrajectoryFileError, write_trajectories
@@ -923,6 +928,48 @@ def compare_arms_cmd(
         console.print(f"note: {p}", markup=False)
     md = _exit_mode(render_arms_markdown(c), require_exit, c.problems)
     _print_and_save(md, arms_to_json(c), out)
+
+
+@app.command()
+def outcomes(
+    source: Annotated[
+        str,
+        typer.Argument(
+            metavar="EVAL",
+            help="An `eval --out-dir` folder or a trajectory JSONL file.",
+        ),
+    ],
+    out: Annotated[
+        str, typer.Option("--out", help="The JSONL file to write (e.g. docs/results/x.jsonl).")
+    ],
+    max_turns: _SweepTurns = None,
+) -> None:
+    """Keep of an evaluation only what a paired comparison reads: a small file to publish.
+
+    One row per episode (task, reward, how it ended, turns taken); `compare-evals` and
+    `compare-arms` accept the file in place of the evaluation.
+    """
+    dest = Path(out)
+    if dest.suffix != ".jsonl" or dest.is_dir():
+        raise typer.BadParameter(f"--out takes a .jsonl file, not {out!r}", param_hint="--out")
+    try:
+        rows = outcome_rows(source, max_turns)
+        if dest.exists() and dest.resolve() == Path(source).resolve():
+            raise ReportError(f"--out {out} is the evaluation itself: write elsewhere")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(dest.name + ".tmp")
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        tmp.replace(dest)
+    except ReportError as e:
+        console.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
+        raise typer.Exit(2) from None
+    except OSError as e:
+        msg = f"cannot write {escape(out)}: {escape(str(e))}"
+        console.print(f"[red]error:[/red] {msg}", soft_wrap=True)
+        raise typer.Exit(2) from None
+    ok = sum(r["reward"] == 1.0 for r in rows)
+    tasks = len({r["task_id"] for r in rows})
+    print(f"outcomes: {dest} ({len(rows)} episodes of {tasks} tasks, {ok} successes)")
 
 
 @app.command()

@@ -30,6 +30,7 @@ from webagent_r1.report.paired import (
     compare_files,
     load_outcomes,
     render_paired_markdown,
+    to_json,
 )
 from webagent_r1.rollout.trajectories import write_trajectories
 from webagent_r1.tasks.suite import build_suite, select, spec_for
@@ -272,3 +273,74 @@ def test_require_exit_counts_only_successes_that_ended_by_themselves(tmp_path: P
     )
     [c], _ = compare_files([a, c_dir], require_exit=True)
     assert c.ok_b == 1 and c.uncounted_b == 0
+
+
+def test_outcomes_file_pairs_like_the_evaluation(tmp_path: Path) -> None:
+    """`outcomes` keeps what a comparison reads: the same numbers, with and without
+    --require-exit, from a file a fraction of the trajectories' size."""
+    a = write_eval(tmp_path / "a", A)
+    b = tmp_path / "b"
+    trajs = []
+    for tid, rewards in B.items():
+        for i, r in enumerate(rewards):
+            t = traj(tid, 3 + i, float(r), "max_turns" if i else "done")
+            t.info["task"] = {"site": tid[0], "template": tid.split("/")[0], "intent": "?"}
+            t.info["answer_shown"] = bool(i)
+            t.info["final_answer"] = "dropped"
+            trajs.append(t)
+    b.mkdir()
+    write_trajectories(trajs, b / "trajectories-t8.jsonl")
+    (b / "eval.json").write_text(
+        json.dumps({"results": [{"max_turns": 8, "trajectories": "trajectories-t8.jsonl"}]})
+    )
+    files = []
+    for src in (a, b):
+        dest = tmp_path / "pub" / f"{src.name}.jsonl"
+        res = CliRunner().invoke(app, ["outcomes", str(src), "--out", str(dest)])
+        assert res.exit_code == 0, res.output
+        assert f"outcomes: {dest}" in res.output
+        files.append(dest)
+    assert "(10 episodes of 5 tasks, 7 successes)" in res.output
+    rows = [json.loads(line) for line in files[1].read_text().splitlines()]
+    assert rows[0] == {
+        "task_id": "x.a/0",
+        "group_id": "x.a/0",
+        "reward": 1.0,
+        "status": "done",
+        "num_turns": 3,
+        "info": {"task": {"site": "x", "template": "x.a", "intent": "?"}, "answer_shown": False},
+    }
+    assert rows[1]["status"] == "max_turns" and rows[1]["num_turns"] == 4
+    assert files[1].stat().st_size * 3 < (b / "trajectories-t8.jsonl").stat().st_size
+    # the published file is read again as its own source: nothing further is lost
+    again = tmp_path / "again.jsonl"
+    assert CliRunner().invoke(app, ["outcomes", str(files[1]), "--out", str(again)]).exit_code == 0
+    assert again.read_text() == files[1].read_text()
+    for require_exit in (False, True):
+        full, p_full = compare_files([a, b], ["A", "B"], require_exit=require_exit)
+        pub, p_pub = compare_files(files, ["A", "B"], require_exit=require_exit)
+        assert to_json(pub) == to_json(full)
+        assert p_pub == p_full
+    [c], _ = compare_files(files, require_exit=True)
+    assert c.uncounted_b == 3
+
+
+def test_outcomes_clear_errors(tmp_path: Path) -> None:
+    a = write_eval(tmp_path / "a", A)
+    src = a / "trajectories-t4.jsonl"
+    before = src.read_text()
+    cases = [
+        (["outcomes", str(tmp_path / "nope"), "--out", str(tmp_path / "o.jsonl")], "not found"),
+        (["outcomes", str(a), "--out", str(tmp_path / "o.json")], ".jsonl"),
+        (["outcomes", str(src), "--out", str(src)], "the evaluation itself"),
+    ]
+    for args, msg in cases:
+        res = CliRunner().invoke(app, args)
+        assert res.exit_code == 2, res.output
+        assert msg in res.output
+    assert src.read_text() == before
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text('{"reward": 1.0}\n')
+    res = CliRunner().invoke(app, ["outcomes", str(empty), "--out", str(tmp_path / "e.jsonl")])
+    assert res.exit_code == 2 and "no episode with a task_id" in res.output
+    assert not (tmp_path / "e.jsonl").exists()

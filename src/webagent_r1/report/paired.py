@@ -57,6 +57,7 @@ __all__ = [
     "compare_files",
     "compare_paired",
     "load_outcomes",
+    "outcome_rows",
     "render_paired_markdown",
     "to_json",
     "uncounted_notes",
@@ -171,6 +172,55 @@ def load_outcomes(
         raise ReportError(f"{f}: no scored episode (task_id and reward) in it")
     out.outcomes = dict(out.outcomes)
     out.unscored = sorted(errored - set(out.outcomes))
+    return out
+
+
+_OUTCOME_INFO = ("answer_shown",)
+"""Keys of a trajectory's ``info`` an outcome row keeps besides the task's site and template."""
+
+
+def outcome_rows(path: str | Path, max_turns: int | None = None) -> list[dict[str, Any]]:
+    """One small row per episode of an evaluation: what a paired comparison reads of it.
+
+    Each row keeps ``task_id``, ``group_id``, ``reward``, ``status`` (so ``--require-exit``
+    still applies), ``num_turns``, and of ``info`` the task's site, template and intent and
+    ``answer_shown``; it drops the turns (prompts, completions, pages). ``compare-evals`` and
+    ``compare-arms`` read a file of these rows as they read the trajectories, so an
+    evaluation can be published beside a results file in a few KB and paired against later.
+    Rows without a ``task_id`` are dropped, as ``load_outcomes`` would skip them.
+
+    Raises:
+        ReportError: nothing readable there.
+    """
+    f = _trajectory_file(Path(path), max_turns)
+    problems: list[str] = []
+    try:
+        rows = read_jsonl_rows(f, problems, str(f))
+    except (OSError, ValueError) as e:
+        raise ReportError(f"{f}: cannot read it as trajectory JSONL ({e})") from None
+    out = []
+    for r in rows:
+        if not isinstance(r.get("task_id"), str):
+            continue
+        info = r.get("info") if isinstance(r.get("info"), dict) else {}
+        task = info.get("task") if isinstance(info.get("task"), dict) else {}
+        keep: dict[str, Any] = {
+            "task": {k: task[k] for k in ("site", "template", "intent") if k in task}
+        }
+        keep.update({k: info[k] for k in _OUTCOME_INFO if k in info})
+        turns = r.get("turns")
+        out.append(
+            {
+                "task_id": r["task_id"],
+                "group_id": r.get("group_id"),
+                "reward": r.get("reward"),
+                "status": r.get("status"),
+                "num_turns": len(turns) if isinstance(turns, list) else r.get("num_turns"),
+                "info": keep,
+            }
+        )
+    if not out:
+        raise ReportError(f"{f}: no episode with a task_id in it")
     return out
 
 
