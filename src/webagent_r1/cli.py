@@ -953,9 +953,9 @@ def outcomes(
     if dest.suffix != ".jsonl" or dest.is_dir():
         raise typer.BadParameter(f"--out takes a .jsonl file, not {out!r}", param_hint="--out")
     try:
-        rows = outcome_rows(source, max_turns)
-        if dest.exists() and dest.resolve() == Path(source).resolve():
-            raise ReportError(f"--out {out} is the evaluation itself: write elsewhere")
+        read, rows = outcome_rows(source, max_turns)
+        if dest.exists() and dest.resolve() == read.resolve():
+            raise ReportError(f"--out {out} is the evaluation's trajectory file: write elsewhere")
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = dest.with_name(dest.name + ".tmp")
         tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))

@@ -332,7 +332,8 @@ def test_outcomes_clear_errors(tmp_path: Path) -> None:
     cases = [
         (["outcomes", str(tmp_path / "nope"), "--out", str(tmp_path / "o.jsonl")], "not found"),
         (["outcomes", str(a), "--out", str(tmp_path / "o.json")], ".jsonl"),
-        (["outcomes", str(src), "--out", str(src)], "the evaluation itself"),
+        (["outcomes", str(src), "--out", str(src)], "the evaluation's trajectory file"),
+        (["outcomes", str(a), "--out", str(src)], "the evaluation's trajectory file"),
     ]
     for args, msg in cases:
         res = CliRunner().invoke(app, args)

@@ -179,8 +179,11 @@ _OUTCOME_INFO = ("answer_shown",)
 """Keys of a trajectory's ``info`` an outcome row keeps besides the task's site and template."""
 
 
-def outcome_rows(path: str | Path, max_turns: int | None = None) -> list[dict[str, Any]]:
-    """One small row per episode of an evaluation: what a paired comparison reads of it.
+def outcome_rows(
+    path: str | Path, max_turns: int | None = None
+) -> tuple[Path, list[dict[str, Any]]]:
+    """One small row per episode of an evaluation: what a paired comparison reads of it;
+    returned with the trajectory file read.
 
     Each row keeps ``task_id``, ``group_id``, ``reward``, ``status`` (so ``--require-exit``
     still applies), ``num_turns``, and of ``info`` the task's site, template and intent and
@@ -221,7 +224,7 @@ def outcome_rows(path: str | Path, max_turns: int | None = None) -> list[dict[st
         )
     if not out:
         raise ReportError(f"{f}: no episode with a task_id in it")
-    return out
+    return f, out
 
 
 @dataclass
