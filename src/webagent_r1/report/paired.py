@@ -121,6 +121,19 @@ def _trajectory_file(path: Path, max_turns: int | None) -> Path:
     return f
 
 
+def _read_rows(
+    path: str | Path, max_turns: int | None
+) -> tuple[Path, list[dict[str, Any]], list[str]]:
+    """The trajectory file of ``path``, its rows, and the problems noticed reading them."""
+    f = _trajectory_file(Path(path), max_turns)
+    problems: list[str] = []
+    try:
+        rows = read_jsonl_rows(f, problems, str(f))
+    except (OSError, ValueError) as e:  # unreadable, or not UTF-8 text
+        raise ReportError(f"{f}: cannot read it as trajectory JSONL ({e})") from None
+    return f, rows, problems
+
+
 def load_outcomes(
     path: str | Path, label: str, max_turns: int | None = None, require_exit: bool = False
 ) -> EvalOutcomes:
@@ -134,12 +147,7 @@ def load_outcomes(
     Raises:
         ReportError: nothing readable there, or no scored episode in it.
     """
-    f = _trajectory_file(Path(path), max_turns)
-    problems: list[str] = []
-    try:
-        rows = read_jsonl_rows(f, problems, str(f))
-    except (OSError, ValueError) as e:  # unreadable, or not UTF-8 text
-        raise ReportError(f"{f}: cannot read it as trajectory JSONL ({e})") from None
+    f, rows, problems = _read_rows(path, max_turns)
     out = EvalOutcomes(label, f, defaultdict(list), {}, {}, problems=problems)
     bad = 0
     errored: set[str] = set()
@@ -189,18 +197,14 @@ def outcome_rows(
     still applies), ``num_turns``, and of ``info`` the task's site, template and intent and
     ``answer_shown``; it drops the turns (prompts, completions, pages). ``compare-evals`` and
     ``compare-arms`` read a file of these rows as they read the trajectories, so an
-    evaluation can be published beside a results file in a few KB and paired against later.
+    evaluation can be published beside a results file (about 70 KB for 240 episodes) and
+    paired against later.
     Rows without a ``task_id`` are dropped, as ``load_outcomes`` would skip them.
 
     Raises:
         ReportError: nothing readable there.
     """
-    f = _trajectory_file(Path(path), max_turns)
-    problems: list[str] = []
-    try:
-        rows = read_jsonl_rows(f, problems, str(f))
-    except (OSError, ValueError) as e:
-        raise ReportError(f"{f}: cannot read it as trajectory JSONL ({e})") from None
+    f, rows, _ = _read_rows(path, max_turns)
     out = []
     for r in rows:
         if not isinstance(r.get("task_id"), str):
