@@ -6,9 +6,12 @@ Fast HTTP tests against the running site, plus a few in real Chromium (marked ``
 from __future__ import annotations
 
 import asyncio
+import html
 import re
 import sqlite3
+import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -17,6 +20,7 @@ import pytest
 from webagent_r1.config import EnvConfig
 from webagent_r1.env import WebEnv
 from webagent_r1.sites import INSTANCE_COOKIE, SITES, RunningSites, start_sites
+from webagent_r1.sites.base import BASE_SCHEMA, now_str
 from webagent_r1.sites.episodes import EmbeddedSites
 from webagent_r1.sites.reddit.db import DEFAULT_USER, USER_PASSWORD, hot_rank
 from webagent_r1.sites.reddit.views import comment_tree, search_ids
@@ -239,6 +243,71 @@ def test_instances_are_isolated(forum: RunningSites, client: Client) -> None:
             assert n.fetchone()[0] == want
     forum.delete_instance(a)
     forum.delete_instance(b)
+
+
+def test_writes_are_stamped_by_the_instance_clock_not_the_wall_clock(
+    forum: RunningSites, client: Client
+) -> None:
+    """Two instances given the same actions, minutes apart or not, show the same pages."""
+    pages, stamps = [], []
+    for _ in range(2):
+        iid = forum.create_instance()
+        with client(iid, DEFAULT_USER) as c:
+            r = c.post("/submit", data={"forum": "books", "title": "Clock", "body": "x"})
+            thread = r.url.path.rsplit("/", 1)[0]
+            c.post(f"{thread}/-/comment", data={"body": "first"})
+            pages.append((_text(c.get(thread).text), _text(c.get("/f/books/new").text)))
+        with forum.connect("reddit", iid) as db:
+            post = db.execute("SELECT created_at FROM submissions WHERE title = 'Clock'")
+            comment = db.execute("SELECT created_at FROM comments WHERE body = 'first'")
+            stamps.append((post.fetchone()[0], comment.fetchone()[0]))
+        forum.delete_instance(iid)
+        time.sleep(1.1)  # a wall-clock stamp would now differ by a second
+    # by hand: logging in does not move the clock; the post is its first write, the comment the
+    # second, a minute apart from 2024-01-02 09:00, after every seeded date
+    assert stamps == [("2024-01-02 09:01:00", "2024-01-02 09:02:00")] * 2
+    assert pages[0] == pages[1]
+    assert "Jan 2, 2024, 9:02 AM" in pages[0][0]
+    with forum.connect("reddit", "default") as db:
+        newest_seeded = db.execute(
+            "SELECT s.title FROM submissions s JOIN forums f ON f.id = s.forum_id "
+            "WHERE f.name = 'books' ORDER BY s.created_at DESC LIMIT 1"
+        ).fetchone()[0]
+    listing = html.unescape(pages[0][1])  # newest first: the new post above every seeded one
+    assert listing.index("Clock") < listing.index(newest_seeded)
+
+
+def test_concurrent_writes_get_distinct_times(forum: RunningSites, client: Client) -> None:
+    iid = forum.create_instance()
+    with client(iid, DEFAULT_USER) as c:
+        thread = c.post("/submit", data={"forum": "books", "title": "T", "body": "x"}).url.path
+        thread = thread.rsplit("/", 1)[0]
+    cookies = dict(c.cookies)
+
+    def post(i: int) -> int:
+        with httpx.Client(base_url=forum.urls["reddit"], cookies=cookies) as ci:
+            return ci.post(f"{thread}/-/comment", data={"body": f"c{i}"}).status_code
+
+    with ThreadPoolExecutor(8) as pool:
+        assert set(pool.map(post, range(8))) <= {200, 303}
+    with forum.connect("reddit", iid) as db:
+        got = [r[0] for r in db.execute("SELECT created_at FROM comments WHERE body LIKE 'c_'")]
+        ticks = db.execute("SELECT ticks FROM site_clock").fetchone()[0]
+    assert len(got) == 8 and ticks == 9  # the post, then eight comments
+    assert sorted(got) == [f"2024-01-02 09:{m:02d}:00" for m in range(2, 10)]
+    forum.delete_instance(iid)
+
+
+def test_a_write_rolled_back_takes_its_clock_step_back(tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / "x.sqlite")
+    db.executescript(BASE_SCHEMA)
+    assert now_str(db) == "2024-01-02 09:01:00"
+    db.commit()
+    assert now_str(db) == "2024-01-02 09:02:00"
+    db.rollback()
+    assert db.execute("SELECT ticks FROM site_clock").fetchone()[0] == 1
+    assert now_str(db) == "2024-01-02 09:02:00"
+    db.close()
 
 
 def test_user_text_is_escaped(forum: RunningSites, client: Client) -> None:

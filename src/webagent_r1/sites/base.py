@@ -12,6 +12,10 @@ instance, which is what a human running ``webagent-r1 sites serve`` sees; a cook
 unknown (e.g. deleted) instance gets an error page, so a stale episode never writes into
 ``default``.
 
+The sites never read the wall clock. Each instance has its own clock (:func:`now_str`): its
+first stamped write is at :data:`SITE_CLOCK_START` and every later one a minute after the last,
+so what an episode sees depends only on what it did, never on when it ran.
+
 Page handlers run in worker threads (the request body is read on the event loop first), so a
 slow page keeps only itself waiting, not the pages of every site served on that loop.
 
@@ -41,7 +45,7 @@ import time
 import urllib.parse
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, overload
 
@@ -92,8 +96,17 @@ CREATE TABLE sessions (
     user_id INTEGER REFERENCES users(id),
     created_at TEXT NOT NULL
 );
+CREATE TABLE site_clock (ticks INTEGER NOT NULL);
+INSERT INTO site_clock VALUES (0);
 """
-"""Tables every backend has: accounts (``users``) and server-side login sessions."""
+"""Tables every backend has: accounts (``users``), server-side login sessions, and the
+instance's clock (``site_clock``: how many writes :func:`now_str` has stamped)."""
+SITE_CLOCK_START = datetime(2024, 1, 2, 9, 0)
+"""An instance's time before its first stamped write: after every seeded date (the seeds end
+in 2023), so a new post, comment or order is the newest on its page."""
+SITE_CLOCK_STEP = timedelta(minutes=1)
+"""How far an instance's clock moves per stamped write (a minute: the pages show times to the
+minute, so successive writes read in order)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -462,17 +475,32 @@ def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
     return conn
 
 
-def now_str() -> str:
-    """The current local time in the sites' storage format."""
-    return datetime.now().strftime("%Y-%m-%d %H:%M:%S")
+def now_str(conn: sqlite3.Connection) -> str:
+    """Advance the instance's clock one step and return the new time (storage format).
+
+    The time is :data:`SITE_CLOCK_START` plus one :data:`SITE_CLOCK_STEP` per write stamped so
+    far in this instance, so two episodes that do the same things see the same pages, and a
+    demonstration collected twice is the same tokens. The step is taken in the caller's
+    transaction: concurrent writes get distinct times, and a write rolled back takes its step
+    back with it.
+    """
+    (ticks,) = conn.execute("UPDATE site_clock SET ticks = ticks + 1 RETURNING ticks").fetchall()[0]
+    return _clock_str(ticks)
+
+
+def _clock_str(ticks: int) -> str:
+    return (SITE_CLOCK_START + ticks * SITE_CLOCK_STEP).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def create_session(conn: sqlite3.Connection, site: str, user_id: int | None) -> str:
     """Insert a server-side session row for ``user_id`` (None: a guest) and return its token."""
     token = secrets.token_urlsafe(24)
+    (ticks,) = conn.execute("SELECT ticks FROM site_clock").fetchone()
     conn.execute(
         "INSERT INTO sessions (token, site, user_id, created_at) VALUES (?, ?, ?, ?)",
-        (token, site, user_id, now_str()),
+        # The clock as it stands: logging in is not a write the pages show, and a browser's
+        # parallel requests may open guest sessions in any order.
+        (token, site, user_id, _clock_str(ticks)),
     )
     conn.commit()
     return token
@@ -613,12 +641,20 @@ class Ctx:
         self.session_token: str | None = request.cookies.get(app.site.session_cookie)
         self.user: sqlite3.Row | None = None
         self._cookies: list[tuple[str, str | None]] = []  # (name, value or None = delete)
+        self._now: str | None = None
         if self.session_token:
             self.user = db.execute(
                 "SELECT u.* FROM sessions s JOIN users u ON u.id = s.user_id "
                 "WHERE s.token = ? AND s.site = ?",
                 (self.session_token, self.site.name),
             ).fetchone()
+
+    def now(self) -> str:
+        """The time this request's writes are stamped with: the instance's clock, advanced
+        once per request however many rows it stamps (see :func:`now_str`)."""
+        if self._now is None:
+            self._now = now_str(self.db)
+        return self._now
 
     # -- parameters ---------------------------------------------------------------------------
 

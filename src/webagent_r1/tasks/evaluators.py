@@ -436,8 +436,9 @@ def _read_only_uri(path: str | Path) -> str:
 
 SIDE_EFFECTS = "state_match: side effects:"
 """How the explanation starts when a write budget failed the episode (``report.failures``)."""
-BOOKKEEPING_TABLES = frozenset({"sessions"})
-"""Tables an episode writes without acting on the site (its login session); never side effects."""
+BOOKKEEPING_TABLES = frozenset({"sessions", "site_clock"})
+"""Tables an episode writes without acting on the site (its login session, the instance's
+clock); never side effects."""
 EVENT_ROWS = {"notes": "system = 1"}
 """Rows a site writes to log a change it makes elsewhere (GitLab's "closed", "assigned to @x"
 notes): the change itself is counted in its own table, so these are left out of the diff

@@ -36,7 +36,7 @@ from webagent_r1.sites.seed_utils import (
     rand_datetime,
 )
 
-SITE_VERSION = "1"
+SITE_VERSION = "2"
 """Version of the schema + seed; bump it when either changes (rebuilds cached DBs)."""
 
 

@@ -38,7 +38,6 @@ from webagent_r1.sites.base import (
     Ctx,
     like_escape,
     login_required,
-    now_str,
     page,
     parse_int,
     too_long,
@@ -169,7 +168,7 @@ def _render_project(ctx: Ctx, template: str, project: sqlite3.Row, **context: An
 
 
 def _touch(ctx: Ctx, project_id: int) -> None:
-    ctx.db.execute("UPDATE projects SET last_activity_at = ? WHERE id = ?", (now_str(), project_id))
+    ctx.db.execute("UPDATE projects SET last_activity_at = ? WHERE id = ?", (ctx.now(), project_id))
 
 
 def _project_list(ctx: Ctx, where: str, params: tuple[Any, ...], title: str, tab: str) -> Response:
@@ -410,7 +409,7 @@ async def new_project(ctx: Ctx) -> Response:
             if taken:
                 error = "The name or path has already been taken in this namespace."
             else:
-                now = now_str()
+                now = ctx.now()
                 cur = ctx.db.execute(
                     "INSERT INTO projects (namespace_id, path, name, description, visibility, "
                     "default_branch, creator_id, created_at, last_activity_at) "
@@ -519,7 +518,7 @@ async def star(ctx: Ctx) -> Response:
         message = f"You unstarred {project['name']}."
     else:
         ctx.db.execute(
-            "INSERT INTO stars VALUES (?, ?, ?)", (project["id"], ctx.user["id"], now_str())
+            "INSERT INTO stars VALUES (?, ?, ?)", (project["id"], ctx.user["id"], ctx.now())
         )
         message = f"You starred {project['name']}."
     ctx.db.commit()
@@ -735,7 +734,7 @@ def _system_note(ctx: Ctx, project_id: int, kind: str, target: int, body: str) -
     ctx.db.execute(
         "INSERT INTO notes (project_id, noteable_type, noteable_id, author_id, body, system, "
         "created_at) VALUES (?, ?, ?, ?, ?, 1, ?)",
-        (project_id, kind, target, ctx.user["id"], body, now_str()),
+        (project_id, kind, target, ctx.user["id"], body, ctx.now()),
     )
 
 
@@ -789,7 +788,7 @@ async def issue_new(ctx: Ctx) -> Response:
                 if form["assignee_username"]
                 else None
             )
-            now = now_str()
+            now = ctx.now()
             cur = ctx.db.execute(
                 "INSERT INTO issues (project_id, iid, title, description, state, author_id, "
                 "assignee_id, created_at, updated_at) VALUES (?, ?, ?, ?, 'opened', ?, ?, ?, ?)",
@@ -845,10 +844,10 @@ async def _add_note(ctx: Ctx, project: sqlite3.Row, kind: str, target: int, url:
     ctx.db.execute(
         "INSERT INTO notes (project_id, noteable_type, noteable_id, author_id, body, system, "
         "created_at) VALUES (?, ?, ?, ?, ?, 0, ?)",
-        (project["id"], kind, target, ctx.user["id"], body, now_str()),
+        (project["id"], kind, target, ctx.user["id"], body, ctx.now()),
     )
     table = "issues" if kind == "issue" else "merge_requests"
-    ctx.db.execute(f"UPDATE {table} SET updated_at = ? WHERE id = ?", (now_str(), target))
+    ctx.db.execute(f"UPDATE {table} SET updated_at = ? WHERE id = ?", (ctx.now(), target))
     _touch(ctx, project["id"])
     ctx.db.commit()
     return ctx.redirect(url + "#notes", "Your comment was added.")
@@ -864,7 +863,7 @@ async def issue_state(ctx: Ctx) -> Response:
     want = "closed" if close else "opened"
     if issue["state"] == want:
         return ctx.redirect(url, f"The issue is already {'closed' if close else 'open'}.", "notice")
-    now = now_str()
+    now = ctx.now()
     ctx.db.execute(
         "UPDATE issues SET state = ?, closed_at = ?, updated_at = ? WHERE id = ?",
         (want, now if close else None, now, issue["id"]),
@@ -889,7 +888,7 @@ async def issue_assign(ctx: Ctx) -> Response:
         return ctx.redirect(url, f"There is no user {username}.", "error")
     ctx.db.execute(
         "UPDATE issues SET assignee_id = ?, updated_at = ? WHERE id = ?",
-        (person["id"] if person else None, now_str(), issue["id"]),
+        (person["id"] if person else None, ctx.now(), issue["id"]),
     )
     body = f"assigned to @{person['username']}" if person else "removed the assignee"
     _system_note(ctx, project["id"], "issue", issue["id"], body)
@@ -913,7 +912,7 @@ async def issue_label_add(ctx: Ctx) -> Response:
     if label is None:
         return ctx.redirect(url, "Choose a label to add.", "error")
     ctx.db.execute("INSERT OR IGNORE INTO issue_labels VALUES (?, ?)", (issue["id"], label["id"]))
-    ctx.db.execute("UPDATE issues SET updated_at = ? WHERE id = ?", (now_str(), issue["id"]))
+    ctx.db.execute("UPDATE issues SET updated_at = ? WHERE id = ?", (ctx.now(), issue["id"]))
     _system_note(ctx, project["id"], "issue", issue["id"], f"added the {name} label")
     ctx.db.commit()
     return ctx.redirect(url, f"Added the label {name}.")
@@ -1056,7 +1055,7 @@ async def project_members(ctx: Ctx) -> Response:
             return ctx.redirect(url, f"{person['full_name']} is already a member.", "error")
         ctx.db.execute(
             "INSERT INTO members VALUES (?, ?, ?, ?)",
-            (project["id"], person["id"], role, now_str()),
+            (project["id"], person["id"], role, ctx.now()),
         )
         ctx.db.commit()
         return ctx.redirect(

@@ -23,7 +23,7 @@ from webagent_r1.sites.base import Backend, SiteUser
 from webagent_r1.sites.map.geo import haversine_m
 from webagent_r1.sites.seed_utils import LAST_NAMES, hash_password, make_salt, slugify, words
 
-SITE_VERSION = "1"
+SITE_VERSION = "2"
 """Version of the map schema + seed; bump it when either changes (rebuilds cached DBs)."""
 
 CITY, STATE, STATE_CODE = "Riverton", "Pennsylvania", "PA"

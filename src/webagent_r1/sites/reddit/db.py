@@ -30,7 +30,7 @@ from webagent_r1.sites.reddit.content import (
 )
 from webagent_r1.sites.seed_utils import fmt_dt, hash_password, make_salt, rand_datetime
 
-SITE_VERSION = "1"
+SITE_VERSION = "2"
 """Version of the forum schema + seed; bump it when either changes (rebuilds cached DBs)."""
 
 

@@ -30,7 +30,7 @@ from typing import Any
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
-from webagent_r1.sites.base import Ctx, login_required, now_str, page, parse_int, too_long
+from webagent_r1.sites.base import Ctx, login_required, page, parse_int, too_long
 from webagent_r1.sites.reddit.db import hot_rank
 from webagent_r1.sites.seed_utils import slugify
 
@@ -259,7 +259,7 @@ async def subscribe(ctx: Ctx) -> Response:
     else:
         ctx.db.execute(
             "INSERT OR IGNORE INTO subscriptions VALUES (?, ?, ?)",
-            (ctx.user["id"], forum["id"], now_str()),
+            (ctx.user["id"], forum["id"], ctx.now()),
         )
         msg = f"You are now subscribed to f/{forum['name']}."
     ctx.db.commit()
@@ -387,7 +387,7 @@ async def add_comment(ctx: Ctx) -> Response:
     cur = ctx.db.execute(
         "INSERT INTO comments (submission_id, parent_id, user_id, body, created_at, score) "
         "VALUES (?, ?, ?, ?, ?, 0)",
-        (post["id"], parent_id, ctx.user["id"], body, now_str()),
+        (post["id"], parent_id, ctx.user["id"], body, ctx.now()),
     )
     ctx.db.commit()
     return ctx.redirect(f"{url}#comment-{cur.lastrowid}", "Your comment was posted.")
@@ -415,7 +415,7 @@ async def edit_post(ctx: Ctx) -> Response:
             return ctx.render("edit.html", post=post, values=values, error=error)
         ctx.db.execute(
             "UPDATE submissions SET title = ?, body = ?, edited_at = ? WHERE id = ?",
-            (values["title"], values["body"], now_str(), post["id"]),
+            (values["title"], values["body"], ctx.now(), post["id"]),
         )
         ctx.db.commit()
         new = get_post(ctx.db, post["id"])
@@ -489,7 +489,7 @@ async def submit(ctx: Ctx) -> Response:
         if error:
             return ctx.render("submit.html", forums=all_forums, values=values, error=error)
         assert forum is not None
-        now = now_str()
+        now = ctx.now()
         cur = ctx.db.execute(
             "INSERT INTO submissions (forum_id, user_id, title, body, created_at, score, hot) "
             "VALUES (?, ?, ?, ?, ?, 0, ?)",

@@ -38,7 +38,7 @@ from webagent_r1.sites.shopping.catalog import (
     USES,
 )
 
-SITE_VERSION = "1"
+SITE_VERSION = "2"
 """Version of the shop schema + seed; bump it when either changes (rebuilds cached DBs)."""
 
 

@@ -488,7 +488,7 @@ async def write_review(ctx: Ctx) -> Response:
     ctx.db.execute(
         "INSERT INTO reviews (product_id, customer_id, nickname, rating, title, body, status, "
         "created_at) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?)",
-        (pid, cust["id"], nickname[:100], rating, title[:200], body[:5000], now_str()),
+        (pid, cust["id"], nickname[:100], rating, title[:200], body[:5000], ctx.now()),
     )
     ctx.db.commit()
     return ctx.redirect(url, "You submitted your review for moderation.")
@@ -557,7 +557,7 @@ async def cart_add(ctx: Ctx) -> Response:
         ctx.db.execute(
             f"INSERT INTO cart_items ({owner_col}, product_id, color, size, qty, added_at) "
             "VALUES (?, ?, ?, ?, ?, ?)",
-            (owner, pid, chosen["color"], chosen["size"], qty, now_str()),
+            (owner, pid, chosen["color"], chosen["size"], qty, ctx.now()),
         )
     ctx.db.commit()
     return ctx.redirect(back, f"You added {prod['name']} to your shopping cart.")
@@ -662,7 +662,7 @@ def place_order(
 ) -> int:
     """Write an order (status pending) for the cart ``rows``, take stock, empty the cart."""
     order_id = db.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM orders").fetchone()[0]
-    now = now_str()
+    now = now_str(db)
     db.execute(
         "INSERT INTO orders VALUES (?,?,?,'pending',?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         (
@@ -875,7 +875,7 @@ async def register(ctx: Ctx) -> Response:
         if error:
             values["password"] = values["password_confirm"] = ""
             return ctx.render("register.html", values=values, error=error)
-        now = now_str()
+        now = ctx.now()
         salt = secrets.token_hex(8)
         cur = ctx.db.execute(
             "INSERT INTO users (username, email, password_hash, full_name, is_admin, created_at) "
@@ -934,7 +934,7 @@ async def wishlist_add(ctx: Ctx) -> Response:
         return ctx.redirect("/wishlist", "The product does not exist.", "error")
     ctx.db.execute(
         "INSERT OR IGNORE INTO wishlist_items (customer_id, product_id, added_at) VALUES (?, ?, ?)",
-        (cust["id"], pid, now_str()),
+        (cust["id"], pid, ctx.now()),
     )
     ctx.db.commit()
     return ctx.redirect("/wishlist", f"{prod['name']} has been added to your Wish List.")
@@ -980,7 +980,7 @@ async def wishlist_to_cart(ctx: Ctx) -> Response:
         return ctx.redirect("/wishlist", "This product is out of stock.", "error")
     ctx.db.execute(
         f"INSERT INTO cart_items ({owner_col}, product_id, qty, added_at) VALUES (?, ?, 1, ?)",
-        (owner, prod["id"], now_str()),
+        (owner, prod["id"], ctx.now()),
     )
     ctx.db.execute("DELETE FROM wishlist_items WHERE id = ?", (item["id"],))
     ctx.db.commit()

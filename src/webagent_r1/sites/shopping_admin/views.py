@@ -28,7 +28,6 @@ from starlette.routing import BaseRoute
 from webagent_r1.sites.base import (
     Ctx,
     is_email,
-    now_str,
     page,
     parse_int,
     too_long,
@@ -215,7 +214,7 @@ async def order_status(ctx: Ctx) -> Response:
     if status not in ORDER_STATUSES:
         return ctx.redirect(url, "Please choose a valid order status.", "error")
     comment = form.get("comment", "") or f"Status changed to {status}."
-    now = now_str()
+    now = ctx.now()
     ctx.db.execute(
         "UPDATE orders SET status = ?, updated_at = ? WHERE id = ?", (status, now, order["id"])
     )
@@ -318,7 +317,7 @@ async def product_edit(ctx: Ctx) -> Response:
             values["stock_qty"],
             values["status"],
             values["description"] or prod["description"],
-            now_str(),
+            ctx.now(),
             pid,
         ),
     )
@@ -356,7 +355,7 @@ async def product_new(ctx: Ctx) -> Response:
     if error:
         return ctx.render("product_edit.html", product=None, values=values, tree=tree, error=error)
     brand = values["name"].split(" ", 1)[0]
-    now = now_str()
+    now = ctx.now()
     cur = ctx.db.execute(
         "INSERT INTO products (sku, name, brand, category_id, description, price, stock_qty, "
         "status, featured, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)",
