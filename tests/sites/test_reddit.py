@@ -264,10 +264,10 @@ def test_writes_are_stamped_by_the_instance_clock_not_the_wall_clock(
         forum.delete_instance(iid)
         time.sleep(1.1)  # a wall-clock stamp would now differ by a second
     # by hand: logging in does not move the clock; the post is its first write, the comment the
-    # second, a minute apart from 2024-01-02 09:00, after every seeded date
-    assert stamps == [("2024-01-02 09:01:00", "2024-01-02 09:02:00")] * 2
+    # second, a minute apart from 2024-02-01 09:00, after every seeded date
+    assert stamps == [("2024-02-01 09:01:00", "2024-02-01 09:02:00")] * 2
     assert pages[0] == pages[1]
-    assert "Jan 2, 2024, 9:02 AM" in pages[0][0]
+    assert "Feb 1, 2024, 9:02 AM" in pages[0][0]
     with forum.connect("reddit", "default") as db:
         newest_seeded = db.execute(
             "SELECT s.title FROM submissions s JOIN forums f ON f.id = s.forum_id "
@@ -294,19 +294,19 @@ def test_concurrent_writes_get_distinct_times(forum: RunningSites, client: Clien
         got = [r[0] for r in db.execute("SELECT created_at FROM comments WHERE body LIKE 'c_'")]
         ticks = db.execute("SELECT ticks FROM site_clock").fetchone()[0]
     assert len(got) == 8 and ticks == 9  # the post, then eight comments
-    assert sorted(got) == [f"2024-01-02 09:{m:02d}:00" for m in range(2, 10)]
+    assert sorted(got) == [f"2024-02-01 09:{m:02d}:00" for m in range(2, 10)]
     forum.delete_instance(iid)
 
 
 def test_a_write_rolled_back_takes_its_clock_step_back(tmp_path: Path) -> None:
     db = sqlite3.connect(tmp_path / "x.sqlite")
     db.executescript(BASE_SCHEMA)
-    assert now_str(db) == "2024-01-02 09:01:00"
+    assert now_str(db) == "2024-02-01 09:01:00"
     db.commit()
-    assert now_str(db) == "2024-01-02 09:02:00"
+    assert now_str(db) == "2024-02-01 09:02:00"
     db.rollback()
     assert db.execute("SELECT ticks FROM site_clock").fetchone()[0] == 1
-    assert now_str(db) == "2024-01-02 09:02:00"
+    assert now_str(db) == "2024-02-01 09:02:00"
     db.close()
 
 

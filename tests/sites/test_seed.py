@@ -6,6 +6,7 @@ import sqlite3
 from pathlib import Path
 
 from webagent_r1.sites import SITES, RunningSites
+from webagent_r1.sites.base import SITE_CLOCK_START
 from webagent_r1.sites.seed_utils import check_password, data_checksum
 
 
@@ -40,3 +41,20 @@ def test_seed_sizes_and_accounts(sites: RunningSites) -> None:
             assert row is not None and check_password(user.password, row[0])
             assert bool(row[1]) == user.is_admin
     db.close()
+
+
+def test_every_seeded_date_is_before_the_instance_clock_starts() -> None:
+    """A write stamped by an instance's clock is newer than every seeded row of every site."""
+    latest = []
+    for backend in {s.backend.name: s.backend for s in SITES.values()}.values():
+        with sqlite3.connect(backend.ensure_pristine()) as db:
+            for (table,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'"):
+                for col in [r[1] for r in db.execute(f'PRAGMA table_info("{table}")')]:
+                    (value,) = db.execute(
+                        f'SELECT MAX("{col}") FROM "{table}" WHERE typeof("{col}") = \'text\' '
+                        f"AND \"{col}\" GLOB '[12][0-9][0-9][0-9]-[01][0-9]-[0-3][0-9]*'"
+                    ).fetchone()
+                    if value:
+                        latest.append((value, f"{backend.name}.{table}.{col}"))
+    assert len(latest) > 20  # the dated columns were found (orders, comments, commits, ...)
+    assert max(latest) < (SITE_CLOCK_START.strftime("%Y-%m-%d %H:%M:%S"), "")

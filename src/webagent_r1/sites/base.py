@@ -12,8 +12,9 @@ instance, which is what a human running ``webagent-r1 sites serve`` sees; a cook
 unknown (e.g. deleted) instance gets an error page, so a stale episode never writes into
 ``default``.
 
-The sites never read the wall clock. Each instance has its own clock (:func:`now_str`): its
-first stamped write is at :data:`SITE_CLOCK_START` and every later one a minute after the last,
+The sites never read the wall clock. Each instance has its own clock (:func:`now_str`): the
+first request that writes is stamped a minute after :data:`SITE_CLOCK_START`, every later one
+a minute after the last,
 so what an episode sees depends only on what it did, never on when it ran.
 
 Page handlers run in worker threads (the request body is read on the event loop first), so a
@@ -100,12 +101,12 @@ CREATE TABLE site_clock (ticks INTEGER NOT NULL);
 INSERT INTO site_clock VALUES (0);
 """
 """Tables every backend has: accounts (``users``), server-side login sessions, and the
-instance's clock (``site_clock``: how many writes :func:`now_str` has stamped)."""
-SITE_CLOCK_START = datetime(2024, 1, 2, 9, 0)
-"""An instance's time before its first stamped write: after every seeded date (the seeds end
-in 2023), so a new post, comment or order is the newest on its page."""
+instance's clock (``site_clock``: how many times :func:`now_str` has advanced it)."""
+SITE_CLOCK_START = datetime(2024, 2, 1, 9, 0)
+"""An instance's time before its first stamped write: after every seeded date (the latest is a
+forum comment of 2024-01-05), so a new post, comment or order is the newest on its page."""
 SITE_CLOCK_STEP = timedelta(minutes=1)
-"""How far an instance's clock moves per stamped write (a minute: the pages show times to the
+"""How far an instance's clock moves per request that writes (a minute: the pages show times to the
 minute, so successive writes read in order)."""
 
 
@@ -478,13 +479,16 @@ def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
 def now_str(conn: sqlite3.Connection) -> str:
     """Advance the instance's clock one step and return the new time (storage format).
 
-    The time is :data:`SITE_CLOCK_START` plus one :data:`SITE_CLOCK_STEP` per write stamped so
-    far in this instance, so two episodes that do the same things see the same pages, and a
-    demonstration collected twice is the same tokens. The step is taken in the caller's
-    transaction: concurrent writes get distinct times, and a write rolled back takes its step
-    back with it.
+    The time is :data:`SITE_CLOCK_START` plus one :data:`SITE_CLOCK_STEP` per call so far in
+    this instance (one per request: :meth:`Ctx.now`), so two episodes that do the same things
+    see the same pages, and a demonstration collected twice is the same tokens. The step is
+    taken in the caller's transaction: concurrent writes get distinct times, and a write rolled
+    back takes its step back with it.
     """
-    (ticks,) = conn.execute("UPDATE site_clock SET ticks = ticks + 1 RETURNING ticks").fetchall()[0]
+    # The UPDATE opens the caller's write transaction (other connections wait for its commit),
+    # so the SELECT reads this write's own step. (Not RETURNING: that needs SQLite 3.35.)
+    conn.execute("UPDATE site_clock SET ticks = ticks + 1")
+    (ticks,) = conn.execute("SELECT ticks FROM site_clock").fetchone()
     return _clock_str(ticks)
 
 

@@ -31,7 +31,6 @@ from starlette.routing import BaseRoute
 from webagent_r1.sites.base import (
     Ctx,
     is_email,
-    now_str,
     page,
     parse_int,
     query_string,
@@ -637,7 +636,9 @@ async def checkout(ctx: Ctx) -> Response:
         elif problems:
             error = "Some items are not available in the requested quantity: " + ", ".join(problems)
         else:
-            order_id = place_order(ctx.db, cust["id"], rows, values, subtotal, qty, shipping)
+            order_id = place_order(
+                ctx.db, cust["id"], rows, values, subtotal, qty, shipping, ctx.now()
+            )
             return ctx.redirect(f"/checkout/success/{order_id}")
     return ctx.render(
         "checkout.html",
@@ -659,10 +660,11 @@ def place_order(
     subtotal: float,
     qty: int,
     shipping: float,
+    now: str,
 ) -> int:
-    """Write an order (status pending) for the cart ``rows``, take stock, empty the cart."""
+    """Write an order (status pending, stamped ``now``) for the cart ``rows``, take stock, empty
+    the cart."""
     order_id = db.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM orders").fetchone()[0]
-    now = now_str(db)
     db.execute(
         "INSERT INTO orders VALUES (?,?,?,'pending',?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         (
