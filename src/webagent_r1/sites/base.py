@@ -14,8 +14,8 @@ unknown (e.g. deleted) instance gets an error page, so a stale episode never wri
 
 The sites never read the wall clock. Each instance has its own clock (:func:`now_str`): the
 first request that writes is stamped a minute after :data:`SITE_CLOCK_START`, every later one
-a minute after the last,
-so what an episode sees depends only on what it did, never on when it ran.
+a minute after the last, so what an episode sees depends only on what it did, never on when
+it ran.
 
 Page handlers run in worker threads (the request body is read on the event loop first), so a
 slow page keeps only itself waiting, not the pages of every site served on that loop.
@@ -60,7 +60,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import BaseRoute, Route
 
 from webagent_r1.config import home_dir
-from webagent_r1.sites.seed_utils import check_password
+from webagent_r1.sites.seed_utils import check_password, fmt_dt
 
 INSTANCE_COOKIE = "wa_instance"
 """Cookie that selects the instance (shared by all sites on one host)."""
@@ -106,8 +106,8 @@ SITE_CLOCK_START = datetime(2024, 2, 1, 9, 0)
 """An instance's time before its first stamped write: after every seeded date (the latest is a
 forum comment of 2024-01-05), so a new post, comment or order is the newest on its page."""
 SITE_CLOCK_STEP = timedelta(minutes=1)
-"""How far an instance's clock moves per request that writes (a minute: the pages show times to the
-minute, so successive writes read in order)."""
+"""How far an instance's clock moves per request that writes (a minute: the pages show times
+to the minute, so successive writes read in order)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -493,7 +493,7 @@ def now_str(conn: sqlite3.Connection) -> str:
 
 
 def _clock_str(ticks: int) -> str:
-    return (SITE_CLOCK_START + ticks * SITE_CLOCK_STEP).strftime("%Y-%m-%d %H:%M:%S")
+    return fmt_dt(SITE_CLOCK_START + ticks * SITE_CLOCK_STEP)
 
 
 def create_session(conn: sqlite3.Connection, site: str, user_id: int | None) -> str:
