@@ -162,3 +162,29 @@ async def test_expert_succeeds_and_a_wrong_exit_fails(
     assert len(scores) == len(tasks)
     wrong_scored = {k: v for k, v in scores.items() if v[0] != 0.0}
     assert not wrong_scored, wrong_scored
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(300)
+async def test_reply_expert_scrolls_to_its_comment_on_a_long_thread(
+    embedded_sites: EmbeddedSites,
+) -> None:
+    """After posting, the browser opens at the new comment's anchor, a screen above the end of
+    a long thread. With pages cut at 400 tokens the confirmation (at the top) and the comment
+    (below the cut) are both out of view, so the expert scrolls down to its comment."""
+    from webagent_r1.config import ObservationConfig
+    from webagent_r1.tasks.check import check_tasks
+
+    tasks = [t for t in build_suite(sites=["reddit"]) if t.task_id == "reddit.reply_post/043"]
+    assert len(tasks) == 1
+    (run,) = await check_tasks(
+        tasks, concurrency=1, obs_cfg=ObservationConfig(max_tokens=400), sites=embedded_sites
+    )
+    assert run.reward == 1.0, run.error
+    why = [s.rationale for s in run.steps]
+    after_post = run.steps[why.index("I post the comment.") + 1 :]
+    assert [s.action for s in after_post[:-1]] == ['do(action="Scroll Down")'] * (
+        len(after_post) - 1
+    )
+    assert len(after_post) >= 2
+    assert after_post[-1].rationale == "My comment is shown in the thread."

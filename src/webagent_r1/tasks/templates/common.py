@@ -108,6 +108,31 @@ def seek(
     return find(obs, role, name, exact), obs
 
 
+def posted(obs: Observation, text: str, confirmation: str, what: str) -> Sub:
+    """After posting ``text``: the site's confirmation or the posted text in view.
+
+    The site sends the browser to the new comment's anchor. On a long thread that anchor is
+    near the end, the page opens a screen above it, and the observation's budget can cut the
+    page before the new comment (the confirmation is at the top, above the text). Then this
+    scrolls down until the text shows.
+
+    Returns:
+        The observation and a sentence saying what showed the post landed.
+
+    Raises:
+        ExpertError: neither shows, on any page down to the end.
+    """
+    for _ in range(6):
+        if confirmation in obs.text:
+            return obs, f"The site confirms that my {what} was posted."
+        if any(line.strip() == text for line in obs.text.splitlines()):
+            return obs, f"My {what} is shown in the thread."
+        if not more_below(obs):
+            break
+        obs = yield scroll_down(f"I scroll down to check that my {what} is in the thread.")
+    raise ExpertError(f"expert: the {what} was not posted ({obs.url})")
+
+
 def grab(obs: Observation, pattern: str, what: str) -> str:
     """The first group of the first match of ``pattern`` (multi-line) in the observation.
 

@@ -54,6 +54,7 @@ from webagent_r1.tasks.templates.common import (
     db_memo,
     grab,
     line_after,
+    posted,
     seek,
     state_check,
     state_eval,
@@ -361,8 +362,7 @@ def _forum_reply(obs: Observation, title: str, text: str) -> Sub:
     box = find(obs, "textbox", "Comment", exact=True)
     obs = yield type_text(box, text, "I write my reply.")
     obs = yield click(find(obs, "button", "Post comment", exact=True), "I post the comment.")
-    if "comment was posted" not in obs.text:
-        raise ExpertError(f"expert: the comment was not posted ({obs.url})")
+    obs, _ = yield from posted(obs, text, "comment was posted", "comment")
     return obs
 
 

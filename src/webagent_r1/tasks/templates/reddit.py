@@ -52,6 +52,7 @@ from webagent_r1.tasks.templates.common import (
     grab,
     more_below,
     page_check,
+    posted,
     seek,
     state_check,
     state_eval,
@@ -643,9 +644,8 @@ def expert_reply_post(p: Params) -> Expert:
     obs = yield type_text(box, p["text"], "I write my reply in the comment box.")
     button = find(obs, "button", "Post comment", exact=True)
     obs = yield click(button, "I post the comment.")
-    if "comment was posted" not in obs.text:
-        raise ExpertError(f"expert: the comment was not posted ({obs.url})")
-    yield answer("done", "The site confirms that my comment was posted.")
+    obs, why = yield from posted(obs, p["text"], "comment was posted", "comment")
+    yield answer("done", why)
 
 
 TEMPLATES.add(
@@ -892,9 +892,8 @@ def expert_reply_comment(p: Params) -> Expert:
     box = find(obs, "textbox", "Reply", exact=True)
     obs = yield type_text(box, p["text"], "I write my reply.")
     obs = yield click(find(obs, "button", "Post reply", exact=True), "I post the reply.")
-    if "comment was posted" not in obs.text:
-        raise ExpertError(f"expert: the reply was not posted ({obs.url})")
-    yield answer("done", "The site confirms that my reply was posted.")
+    obs, why = yield from posted(obs, p["text"], "comment was posted", "reply")
+    yield answer("done", why)
 
 
 TEMPLATES.add(
