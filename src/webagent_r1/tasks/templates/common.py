@@ -108,8 +108,8 @@ def seek(
     return find(obs, role, name, exact), obs
 
 
-def posted(obs: Observation, text: str, confirmation: str, what: str) -> Sub:
-    """After posting ``text``: the site's confirmation or the posted text in view.
+def posted(obs: Observation, text: str, what: str) -> Sub:
+    """After posting ``text`` (a comment or reply): the site's confirmation or the text in view.
 
     The site sends the browser to the new comment's anchor. On a long thread that anchor is
     near the end, the page opens a screen above it, and the observation's budget can cut the
@@ -123,7 +123,7 @@ def posted(obs: Observation, text: str, confirmation: str, what: str) -> Sub:
         ExpertError: neither shows, on any page down to the end.
     """
     for _ in range(6):
-        if confirmation in obs.text:
+        if "comment was posted" in obs.text:
             return obs, f"The site confirms that my {what} was posted."
         if any(line.strip() == text for line in obs.text.splitlines()):
             return obs, f"My {what} is shown in the thread."

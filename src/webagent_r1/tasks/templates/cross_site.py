@@ -362,7 +362,7 @@ def _forum_reply(obs: Observation, title: str, text: str) -> Sub:
     box = find(obs, "textbox", "Comment", exact=True)
     obs = yield type_text(box, text, "I write my reply.")
     obs = yield click(find(obs, "button", "Post comment", exact=True), "I post the comment.")
-    obs, _ = yield from posted(obs, text, "comment was posted", "comment")
+    obs, _ = yield from posted(obs, text, "comment")
     return obs
 
 

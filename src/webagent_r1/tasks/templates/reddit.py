@@ -644,7 +644,7 @@ def expert_reply_post(p: Params) -> Expert:
     obs = yield type_text(box, p["text"], "I write my reply in the comment box.")
     button = find(obs, "button", "Post comment", exact=True)
     obs = yield click(button, "I post the comment.")
-    obs, why = yield from posted(obs, p["text"], "comment was posted", "comment")
+    obs, why = yield from posted(obs, p["text"], "comment")
     yield answer("done", why)
 
 
@@ -892,7 +892,7 @@ def expert_reply_comment(p: Params) -> Expert:
     box = find(obs, "textbox", "Reply", exact=True)
     obs = yield type_text(box, p["text"], "I write my reply.")
     obs = yield click(find(obs, "button", "Post reply", exact=True), "I post the reply.")
-    obs, why = yield from posted(obs, p["text"], "comment was posted", "reply")
+    obs, why = yield from posted(obs, p["text"], "reply")
     yield answer("done", why)
 
 
