@@ -14,7 +14,7 @@ from typing import Any
 
 from webagent_r1.tasks.suite import all_templates, build_suite, spec_for
 
-SUITE_SHA256 = "dbb44b1d1b577fc60ad789a4ec120ebdd408593c939154a1885b6f5e05c75f06"
+SUITE_SHA256 = "c639db97105685cf88aec006fc40574cf18327723d468e848519a9aa05b49f38"
 """sha256 of ``exported_suite()`` as canonical JSON."""
 
 

@@ -552,7 +552,7 @@ TEMPLATES.add(
     sites=SHOP_MAP,
     kind="info",
     intent="What is the price of the {product} in the shop, and how long does the map say "
-    "it takes to walk from {a} to {b}? Answer with both, like: $12.34, 25 min",
+    "it takes to walk from {a} to {b}? Answer with both, like: $12.34, 59 min",
     start_url="__SHOPPING__/",
     sample=sample_price_and_walk,
     evaluation=lambda p: string_eval([p["_price"], p["_walk"]], "must_include"),
@@ -598,7 +598,7 @@ TEMPLATES.add(
     sites=["map", "gitlab"],
     kind="change",
     intent='Open an issue titled "{title}" in the GitLab project {project}, with the '
-    "cycling distance from {a} to {b} as the map shows it (like 2.3 km) in its description.",
+    "cycling distance from {a} to {b} as the map shows it (like 12.3 km) in its description.",
     start_url="__MAP__/",
     sample=sample_route_issue,
     evaluation=lambda p: state_eval(*_new_issue_check(p, p["_distance"])),
@@ -653,7 +653,7 @@ TEMPLATES.add(
     sites=["map", "reddit"],
     kind="change",
     intent='Post in the f/{forum} forum a new post titled "{title}" whose text says what '
-    "time {place} opens on {day}s according to the map (like 08:00).",
+    "time {place} opens on {day}s according to the map (like 06:45).",
     start_url="__MAP__/",
     sample=sample_hours_post,
     evaluation=lambda p: state_eval(*_new_post_check(p, p["_opens"])),

@@ -322,7 +322,7 @@ TEMPLATES.add(
     id=501,
     name="map.opening_time",
     kind="info",
-    intent="What time does {place} open on {day}s? Answer with the time like 08:00, or "
+    intent="What time does {place} open on {day}s? Answer with the time like 06:45, or "
     "closed if it does not open that day.",
     sample=sample_opening_time,
     evaluation=answer_eval,
@@ -387,7 +387,7 @@ TEMPLATES.add(
     name="map.walking_time",
     kind="info",
     intent="How long does it take to walk from {a} to {b}? Answer with the time as the map "
-    "shows it, like 25 min.",
+    "shows it, like 59 min.",
     sample=sample_walk_time,
     evaluation=answer_eval,
     expert=expert_walk_time,
@@ -418,7 +418,7 @@ TEMPLATES.add(
     name="map.driving_distance",
     kind="info",
     intent="What is the driving distance from {a} to {b}? Answer with the distance as the "
-    "map shows it, like 2.3 km or 850 m.",
+    "map shows it, like 12.3 km or 850 m.",
     sample=sample_drive_distance,
     evaluation=answer_eval,
     expert=expert_drive_distance,

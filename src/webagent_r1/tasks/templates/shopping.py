@@ -317,7 +317,7 @@ TEMPLATES.add(
     name="shopping.product_rating",
     kind="info",
     intent="What is the average customer rating of the {product}? Answer with the number "
-    "of stars out of 5 as the site shows it, like 4.3.",
+    "of stars out of 5 as the site shows it, like 3.9.",
     sample=sample_rating,
     evaluation=answer_eval,
     expert=expert_rating,
@@ -449,7 +449,7 @@ TEMPLATES.add(
 
 ORDER_FIELDS = {
     # field -> (answer format sentence, where it is shown: column of the orders table or None)
-    "status": ("Answer with the status only, e.g. Complete.", "Status"),
+    "status": ("Answer with the status only, e.g. On Hold.", "Status"),
     "grand total": ("Answer with the amount, like $12.34.", "Order Total"),
     "order date": ("Answer with the date as the site shows it, like Jan 5, 2023.", "Date"),
     "subtotal": ("Answer with the amount, like $12.34.", None),
