@@ -183,10 +183,12 @@ async def test_a_slow_episode_keeps_its_instance_and_a_lost_one_is_an_env_error(
     task.sites = ["shopping"]
     stores = [embedded_sites.running.store(s) for s in embedded_sites.urls]
     for store in stores:
-        monkeypatch.setattr(store, "idle_timeout_s", 0.5)
+        # Long enough that the step below (marked in use as it starts) finishes well within
+        # it on a loaded machine: the reap right after it must see the mark, not the sleep.
+        monkeypatch.setattr(store, "idle_timeout_s", 3.0)
     await env.reset(task)
     iid = env.instance_id
-    await asyncio.sleep(0.8)  # idle past the timeout, in the middle of the episode
+    await asyncio.sleep(3.3)  # idle past the timeout, in the middle of the episode
     r = await env.step('<answer>do(action="Scroll Down")</answer>')  # no request to the site
     assert not r.done
     assert iid not in embedded_sites.running.reap_idle()
