@@ -17,8 +17,8 @@ NAMED_IN_THE_QUESTION: dict[str, set[str] | None] = {
     "shopping.compare_ratings": None,
     "map.shortest_walk_of_three": None,
     "map.open_at_time": None,
-    "map.count_nearby": None,
-    "gitlab.file_value": None,
+    "map.count_nearby": {"1"},
+    "gitlab.file_value": {"mkdocs"},
     "map.opening_time": {"closed"},
 }
 

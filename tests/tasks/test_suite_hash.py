@@ -14,7 +14,7 @@ from typing import Any
 
 from webagent_r1.tasks.suite import all_templates, build_suite, spec_for
 
-SUITE_SHA256 = "c639db97105685cf88aec006fc40574cf18327723d468e848519a9aa05b49f38"
+SUITE_SHA256 = "3ef1f769869242a6f0c28e9a37b2bd9706218520b542c71f202e8f537b7730da"
 """sha256 of ``exported_suite()`` as canonical JSON."""
 
 

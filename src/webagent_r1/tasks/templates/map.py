@@ -285,7 +285,7 @@ TEMPLATES.add(
     name="map.place_coordinates",
     kind="info",
     intent="What are the coordinates of {place}? Answer with latitude and longitude as the "
-    "map shows them, like 40.43012, -80.00512.",
+    "map shows them, like 40.50012, -80.10512.",
     sample=sample_coordinates,
     evaluation=lambda p: string_eval([p["_lat"], p["_lon"]], "must_include"),
     expert=expert_coordinates,
@@ -418,7 +418,7 @@ TEMPLATES.add(
     name="map.driving_distance",
     kind="info",
     intent="What is the driving distance from {a} to {b}? Answer with the distance as the "
-    "map shows it, like 12.3 km or 850 m.",
+    "map shows it, like 12.3 km or 450 m.",
     sample=sample_drive_distance,
     evaluation=answer_eval,
     expert=expert_drive_distance,

@@ -317,7 +317,7 @@ TEMPLATES.add(
     name="shopping.product_rating",
     kind="info",
     intent="What is the average customer rating of the {product}? Answer with the number "
-    "of stars out of 5 as the site shows it, like 3.9.",
+    "of stars out of 5 as the site shows it, like 4.1.",
     sample=sample_rating,
     evaluation=answer_eval,
     expert=expert_rating,
