@@ -51,6 +51,31 @@ def test_no_intent_shows_its_own_answer_as_a_format_example() -> None:
     assert not leaks, f"intents that show their answer: {leaks[:10]}"
 
 
+# State-changing tasks whose graded text is given in the intent by design: the text to enter
+# (a product's description), or a choice between the products the intent names.
+GIVEN_IN_THE_QUESTION = {"shopping_admin.create_product", "cross.cheaper_product_post"}
+
+
+def test_no_intent_shows_the_fact_its_state_check_looks_for() -> None:
+    # A change task that posts a looked-up fact (a distance, a price, an opening time) is
+    # graded on that fact's text in the site's database: its example must not be that text.
+    tasks = [t.to_dict() for t in build_suite(spec_for("wide"))]
+    checked = 0
+    leaks = []
+    for t in tasks:
+        if t["template"] in GIVEN_IN_THE_QUESTION:
+            continue
+        for check in (t.get("eval") or {}).get("state_checks") or []:
+            phrases = check.get("must_include") or []
+            phrases = [phrases] if isinstance(phrases, str) else phrases
+            for phrase in phrases:
+                checked += 1
+                if isinstance(phrase, str) and answer_shown(phrase, [t["intent"]]):
+                    leaks.append((t["task_id"], phrase))
+    assert checked > 300
+    assert not leaks, f"intents that show their graded text: {leaks[:10]}"
+
+
 def test_the_check_finds_an_example_that_is_the_answer() -> None:
     # The old driving-distance wording on a task whose distance is that example.
     intent = "What is the driving distance from A to B? Answer like 2.3 km or 850 m."
