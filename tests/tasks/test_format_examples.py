@@ -6,6 +6,8 @@ task of the wide suite (the default train and test splits plus the extra instanc
 
 from __future__ import annotations
 
+import pytest
+
 from webagent_r1.tasks.evaluators import answer_shown
 from webagent_r1.tasks.suite import build_suite, spec_for
 
@@ -23,6 +25,12 @@ NAMED_IN_THE_QUESTION: dict[str, set[str] | None] = {
 }
 
 
+@pytest.fixture(scope="module")
+def wide_tasks() -> list[dict]:
+    """The wide suite's tasks as dicts, generated once for the module's tests."""
+    return [t.to_dict() for t in build_suite(spec_for("wide"))]
+
+
 def _named(template: str, ref: str) -> bool:
     if template not in NAMED_IN_THE_QUESTION:
         return False
@@ -38,9 +46,8 @@ def _references(task: dict) -> list[str]:
     return out
 
 
-def test_no_intent_shows_its_own_answer_as_a_format_example() -> None:
-    tasks = [t.to_dict() for t in build_suite(spec_for("wide"))]
-    graded = [t for t in tasks if _references(t)]
+def test_no_intent_shows_its_own_answer_as_a_format_example(wide_tasks: list[dict]) -> None:
+    graded = [t for t in wide_tasks if _references(t)]
     assert len(graded) > 500  # the check runs over the suite's answer-graded tasks
     leaks = [
         (t["task_id"], ref)
@@ -56,13 +63,12 @@ def test_no_intent_shows_its_own_answer_as_a_format_example() -> None:
 GIVEN_IN_THE_QUESTION = {"shopping_admin.create_product", "cross.cheaper_product_post"}
 
 
-def test_no_intent_shows_the_fact_its_state_check_looks_for() -> None:
+def test_no_intent_shows_the_fact_its_state_check_looks_for(wide_tasks: list[dict]) -> None:
     # A change task that posts a looked-up fact (a distance, a price, an opening time) is
     # graded on that fact's text in the site's database: its example must not be that text.
-    tasks = [t.to_dict() for t in build_suite(spec_for("wide"))]
     checked = 0
     leaks = []
-    for t in tasks:
+    for t in wide_tasks:
         if t["template"] in GIVEN_IN_THE_QUESTION:
             continue
         for check in (t.get("eval") or {}).get("state_checks") or []:
