@@ -40,6 +40,7 @@ from webagent_r1.report.load import (
 )
 from webagent_r1.report.markdown import MISSING, ci_str, duration, md_table, pct
 from webagent_r1.report.paired import compare_paired, load_outcomes
+from webagent_r1.report.steps import step_rows, steps_markdown
 
 __all__ = [
     "PLOT_NAMES",
@@ -582,6 +583,7 @@ def build_report_files(run_dir: str | Path) -> ReportFiles:
     else:
         md += ["No evaluation results found (no summary.json stages, no eval.json).", ""]
     md += _paired_section(data)
+    md += steps_markdown(step_rows(data))
     for ef in data.eval_files:
         md += _eval_section(data, ef)
     md += _failures_section(data)

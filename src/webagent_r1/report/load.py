@@ -130,6 +130,9 @@ class EpisodeStats:
     path: Path
     turns: list[int] = field(default_factory=list)
     success: list[bool] = field(default_factory=list)
+    ended: list[bool] = field(default_factory=list)
+    """Whether each episode ended before the turn limit (status ``done``: the agent's exit,
+    or the page ending the episode)."""
     bad_lines: int = 0
     """Lines that were not a trajectory (e.g. a half-written last line)."""
 
@@ -228,6 +231,7 @@ def read_episode_stats(path: Path, label: str) -> EpisodeStats:
                 continue
             st.turns.append(turns)
             st.success.append(reward == 1.0)
+            st.ended.append(d.get("status") != "max_turns")
     return st
 
 
