@@ -27,7 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from webagent_r1.report import plots
-from webagent_r1.report.load import ReportError, eval_rows, load_run, metric_series, num
+from webagent_r1.report.load import (
+    GROUP_KEYS,
+    ReportError,
+    eval_rows,
+    load_run,
+    metric_series,
+    num,
+)
 from webagent_r1.report.markdown import MISSING, duration, md_table, pct
 
 __all__ = [
@@ -42,7 +49,6 @@ __all__ = [
 
 COMPARE_PLOTS = ("compare_mixed.png", "compare_success.png")
 """The plots ``save_comparison`` may write; stale ones of an earlier comparison are removed."""
-_GROUP_KEYS = ("train/groups_used", "train/groups_skipped_equal", "train/groups_skipped_small")
 
 
 @dataclass
@@ -149,7 +155,7 @@ def _run_row(label: str, run_dir: str | Path, notes: list[str]) -> RunComparison
         steps=len(train),
         step_wall_s=sum(float(r["train/step_s"]) for r in train),
         rl_wall_s=num(rl.get("wall_s")) if isinstance(rl, dict) else None,
-        groups=int(sum(num(r.get(k)) or 0 for r in train for k in _GROUP_KEYS)),
+        groups=int(sum(num(r.get(k)) or 0 for r in train for k in GROUP_KEYS)),
         mixed_groups=int(sum(num(r.get("train/groups_used")) or 0 for r in train)),
         rollout_success=sum(rollout) / len(rollout) if rollout else None,
         eval_start=float(first["eval/success"]) if evals else None,

@@ -36,6 +36,7 @@ from webagent_r1.report.failures import (
 from webagent_r1.types import Trajectory
 
 __all__ = [
+    "GROUP_KEYS",
     "TrajectorySource",
     "collect_failures",
     "failure_tables",
@@ -77,6 +78,10 @@ SITE_LABELS: dict[str, str] = {
 
 _EVAL_FILE = re.compile(r"^step-(\d+)\.jsonl$")
 _ROLLOUT_FILE = re.compile(r"^step-(\d+)-rank(\d+)\.jsonl$")
+
+
+GROUP_KEYS = ("train/groups_used", "train/groups_skipped_equal", "train/groups_skipped_small")
+"""M-GRPO metrics whose sum is the groups a step rolled out; the first, those trained on."""
 
 
 class ReportError(ValueError):

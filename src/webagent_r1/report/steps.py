@@ -1,30 +1,34 @@
 """The M-GRPO steps of a run, one row each: what was rolled out and what was trained on.
 
-A row joins the step's lines of ``rl/metrics.jsonl`` (key by key the last one logged wins, as
-after ``--resume``) with its rollout files. The rollouts of the update logged at step S are
+A row joins the step's line of ``rl/metrics.jsonl`` (the last one logged for the step wins,
+as after ``--resume``) with its rollout files. The rollouts of the update logged at step S are
 in ``rl/rollouts/step-(S-1)-rank*.jsonl`` (every rank). From the rollouts: successes of the
 scored episodes (environment errors left out), the mean turns of successes and of failures,
-how many episodes ended before the turn limit (the agent's exit, or the page ending the
-episode), and how many successes ran on to the limit (the task done, but the agent never said
-so). From the metrics: the groups trained on (``train/groups_used``, the groups whose rewards
-differ) out of the groups rolled out, the RMS of the update, the turns in GiGPO's step groups
-of more than one turn (``rl.advantage: gigpo``) and the wall times.
+how many episodes ended by themselves (the agent's ``exit`` or the page ending the episode,
+on any turn, the last one included) rather than being cut off at the turn limit, and how many
+successes were cut off there (the task's end state reached, but the agent never said it was
+done). From the metrics: the groups trained on (``train/groups_used``: those whose rewards
+differ, and under ``rl.drop_equal_groups: false`` the others too) out of the groups rolled
+out, the RMS of the update, the trained turns in GiGPO's step groups of more than one turn
+(``rl.advantage: gigpo``) and the wall times.
 
-A step without rollout files (deleted, or a run from before they were kept) takes its
-success and turns from the metrics (``rollout/success``, ``rollout/turns_success``,
-``rollout/turns_failure``); what neither has is shown as ``–``.
+A step without scored rollouts (files deleted, a run from before they were kept, or only
+environment errors) takes its success and turns from the metrics (``rollout/success``,
+``rollout/turns_success``, ``rollout/turns_failure``); what neither has is shown as ``–``.
+Every rollout file is parsed (they hold every turn's token ids): on a long run this is most
+of the report's time.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-from webagent_r1.report.load import RunData, num, read_episode_stats
+from webagent_r1.report.load import GROUP_KEYS, RunData, num, read_episode_stats
 from webagent_r1.report.markdown import MISSING, duration, md_table
 
 __all__ = ["StepRow", "step_rows", "steps_markdown"]
-
-_GROUP_KEYS = ("train/groups_used", "train/groups_skipped_equal", "train/groups_skipped_small")
 
 
 @dataclass
@@ -40,9 +44,9 @@ class StepRow:
     turns_success: float | None = None
     turns_failure: float | None = None
     ended: int | None = None
-    """Episodes that ended before the turn limit."""
+    """Episodes that ended by themselves, not cut off at the turn limit."""
     successes_at_limit: int | None = None
-    """Successes that ran on to the turn limit."""
+    """Successes cut off at the turn limit (never exited)."""
     groups_used: int | None = None
     groups: int | None = None
     step_group_turns: int | None = None
@@ -58,31 +62,43 @@ def _mean(xs: list[int]) -> float | None:
 
 
 def step_rows(data: RunData) -> list[StepRow]:
-    """One row per M-GRPO step found in the metrics or the rollout files, by step."""
-    metrics: dict[int, dict] = {}
+    """One row per M-GRPO step found in the metrics or the rollout files, by step.
+
+    A rollout file that cannot be read, or lines of it that are not trajectories, are named
+    in ``data.problems``.
+    """
+    metrics: dict[int, dict[str, Any]] = {}
     for r in data.rl_metrics:
         step = int(r["step"])
         if step >= 1 and any(k.startswith(("train/", "rollout/")) for k in r):
-            metrics[step] = {**metrics.get(step, {}), **r}
-    files: dict[int, list] = {}
+            metrics[step] = r  # the last logged wins (a resumed step replaces the dead run's)
+    files: dict[int, list[Path]] = {}
     for s, _rank, path in data.rollout_files:
         files.setdefault(s + 1, []).append(path)
     rows = []
     for step in sorted(set(metrics) | set(files)):
         m = metrics.get(step, {})
         row = StepRow(step=step)
-        if step in files:
-            turns: list[int] = []
-            success: list[bool] = []
-            ended: list[bool] = []
-            for path in files[step]:
+        turns: list[int] = []
+        success: list[bool] = []
+        ended: list[bool] = []
+        for path in files.get(step, []):
+            try:
                 st = read_episode_stats(path, "")
-                turns += st.turns
-                success += st.success
-                ended += st.ended
+            except OSError as e:
+                data.problems.append(f"{data.rel(path)}: unreadable ({e}); skipped")
+                continue
+            if st.bad_lines:
+                data.problems.append(
+                    f"{data.rel(path)}: skipped {st.bad_lines} line(s) that were not trajectories"
+                )
+            turns += st.turns
+            success += st.success
+            ended += st.ended
+        if success:
             row.episodes = len(success)
             row.successes = sum(success)
-            row.success_rate = row.successes / row.episodes if row.episodes else None
+            row.success_rate = row.successes / row.episodes
             row.turns_success = _mean([t for t, ok in zip(turns, success, strict=True) if ok])
             row.turns_failure = _mean([t for t, ok in zip(turns, success, strict=True) if not ok])
             row.ended = sum(ended)
@@ -91,7 +107,7 @@ def step_rows(data: RunData) -> list[StepRow]:
             row.success_rate = num(m.get("rollout/success"))
             row.turns_success = num(m.get("rollout/turns_success"))
             row.turns_failure = num(m.get("rollout/turns_failure"))
-        counts = [num(m.get(k)) for k in _GROUP_KEYS]
+        counts = [num(m.get(k)) for k in GROUP_KEYS]
         if counts[0] is not None:
             row.groups_used = int(counts[0])
             row.groups = int(sum(c or 0 for c in counts))
@@ -124,10 +140,10 @@ def steps_markdown(rows: list[StepRow]) -> list[str]:
     header = [
         "Step",
         "Rollout success",
-        "Groups with mixed rewards",
+        "Groups trained on",
         "Mean turns, successes / failures",
-        "Ended before the limit",
-        "Successes at the limit",
+        "Ended by itself",
+        "Successes cut off at the limit",
         *(["Turns in step groups > 1"] if gigpo else []),
         "Update RMS",
         "Rollout",
@@ -169,12 +185,13 @@ def steps_markdown(rows: list[StepRow]) -> list[str]:
         n = sum(r.episodes or 0 for r in counted)
         rate = f" ({100 * ok / n:.1f}%)" if n else ""
         totals.append(f"rollout success {ok}/{n}{rate} over {len(counted)} step(s) with rollouts")
-        totals.append(f"{sum(r.successes_at_limit or 0 for r in counted)} at the turn limit")
+        at_limit = sum(r.successes_at_limit or 0 for r in counted)
+        totals.append(f"{at_limit} success(es) cut off at the turn limit")
     used = [r for r in rows if r.groups_used is not None]
     if used:
         totals.append(
             f"{sum(r.groups_used or 0 for r in used)} of {sum(r.groups or 0 for r in used)} "
-            "groups with mixed rewards (trained on)"
+            "groups trained on"
         )
     timed = [r.step_s for r in rows if r.step_s is not None]
     if timed:
@@ -183,9 +200,10 @@ def steps_markdown(rows: list[StepRow]) -> list[str]:
         lines += ["Totals: " + "; ".join(totals) + ".", ""]
     lines += [
         "Rollout columns from `rl/rollouts/` (a step's episodes, environment errors left out; "
-        "a success at the limit reached the task's end state and never exited); groups, update "
-        "and times from `rl/metrics.jsonl`. A group whose rewards are all equal carries no "
-        "advantage and is skipped.",
+        "an episode ends by itself with the agent's `exit` or the page ending it; a success cut "
+        "off at the limit reached the task's end state and never exited); groups, update and "
+        "times from `rl/metrics.jsonl`. The groups trained on are those whose rewards differ "
+        "(with `rl.drop_equal_groups: false`, all of them).",
         "",
     ]
     return lines
