@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from tests.report.conftest import BASE, FINAL, START, traj, write_eval_folder
 from webagent_r1.cli import app
-from webagent_r1.report import ReportError, build_report, build_report_files, load_run
+from webagent_r1.report import ReportError, build_report, build_report_files, load_run, plots
 from webagent_r1.report.build import success_rows
 from webagent_r1.report.load import read_episode_stats
 from webagent_r1.rollout.trajectories import write_trajectories
@@ -173,6 +173,37 @@ def test_run_in_progress_uses_metrics_and_rollouts(run_dir: Path) -> None:
     assert "| + BC | 75.0 | 12.5 | 25.0 | – | – | – | 37.5 |" in md
     assert "| + M-GRPO (step 4) | 100.0 | 50.0 | 37.5 | – | – | – | 62.5 |" in md
     assert "learning_curve.png" in [p.name for p in res.plots]
+
+
+def test_curve_from_rollouts_when_metrics_lack_success(
+    run_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without ``rollout/success`` in the metrics, the curve's training points are the
+    rollout files' success, a file named step S at step S + 1, an environment error left out."""
+    rows = [json.loads(x) for x in (run_dir / "rl" / "metrics.jsonl").read_text().splitlines()[:-1]]
+    for r in rows:
+        r.pop("rollout/success", None)
+    (run_dir / "rl" / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    write_trajectories(
+        [
+            traj("r1", 2, 1.0),
+            traj("r1", 3, 1.0),
+            traj("r2", 1, 0.0),
+            traj("r2", 4, 0.0, "env_error"),
+        ],
+        run_dir / "rl" / "rollouts" / "step-000001-rank1.jsonl",
+    )
+    seen: dict[str, object] = {}
+    real = plots.plot_learning_curve
+
+    def spy(path: Path, train=(), *args, **kwargs):  # type: ignore[no-untyped-def]
+        seen["train"] = list(train)
+        return real(path, train, *args, **kwargs)
+
+    monkeypatch.setattr(plots, "plot_learning_curve", spy)
+    build_report_files(run_dir)
+    # step 1: 1 of 2 (rank 0); step 2: rank 0's 1 of 2 and rank 1's 2 of 3 scored
+    assert seen["train"] == [(1.0, 0.5), (2.0, 0.6)]
 
 
 def test_stale_plots_are_removed(run_dir: Path) -> None:

@@ -40,7 +40,7 @@ from webagent_r1.report.load import (
 )
 from webagent_r1.report.markdown import MISSING, ci_str, duration, md_table, pct
 from webagent_r1.report.paired import compare_paired, load_outcomes
-from webagent_r1.report.steps import step_rows, steps_markdown
+from webagent_r1.report.steps import StepRow, step_rows, steps_markdown
 
 __all__ = [
     "PLOT_NAMES",
@@ -157,20 +157,6 @@ def _site_columns(rows: list[SuccessRow]) -> list[str]:
     """The paper's six sites, then any other site the rows have, by name."""
     extra = sorted({s for r in rows for s in r.by_site} - set(SITE_ORDER))
     return [*SITE_ORDER, *extra]
-
-
-def _rollout_success_from_files(data: RunData) -> list[tuple[float, float]]:
-    """Training success per RL step from the rollout files (when metrics.jsonl lacks it).
-
-    A file named ``step-S`` holds the rollouts of the update logged at step ``S + 1``.
-    """
-    per_step: dict[int, list[int]] = {}
-    for step, _rank, path in data.rollout_files:
-        st = read_episode_stats(path, "")
-        acc = per_step.setdefault(step, [0, 0])
-        acc[0] += sum(st.success)
-        acc[1] += len(st.success)
-    return [(float(s + 1), ok / n) for s, (ok, n) in sorted(per_step.items()) if n]
 
 
 def _found_lines(data: RunData) -> list[str]:
@@ -389,13 +375,21 @@ def _turn_sources(data: RunData, skipped: list[str]) -> list[EpisodeStats]:
 
 
 def _make_plots(
-    data: RunData, rows: list[SuccessRow], columns: list[str], plot_dir: Path, skipped: list[str]
+    data: RunData,
+    rows: list[SuccessRow],
+    columns: list[str],
+    steps: list[StepRow],
+    plot_dir: Path,
+    skipped: list[str],
 ) -> list[tuple[str, Path]]:
     """Draw every plot the data allow; returns ``(title, path)`` of each written."""
     made: list[tuple[str, Path]] = []
 
-    # 1) learning curve: metrics.jsonl first, then the rollout files / eval history / summary
-    train = metric_series(data.rl_metrics, "rollout/success") or _rollout_success_from_files(data)
+    # 1) learning curve: metrics.jsonl first, then the rollout files (the step table's rows)
+    # / eval history / summary
+    train = metric_series(data.rl_metrics, "rollout/success") or [
+        (float(r.step), r.success_rate) for r in steps if r.success_rate is not None
+    ]
     evals = metric_series(data.rl_metrics, "eval/success") or metric_series(
         data.rl_eval_history, "eval/success"
     )
@@ -545,7 +539,8 @@ def build_report_files(run_dir: str | Path) -> ReportFiles:
     rows = success_rows(data)
     columns = _site_columns(rows)
     skipped: list[str] = []
-    made = _make_plots(data, rows, columns, plot_dir, skipped)
+    steps = step_rows(data)
+    made = _make_plots(data, rows, columns, steps, plot_dir, skipped)
     for name in PLOT_NAMES:  # a plot of an earlier build that this one could not make
         stale = plot_dir / name
         if stale.is_file() and stale not in {p for _, p in made}:
@@ -583,7 +578,7 @@ def build_report_files(run_dir: str | Path) -> ReportFiles:
     else:
         md += ["No evaluation results found (no summary.json stages, no eval.json).", ""]
     md += _paired_section(data)
-    md += steps_markdown(step_rows(data))
+    md += steps_markdown(steps)
     for ef in data.eval_files:
         md += _eval_section(data, ef)
     md += _failures_section(data)
