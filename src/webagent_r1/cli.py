@@ -63,6 +63,7 @@ from webagent_r1.tasks.check import check_tasks
 from webagent_r1.tasks.guess import baseline_line, split_shares
 from webagent_r1.tasks.suite import all_templates, build_suite, select, spec_for
 from webagent_r1.train.memory_plan import format_plan, plan_memory
+from webagent_r1.train.runconfig import CONFIG_FILE, describe, differences, latest_run_config
 
 app = typer.Typer(
     name="webagent-r1",
@@ -1099,21 +1100,43 @@ def credit(
     """Where M-GRPO's credit went: each trained turn's share of the policy gradient (its
     advantage times its normalised weight), summed by action kind.
 
-    Recomputed from the run's saved rollouts with the settings given: pass the recipe and
-    overrides the run trained with, or change rl.advantage / rl.normalization to read the same
-    rollouts under another credit assignment.
+    Recomputed from the run's saved rollouts with the settings it trained with
+    (``<run>/config.yaml``, or its newest ``config.resume-<n>.yaml``) and the overrides
+    given; change rl.advantage / rl.normalization to read the same rollouts under another
+    credit assignment. --config replaces the run's settings (a run from before they were
+    saved needs it); settings that change the credit and differ from the run's are named.
     """
     # heavy: the credit module imports the trainer's functions (torch) when it runs
-    from webagent_r1.report.credit import run_credit
+    from webagent_r1.report.credit import CREDIT_SETTINGS, run_credit
 
     span = _step_span(steps)
-    cfg = load_config(config, overrides or [])
-    if config is None:
+    root = Path(target)
+    if root.name == "rl" and (root / "rollouts").is_dir():
+        root = root.parent
+    ran = latest_run_config(root)
+    cfg = load_config(config if config is not None or ran is None else ran, overrides or [])
+    if config is None and ran is None:
         console.print(
-            "note: no --config: the default settings; pass the recipe the run trained with",
+            f"note: no --config and no {CONFIG_FILE} in {target}: the default settings; "
+            "pass the recipe the run trained with",
             markup=False,
             soft_wrap=True,
         )
+    elif config is None:
+        console.print(f"settings: {ran} (the run's own)", markup=False, soft_wrap=True)
+    if ran is not None:
+        try:
+            diff = differences(load_config(ran, []), cfg, CREDIT_SETTINGS)
+        except ConfigError as e:
+            console.print(f"note: {ran} does not load ({e})", markup=False, soft_wrap=True)
+        else:
+            if diff:
+                console.print(
+                    f"note: credit under settings the run did not train with ({ran.name}): "
+                    + describe(diff),
+                    markup=False,
+                    soft_wrap=True,
+                )
     try:
         table, notes = run_credit(target, cfg, span)
     except (ReportError, OSError) as e:

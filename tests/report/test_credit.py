@@ -13,6 +13,7 @@ from webagent_r1.cli import app
 from webagent_r1.config import load_config
 from webagent_r1.report.credit import INVALID, credit_table
 from webagent_r1.rollout.trajectories import write_trajectories
+from webagent_r1.train.runconfig import save_run_config
 from webagent_r1.types import Action, Trajectory, Turn
 
 # rewards [1, 0]: centred ±0.5, population std 0.5, plus the eps of group_advantages
@@ -208,3 +209,36 @@ def test_steps_picks_the_updates_of_a_span(tmp_path: Path) -> None:
     for bad in ("3-1", "0", "x"):
         res = CliRunner().invoke(app, ["credit", str(run), "--steps", bad])
         assert res.exit_code == 2 and "FIRST-LAST" in res.output, bad
+
+
+def test_cli_takes_the_runs_own_settings_and_names_credit_settings_that_differ(
+    tmp_path: Path,
+) -> None:
+    run = tmp_path / "run"
+    _rollouts(run, 0, 0, _step())
+    save_run_config(
+        load_config(None, [f"run_dir={run}", "rl.reward_requires_exit=true"]), resume=False
+    )
+    res = CliRunner().invoke(app, ["credit", str(run / "rl"), "--json"])
+    assert res.exit_code == 0, res.output
+    assert f"settings: {run / 'config.yaml'} (the run's own)" in res.stderr
+    assert "no --config" not in res.stderr and "did not train with" not in res.stderr
+    assert json.loads(res.stdout)["settings"]["reward_requires_exit"] is True
+
+    # an override of a setting the credit reads is named; one it does not read is not
+    res = CliRunner().invoke(
+        app, ["credit", str(run), "--json", "rl.reward_requires_exit=false", "seed=5"]
+    )
+    assert res.exit_code == 0, res.output
+    assert (
+        "note: credit under settings the run did not train with (config.yaml): "
+        "rl.reward_requires_exit: True → False"
+    ) in res.stderr
+    assert "seed" not in res.stderr
+    assert json.loads(res.stdout)["settings"]["reward_requires_exit"] is False
+
+    # --config replaces the run's settings, and is compared with them
+    res = CliRunner().invoke(app, ["credit", str(run), "--json", "-c", "configs/r1.yaml"])
+    assert res.exit_code == 0, res.output
+    assert "(the run's own)" not in res.stderr
+    assert "rl.reward_requires_exit: True → False" in res.stderr

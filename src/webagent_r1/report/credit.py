@@ -42,6 +42,7 @@ from webagent_r1.rollout.trajectories import TrajectoryFileError, parse_trajecto
 from webagent_r1.types import Trajectory, Turn
 
 __all__ = [
+    "CREDIT_SETTINGS",
     "INVALID",
     "CreditSum",
     "CreditTable",
@@ -53,6 +54,18 @@ __all__ = [
 
 INVALID = "invalid"
 """Kind of a turn whose action the parser refused (``Turn.action`` is None)."""
+
+CREDIT_SETTINGS = (
+    "rl.advantage",
+    "rl.normalization",
+    "rl.advantage_scale",
+    "rl.drop_equal_groups",
+    "rl.reward_requires_exit",
+    "rl.step_weight",
+    "rl.step_gamma",
+    "rollout.max_new_tokens",
+)
+"""The settings ``credit_table`` reads: the credit changes with each of them."""
 
 
 def action_kind(turn: Turn) -> str:

@@ -11,13 +11,15 @@ base model, after BC and after RL on the same fixed test subset, with each stage
 and (embedded suite) ``guess_baseline``: what each template's most common training answer
 would score on that subset (``tasks.guess``).
 ``resume=True`` continues where a killed run stopped: finished stages are skipped, a stage in
-progress continues from its newest checkpoint.
+progress continues from its newest checkpoint. ``config.yaml`` records the run's settings
+(``train/runconfig.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,7 @@ from webagent_r1.tasks.guess import baseline
 from webagent_r1.tasks.suite import tasks_for
 from webagent_r1.train.checkpoint import latest_checkpoint
 from webagent_r1.train.metrics import read_metrics
+from webagent_r1.train.runconfig import save_run_config
 
 __all__ = ["RunExistsError", "run_recipe"]
 
@@ -114,6 +117,9 @@ def run_recipe(cfg: Config, resume: bool = False, progress: bool = True) -> dict
     check_fresh(cfg, resume)
     if cfg.rl.steps > 0:  # refused settings fail now, not after the demonstrations and BC
         resolve_old_logprobs(cfg)
+    if int(os.environ.get("RANK", "0")) == 0:  # one writer under accelerate / torchrun
+        for note in save_run_config(cfg, resume):
+            print(f"note: {note}", flush=True)
     summary = _load_summary(cfg) if resume else {"stages": {}}
     summary["run_dir"] = cfg.run_dir
     if cfg.tasks.source == "embedded":  # the evaluations' fixed subset (see the base stage)
