@@ -63,7 +63,7 @@ from webagent_r1.tasks.check import check_tasks
 from webagent_r1.tasks.guess import baseline_line, split_shares
 from webagent_r1.tasks.suite import all_templates, build_suite, select, spec_for
 from webagent_r1.train.memory_plan import format_plan, plan_memory
-from webagent_r1.train.runconfig import CONFIG_FILE, describe, differences, latest_run_config
+from webagent_r1.train.runconfig import CONFIG_FILE, describe, differences, run_config_files
 
 app = typer.Typer(
     name="webagent-r1",
@@ -1113,8 +1113,20 @@ def credit(
     root = Path(target)
     if root.name == "rl" and (root / "rollouts").is_dir():
         root = root.parent
-    ran = latest_run_config(root)
-    cfg = load_config(config if config is not None or ran is None else ran, overrides or [])
+    saved = run_config_files(root)
+    ran = saved[-1] if saved else None
+    if config is None and ran is not None:
+        try:
+            cfg = load_config(ran, overrides or [])
+        except ConfigError as e:
+            console.print(
+                f"[red]error:[/red] the run's settings do not load ({escape(str(e))}): pass "
+                "-c <the recipe the run trained with> and its overrides",
+                soft_wrap=True,
+            )
+            raise typer.Exit(2) from None
+    else:
+        cfg = load_config(config, overrides or [])
     if config is None and ran is None:
         console.print(
             f"note: no --config and no {CONFIG_FILE} in {target}: the default settings; "
@@ -1137,6 +1149,19 @@ def credit(
                     markup=False,
                     soft_wrap=True,
                 )
+    for older, newer in zip(saved, saved[1:], strict=False):  # a resume changed the credit
+        try:
+            changed = differences(load_config(older, []), load_config(newer, []), CREDIT_SETTINGS)
+        except ConfigError:
+            continue
+        if changed:
+            console.print(
+                f"note: {newer.name} changed settings the credit reads ({describe(changed)}); "
+                "the steps before that resume trained under the earlier ones, and every step "
+                "is read here under one set",
+                markup=False,
+                soft_wrap=True,
+            )
     try:
         table, notes = run_credit(target, cfg, span)
     except (ReportError, OSError) as e:
@@ -1146,10 +1171,10 @@ def credit(
         console.print(f"note: {n}", markup=False, soft_wrap=True)
     rl = cfg.rl
     if as_json:
-        keys = ("advantage", "normalization", "advantage_scale", "drop_equal_groups")
-        keys += ("reward_requires_exit", "step_weight", "step_gamma")
-        settings = {k: getattr(rl, k) for k in keys}
-        settings["max_new_tokens"] = cfg.rollout.max_new_tokens
+        settings = {}
+        for key in CREDIT_SETTINGS:  # "rl.advantage" → "advantage": <value>
+            section, name = key.split(".")
+            settings[name] = getattr(getattr(cfg, section), name)
         print(json.dumps({"settings": settings, **table.to_dict()}, indent=1))
         return
     out = Console()

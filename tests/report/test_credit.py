@@ -234,7 +234,8 @@ def test_cli_takes_the_runs_own_settings_and_names_credit_settings_that_differ(
         "note: credit under settings the run did not train with (config.yaml): "
         "rl.reward_requires_exit: True → False"
     ) in res.stderr
-    assert "seed" not in res.stderr
+    note = [ln for ln in res.stderr.splitlines() if "did not train with" in ln]
+    assert len(note) == 1 and "seed" not in note[0]
     assert json.loads(res.stdout)["settings"]["reward_requires_exit"] is False
 
     # --config replaces the run's settings, and is compared with them
@@ -242,3 +243,40 @@ def test_cli_takes_the_runs_own_settings_and_names_credit_settings_that_differ(
     assert res.exit_code == 0, res.output
     assert "(the run's own)" not in res.stderr
     assert "rl.reward_requires_exit: True → False" in res.stderr
+
+
+def test_cli_reads_the_newest_resume_and_notes_a_resume_that_changed_the_credit(
+    tmp_path: Path,
+) -> None:
+    run = tmp_path / "run"
+    _rollouts(run, 0, 0, _step())
+    save_run_config(load_config(None, [f"run_dir={run}"]), resume=False)
+    save_run_config(
+        load_config(None, [f"run_dir={run}", "rl.reward_requires_exit=true", "rl.steps=9"]),
+        resume=True,
+    )
+    res = CliRunner().invoke(app, ["credit", str(run), "--json"])
+    assert res.exit_code == 0, res.output
+    assert "config.resume-1.yaml (the run's own)" in res.stderr
+    assert json.loads(res.stdout)["settings"]["reward_requires_exit"] is True
+    assert (
+        "note: config.resume-1.yaml changed settings the credit reads "
+        "(rl.reward_requires_exit: False → True)"
+    ) in res.stderr.replace("\n", " ")
+    assert "rl.steps" not in res.stderr  # not a setting the credit reads
+
+
+def test_cli_says_to_pass_the_recipe_when_the_runs_settings_do_not_load(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    _rollouts(run, 0, 0, _step())
+    save_run_config(load_config(None, [f"run_dir={run}"]), resume=False)
+    path = run / "config.yaml"
+    path.write_text(path.read_text() + "retired_setting: 1\n")
+    res = CliRunner().invoke(app, ["credit", str(run)])
+    assert res.exit_code == 2
+    err = " ".join(res.output.split())
+    assert "the run's settings do not load" in err and "retired_setting" in err
+    assert "pass -c <the recipe the run trained with>" in err
+    res = CliRunner().invoke(app, ["credit", str(run), "--json", "-c", "configs/r1.yaml"])
+    assert res.exit_code == 0, res.output
+    assert "does not load" in res.stderr

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from webagent_r1.config import load_config, to_dict
 from webagent_r1.train.recipe import run_recipe
 from webagent_r1.train.runconfig import (
@@ -15,7 +17,7 @@ from webagent_r1.train.runconfig import (
 )
 
 
-def _cfg(run: Path, *overrides: str):  # type: ignore[no-untyped-def]
+def _cfg(run: Path | str, *overrides: str):  # type: ignore[no-untyped-def]
     return load_config("configs/r1-multiturn.yaml", [f"run_dir={run}", *overrides])
 
 
@@ -49,7 +51,12 @@ def test_a_resume_with_other_settings_writes_a_file_of_its_own(tmp_path: Path) -
     assert latest is not None and latest.name == "config.resume-2.yaml"
     assert load_config(latest, []).rl.lr == 5e-6
 
-    # a fresh start over the folder (no checkpoints) replaces the start and its resumes
+    # the same folder spelled another way is not a change
+    assert save_run_config(_cfg(f"{tmp_path}/", "rl.steps=16", "rl.lr=5e-6"), True) == []
+
+    # a fresh start over the folder (no checkpoints) replaces the start and its resumes,
+    # also when config.yaml itself was removed
+    (tmp_path / CONFIG_FILE).unlink()
     save_run_config(_cfg(tmp_path, "rl.steps=4"), resume=False)
     assert run_config_files(tmp_path) == [tmp_path / CONFIG_FILE]
     assert load_config(tmp_path / CONFIG_FILE, []).rl.steps == 4
@@ -92,7 +99,9 @@ def test_differences_names_each_setting_and_can_be_limited() -> None:
     assert differences(a, a) == []
 
 
-def test_run_recipe_saves_the_settings_and_notes_a_changed_resume(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_run_recipe_saves_the_settings_and_notes_a_changed_resume(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     base = [
         f"run_dir={tmp_path}",
         "tasks.templates=[shopping.search_result_count]",
@@ -107,3 +116,9 @@ def test_run_recipe_saves_the_settings_and_notes_a_changed_resume(tmp_path: Path
     out = capsys.readouterr().out
     assert "note: resuming with settings that differ from config.yaml: rl.eval_tasks: 0 → 2" in out
     assert load_config(tmp_path / "config.resume-1.yaml", []).rl.eval_tasks == 2
+
+    # under accelerate / torchrun only the process of rank 0 writes
+    other = tmp_path / "rank1"
+    monkeypatch.setenv("RANK", "1")
+    run_recipe(load_config(None, [*base[1:], f"run_dir={other}"]), progress=False)
+    assert (other / "summary.json").is_file() and run_config_files(other) == []

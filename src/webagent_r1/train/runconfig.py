@@ -4,8 +4,8 @@
 resolved (the recipe, its overrides and the defaults), so that the run can be read later
 without its command (``webagent-r1 credit`` takes its settings from it). A resume with other
 settings (e.g. ``rl.steps=16``) leaves that file as it is, writes ``config.resume-<n>.yaml``
-beside it and says what changed; the newest file holds the settings the run last trained
-with. Each file loads as a recipe: ``webagent-r1 train -c <run_dir>/config.yaml``.
+beside it and says what changed; the newest file holds the settings of the latest start or
+resume. Each file loads as a recipe: ``webagent-r1 train -c <run_dir>/config.yaml``.
 """
 
 from __future__ import annotations
@@ -74,8 +74,8 @@ def run_config_files(run_dir: str | Path) -> list[Path]:
 
 
 def latest_run_config(run_dir: str | Path) -> Path | None:
-    """The settings file the run last trained with, or None (a run from before they were
-    saved, or not a run folder)."""
+    """The settings file of the run's latest start or resume, or None (a run from before
+    they were saved, or not a run folder)."""
     files = run_config_files(run_dir)
     return files[-1] if files else None
 
@@ -95,7 +95,8 @@ def save_run_config(cfg: Config, resume: bool) -> list[str]:
     """Record the settings of this start of ``cfg.run_dir``; returns notes to print.
 
     A fresh start writes ``config.yaml`` (and removes the resume files of a start it
-    replaces). A resume with the settings of the newest file writes nothing; with others it
+    replaces). A resume with the settings of the newest file (``run_dir`` aside, which may be
+    spelled another way) writes nothing; with others it
     writes the next ``config.resume-<n>.yaml`` and notes what changed. A newest file that no
     longer loads (settings renamed since) is noted and the resume's settings written after it.
     """
@@ -103,8 +104,9 @@ def save_run_config(cfg: Config, resume: bool) -> list[str]:
     root.mkdir(parents=True, exist_ok=True)
     files = run_config_files(root)
     if not resume or not files:
-        for stale in files[1:]:
-            stale.unlink()
+        for stale in files:
+            if stale.name != CONFIG_FILE:
+                stale.unlink()
         what = "The settings this run started with"
         if resume:
             what = "The settings of a resume of this run (the start's were not saved)"
@@ -116,7 +118,7 @@ def save_run_config(cfg: Config, resume: bool) -> list[str]:
     except ConfigError as e:
         diff_note = f"{last} does not load with this version ({e}); its settings are kept as is"
     else:
-        diff = differences(before, cfg)
+        diff = [d for d in differences(before, cfg) if d[0] != "run_dir"]  # its spelling
         if not diff:
             return []
         diff_note = f"resuming with settings that differ from {last.name}: {describe(diff)}"
