@@ -27,7 +27,7 @@ from rich.table import Table
 
 from webagent_r1 import __version__
 from webagent_r1.browser import BrowserNotFoundError
-from webagent_r1.config import ConfigError, ObservationConfig, load_config, to_dict
+from webagent_r1.config import Config, ConfigError, ObservationConfig, load_config, to_dict
 from webagent_r1.demos import collect_demos, pick_demo_tasks
 from webagent_r1.env import EnvError
 from webagent_r1.errors import LoadError
@@ -1107,48 +1107,46 @@ def credit(
     saved needs it); settings that change the credit and differ from the run's are named.
     """
     # heavy: the credit module imports the trainer's functions (torch) when it runs
-    from webagent_r1.report.credit import CREDIT_SETTINGS, run_credit
+    from webagent_r1.report.credit import CREDIT_SETTINGS, run_credit, run_root
 
     span = _step_span(steps)
-    root = Path(target)
-    if root.name == "rl" and (root / "rollouts").is_dir():
-        root = root.parent
-    saved = run_config_files(root)
+    saved = run_config_files(run_root(target))
     ran = saved[-1] if saved else None
-    if config is None and ran is not None:
+    ran_cfg: Config | None = None
+    if ran is not None:
         try:
-            cfg = load_config(ran, overrides or [])
+            ran_cfg = load_config(ran, [])
         except ConfigError as e:
-            console.print(
-                f"[red]error:[/red] the run's settings do not load ({escape(str(e))}): pass "
-                "-c <the recipe the run trained with> and its overrides",
-                soft_wrap=True,
-            )
-            raise typer.Exit(2) from None
-    else:
+            if config is None:
+                console.print(
+                    f"[red]error:[/red] the run's settings do not load ({escape(str(e))}): pass "
+                    "-c <the recipe the run trained with> and its overrides",
+                    soft_wrap=True,
+                )
+                raise typer.Exit(2) from None
+            console.print(f"note: {ran} does not load ({e})", markup=False, soft_wrap=True)
+    if config is not None:
         cfg = load_config(config, overrides or [])
-    if config is None and ran is None:
+    elif ran_cfg is not None:
+        cfg = load_config(ran, overrides) if overrides else ran_cfg
+        console.print(f"settings: {ran} (the run's own)", markup=False, soft_wrap=True)
+    else:
+        cfg = load_config(None, overrides or [])
         console.print(
             f"note: no --config and no {CONFIG_FILE} in {target}: the default settings; "
             "pass the recipe the run trained with",
             markup=False,
             soft_wrap=True,
         )
-    elif config is None:
-        console.print(f"settings: {ran} (the run's own)", markup=False, soft_wrap=True)
-    if ran is not None:
-        try:
-            diff = differences(load_config(ran, []), cfg, CREDIT_SETTINGS)
-        except ConfigError as e:
-            console.print(f"note: {ran} does not load ({e})", markup=False, soft_wrap=True)
-        else:
-            if diff:
-                console.print(
-                    f"note: credit under settings the run did not train with ({ran.name}): "
-                    + describe(diff),
-                    markup=False,
-                    soft_wrap=True,
-                )
+    if ran is not None and ran_cfg is not None:
+        diff = differences(ran_cfg, cfg, CREDIT_SETTINGS)
+        if diff:
+            console.print(
+                f"note: credit under settings the run did not train with ({ran.name}): "
+                + describe(diff),
+                markup=False,
+                soft_wrap=True,
+            )
     for older, newer in zip(saved, saved[1:], strict=False):  # a resume changed the credit
         try:
             changed = differences(load_config(older, []), load_config(newer, []), CREDIT_SETTINGS)

@@ -50,6 +50,7 @@ __all__ = [
     "action_kind",
     "credit_table",
     "run_credit",
+    "run_root",
 ]
 
 INVALID = "invalid"
@@ -259,6 +260,15 @@ def credit_table(steps: Iterable[list[list[Trajectory]]], cfg: Config) -> Credit
     return table
 
 
+def run_root(target: str | Path) -> Path:
+    """The run folder of ``target``: itself, or its parent when ``target`` is the run's
+    ``rl/`` stage folder."""
+    root = Path(target)
+    if root.name == "rl" and (root / "rollouts").is_dir():
+        return root.parent
+    return root
+
+
 def run_credit(
     target: str | Path, cfg: Config, steps: tuple[int, int] | None = None
 ) -> tuple[CreditTable, list[str]]:
@@ -280,9 +290,7 @@ def run_credit(
         FileNotFoundError: the folder does not exist.
         OSError: a rollout file cannot be read.
     """
-    root = Path(target)
-    if root.name == "rl" and (root / "rollouts").is_dir():
-        root = root.parent
+    root = run_root(target)
     data = load_run(root)
     if not data.rollout_files:
         raise ReportError(
