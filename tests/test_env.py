@@ -62,6 +62,17 @@ async def test_exit_ends_episode_with_evaluator_reward(env: WebEnv) -> None:
     assert r.done and r.reward == 0.0 and "'$13'" in r.info["explanation"]
 
 
+async def test_exit_after_a_failed_action_carries_no_error(env: WebEnv) -> None:
+    """The failed click's error is shown for one turn; the exit after it did not fail, so
+    neither its observation nor its recorded turn says it did."""
+    await env.reset(_task(_answer_is_12))
+    r1 = await env.step('<answer>do(action="Click", element="999")</answer>')
+    assert r1.observation.error == "element 999 not found on the page"
+    r2 = await env.step('<answer>exit(message="$12.00")</answer>')
+    assert r2.done and r2.reward == 1.0 and r2.observation.error is None
+    assert r2.observation.title == r1.observation.title  # the same page, ended on
+
+
 async def test_bad_actions_cost_a_turn_and_never_raise(env: WebEnv) -> None:
     await env.reset(_task(_answer_is_12))
     r1 = await env.step("I think I should click something")  # no <answer>

@@ -264,7 +264,8 @@ class WebEnv:
                 obs = self._with_error(self._last_obs, info["parse_error"])
             elif action.kind == "exit":
                 self.history.append(action)
-                obs = self._last_obs
+                # exit cannot fail: the page it ends on keeps no error of the action before
+                obs = self._with_error(self._last_obs, None)
                 info["action"] = action.to_dict()
                 return await self._finish(obs, "done", action.argument, info, t0)
             else:
@@ -369,7 +370,7 @@ class WebEnv:
         return text if self._display_url is None else self._display_url(text)
 
     @staticmethod
-    def _with_error(obs: Observation | None, error: str) -> Observation:
+    def _with_error(obs: Observation | None, error: str | None) -> Observation:
         assert obs is not None
         return dataclasses.replace(obs, tabs=list(obs.tabs), error=error)
 

@@ -22,6 +22,7 @@ from webagent_r1.report.failures import (
     embedded_template_kinds,
     failures_markdown,
     has_loop,
+    invalid_turn,
     is_give_up,
     tabulate,
     task_kind,
@@ -157,6 +158,12 @@ def test_invalid_action_needs_more_than_half_of_the_turns() -> None:
     failed = [turn(click(str(k)), f"s{k}", error=f"no element {k}") for k in range(3)]
     failed += [turn(click("8"), "s8"), turn(exit_("7"), "s9")]
     assert classify(episode(failed), KINDS) == "invalid_action"
+    # an exit is never invalid, even with the error of the failed action before it on its
+    # turn (as older files recorded it): 2 failed clicks and 2 valid turns are no majority
+    stale = [turn(click(str(k)), f"s{k}", error=f"no element {k}") for k in range(2)]
+    stale += [turn(click("8"), "s8"), turn(exit_("7"), "s9", error="no element 1")]
+    assert not invalid_turn(stale[-1]) and invalid_turn(stale[0])
+    assert classify(episode(stale), KINDS) == "wrong_answer"
 
 
 def test_loops() -> None:

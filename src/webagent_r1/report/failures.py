@@ -102,8 +102,11 @@ _CANNOT = re.compile(
 
 def invalid_turn(turn: Turn) -> bool:
     """Whether a turn's action was invalid: not parsed (``action`` None) or not executed
-    (``error`` set)."""
-    return turn.action is None or bool(turn.error)
+    (``error`` set). An ``exit`` cannot fail: an error on its turn is the previous action's,
+    which files written before the environment cleared it on ``exit`` recorded there."""
+    if turn.action is None:
+        return True
+    return bool(turn.error) and turn.action.kind != "exit"
 
 
 def _action_sig(turn: Turn) -> tuple[str, ...]:
