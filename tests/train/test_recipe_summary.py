@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from webagent_r1.config import load_config
-from webagent_r1.train.recipe import guess_line, run_recipe
+from webagent_r1.train.recipe import _rl_groups, guess_line, run_recipe
 
 
 def test_summary_has_the_baseline_of_the_evaluation_subset(tmp_path: Path) -> None:
@@ -42,3 +42,24 @@ def test_other_task_sources_have_no_baseline(tmp_path: Path) -> None:
     summary = run_recipe(cfg, progress=False)
     assert "guess_baseline" not in summary and guess_line(summary) is None
     assert guess_line({"guess_baseline": {"successes": 0, "tasks": 0}}) is None
+
+
+def test_groups_count_a_redone_step_once(tmp_path: Path) -> None:
+    """A run killed after step 3 (checkpoint at 2) and resumed logs step 3 twice: the
+    summary counts the step the checkpoints kept, the second."""
+    rows = [
+        {"step": 1, "train/groups_used": 2, "train/groups_skipped_equal": 6},
+        {"step": 2, "train/groups_used": 1, "train/groups_skipped_equal": 7},
+        {"step": 3, "train/groups_used": 4, "train/groups_skipped_equal": 4},
+        {
+            "step": 3,
+            "train/groups_used": 3,
+            "train/groups_skipped_equal": 4,
+            "train/groups_skipped_small": 1,
+        },
+        {"step": 3, "eval/success": 0.5},  # a row without groups is not a step's update
+    ]
+    (tmp_path / "rl").mkdir()
+    (tmp_path / "rl" / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    cfg = load_config(None, [f"run_dir={tmp_path}"])
+    assert _rl_groups(cfg) == {"groups_trained": 6, "groups_collected": 24}

@@ -203,12 +203,15 @@ def _paired_rl(cfg: Config, hist: list[dict[str, float]]) -> dict[str, Any] | No
 
 
 def _rl_groups(cfg: Config) -> dict[str, int]:
-    """Groups the M-GRPO steps trained on (mixed rewards) and collected, from its metrics."""
-    rows = [
-        r
+    """Groups the M-GRPO steps trained on (mixed rewards) and collected, from its metrics:
+    one row per step, the last logged (a step redone after a resume replaces the killed
+    run's, which its checkpoint did not keep)."""
+    by_step = {
+        r.get("step"): r
         for r in read_metrics(Path(cfg.run_dir) / "rl" / "metrics.jsonl")
         if "train/groups_used" in r
-    ]
+    }
+    rows = list(by_step.values())
     used = sum(int(r["train/groups_used"]) for r in rows)
     skipped = sum(
         int(r.get("train/groups_skipped_equal", 0)) + int(r.get("train/groups_skipped_small", 0))
