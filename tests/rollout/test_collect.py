@@ -165,6 +165,7 @@ def test_turns_by_outcome_leave_env_errors_out() -> None:
     # successes: 2 + 4 turns over 2 episodes; failures: 5 + 3 + 1 turns over 3 episodes
     assert sums == [6.0, 2.0, 9.0, 3.0]
     assert turns_by_outcome_metrics(sums) == {
+        "rollout/turns": 15 / 5,  # the env errors' 16 turns in neither sum
         "rollout/turns_success": 3.0,
         "rollout/turns_failure": 3.0,
     }
@@ -172,14 +173,19 @@ def test_turns_by_outcome_leave_env_errors_out() -> None:
     other = turns_by_outcome([_episode(5, 1.0)])
     assert other == [5.0, 1.0, 0.0, 0.0]
     merged = turns_by_outcome_metrics([a + b for a, b in zip(sums, other, strict=True)])
-    assert merged == {"rollout/turns_success": 11 / 3, "rollout/turns_failure": 3.0}
+    assert merged == {
+        "rollout/turns": 20 / 6,
+        "rollout/turns_success": 11 / 3,
+        "rollout/turns_failure": 3.0,
+    }
 
 
 def test_turns_by_outcome_omit_an_outcome_without_episodes() -> None:
     failed = turns_by_outcome([_episode(2, 0.0), _episode(4, 0.0), _episode(3, 1.0, "env_error")])
-    assert turns_by_outcome_metrics(failed) == {"rollout/turns_failure": 3.0}
+    assert turns_by_outcome_metrics(failed) == {"rollout/turns": 3.0, "rollout/turns_failure": 3.0}
     assert turns_by_outcome_metrics(turns_by_outcome([_episode(1, 1.0)])) == {
-        "rollout/turns_success": 1.0
+        "rollout/turns": 1.0,
+        "rollout/turns_success": 1.0,
     }
     assert turns_by_outcome([]) == [0.0, 0.0, 0.0, 0.0]
     assert turns_by_outcome_metrics(turns_by_outcome([])) == {}

@@ -277,6 +277,7 @@ async def test_an_rl_step_on_a_mixed_group_moves_the_weights(
     won = [len(t.turns) for t in rollouts if t.reward == 1.0]
     lost = [len(t.turns) for t in rollouts if t.reward != 1.0]
     assert row["rollout/turns_failure"] == pytest.approx(sum(lost) / len(lost))
+    assert row["rollout/turns"] == pytest.approx(sum(won + lost) / len(rollouts))
     if won:
         assert row["rollout/turns_success"] == pytest.approx(sum(won) / len(won))
     else:

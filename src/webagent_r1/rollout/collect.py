@@ -528,11 +528,14 @@ def turns_by_outcome(trajectories: Iterable[Trajectory]) -> list[float]:
 
 
 def turns_by_outcome_metrics(sums: Sequence[float]) -> dict[str, float]:
-    """``rollout/turns_success`` and ``rollout/turns_failure``: mean turns per successful and
-    per failed episode, from ``turns_by_outcome``'s sums (of one process or summed over all);
-    a key is left out when there was no episode of its kind."""
+    """``rollout/turns``, ``rollout/turns_success`` and ``rollout/turns_failure``: mean turns
+    per scored episode, per successful and per failed one, from ``turns_by_outcome``'s sums
+    (of one process or summed over all; env-error attempts are in none); a key is left out
+    when there was no episode of its kind."""
     succ_turns, succ, fail_turns, fail = sums
     out: dict[str, float] = {}
+    if succ + fail:
+        out["rollout/turns"] = (succ_turns + fail_turns) / (succ + fail)
     if succ:
         out["rollout/turns_success"] = succ_turns / succ
     if fail:

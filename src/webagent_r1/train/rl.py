@@ -890,7 +890,6 @@ class RLStage(Stage):
             [
                 stats.episodes - stats.dropped,
                 stats.successes,
-                stats.turns,
                 batch.groups_used,
                 batch.groups_equal,
                 batch.groups_small,
@@ -901,13 +900,13 @@ class RLStage(Stage):
                 *turns_by_outcome(trajs),
             ]
         )
-        valid, succ, turns, used, equal, small, errs, stale, grouped, trained = counts[:10]
+        valid, succ, used, equal, small, errs, stale, grouped, trained = counts[:9]
         assert self.curriculum is not None
         metrics = {
             "rollout/success": succ / valid if valid else 0.0,
-            "rollout/turns": turns / valid if valid else 0.0,
-            # mean turns of successful and of failed episodes (a key absent without any)
-            **turns_by_outcome_metrics(counts[10:]),
+            # mean turns of the scored episodes, of successes and of failures (env-error
+            # attempts and their turns left out; a key absent without any such episode)
+            **turns_by_outcome_metrics(counts[9:]),
             "rollout/env_errors": errs,
             "rollout/tokens_per_s": stats.tokens / max(gen_s, 1e-9),
             "rollout/wall_s": gen_s,
