@@ -2,14 +2,14 @@
 
 ``evaluate_policy`` rolls out ``samples`` episodes per task with the same rollout code as
 training and grades each with the task's programmatic evaluator; ``eval_subset`` picks a fixed,
-stratified subset of a split (round-robin over templates) so that evaluations during training
-compare like with like. ``run_evaluation`` is ``webagent-r1 eval``: any engine (a model folder
-or checkpoint, the experts, an OpenAI-compatible server), one or several turn budgets
-(test-time scaling), results per site and per template kind with 95% intervals (Wilson with
-one episode per task, a bootstrap over tasks with several; see ``stats``), unbiased pass@k,
-tasks that no episode scored, failure reasons, on the embedded suite the constant-answer
-baseline of the tasks (``tasks.guess``), and an output folder (``eval.json`` and the
-trajectories) that ``webagent-r1 report`` and ``webagent-r1 view`` read.
+stratified subset of a split (round-robin over templates, by site) so that evaluations during
+training compare like with like. ``run_evaluation`` is ``webagent-r1 eval``: any engine (a model
+folder or checkpoint, the experts, an OpenAI-compatible server), one or several turn budgets
+(test-time scaling), results per site and per template kind with 95% intervals (Wilson with one
+episode per task, a bootstrap over tasks with several; see ``stats``), unbiased pass@k, tasks
+that no episode scored, failure reasons, on the embedded suite the constant-answer baseline of
+the tasks (``tasks.guess``), and an output folder (``eval.json`` and the trajectories) that
+``webagent-r1 report`` and ``webagent-r1 view`` read.
 """
 
 from __future__ import annotations
@@ -196,18 +196,27 @@ class EvalReport:
 
 
 def eval_subset(tasks: list[Task], n: int, seed: int = 0) -> list[Task]:
-    """A fixed subset of ``n`` tasks, round-robin over templates (all tasks when n <= 0)."""
+    """A fixed subset of ``n`` tasks (all tasks when n <= 0), stratified: round-robin over
+    templates, the templates taken by site in turn (each site's first template, then each
+    site's second, …; a task's site is its ``sites`` joined), so a subset smaller than the
+    number of templates still spans every site. Which tasks of a template come first is
+    seeded."""
     if n <= 0 or n >= len(tasks):
         return list(tasks)
     by_t: dict[str, list[Task]] = defaultdict(list)
+    site_of: dict[str, str] = {}
     for t in tasks:
-        by_t[str(t.extra.get("template", t.intent_template_id))].append(t)
+        name = str(t.extra.get("template", t.intent_template_id))
+        by_t[name].append(t)
+        site_of.setdefault(name, "+".join(sorted(t.sites)))
     rng = random.Random(seed)
-    queues = []
+    by_site: dict[str, list[list[Task]]] = defaultdict(list)
     for name in sorted(by_t):
         lst = list(by_t[name])
         rng.shuffle(lst)
-        queues.append(lst)
+        by_site[site_of[name]].append(lst)
+    columns = [by_site[s] for s in sorted(by_site)]
+    queues = [c[i] for i in range(max(map(len, columns))) for c in columns if i < len(c)]
     out: list[Task] = []
     while len(out) < n:
         for q in queues:

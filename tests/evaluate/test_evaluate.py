@@ -256,3 +256,36 @@ async def test_a_bad_engine_scores_0_with_reasons(browser, embedded_sites, tmp_p
     for tr in report.trajectories:
         assert tr.status == "max_turns" and len(tr.turns) == 2
         assert all(t.error and "action" in t.error.lower() for t in tr.turns)
+
+
+def test_eval_subset_spans_the_sites_before_a_second_template_of_any() -> None:
+    """Three templates of site a, one each of b and c (2 tasks each): a 3-task subset takes
+    one template per site, not a's three (the first three by name); a 5-task subset takes
+    every template once; the same call gives the same tasks."""
+
+    def task(template: str, k: int) -> Task:
+        site = template.split(".")[0]
+        return Task(f"{template}/{k}", "x", "http://x/", [site], extra={"template": template})
+
+    names = ["a.one", "a.three", "a.two", "b.one", "c.one"]
+    tasks = [task(name, k) for name in names for k in range(2)]
+    three = eval_subset(tasks, 3, seed=0)
+    assert sorted(t.sites[0] for t in three) == ["a", "b", "c"]
+    five = eval_subset(tasks, 5, seed=0)
+    assert sorted(t.extra["template"] for t in five) == sorted(names)
+    assert [t.task_id for t in eval_subset(tasks, 5, seed=0)] == [t.task_id for t in five]
+
+
+def test_eval_subset_of_every_template_spans_every_site() -> None:
+    """The every-template recipes evaluate 48 test tasks of the suite's 103 templates: every
+    site and the cross-site templates are in the subset, each with several tasks (taken in
+    name order, the first 48 templates were all cross-site, GitLab and map ones)."""
+    tasks = run_tasks("test", [], [], [])
+    subset = eval_subset(tasks, 48, 0)
+    per_site: dict[str, int] = {}
+    for t in subset:
+        key = str(t.extra["template"]).split(".")[0]
+        per_site[key] = per_site.get(key, 0) + 1
+    assert len(subset) == 48 and len({t.task_id for t in subset}) == 48
+    assert set(per_site) == {str(t.extra["template"]).split(".")[0] for t in tasks}
+    assert min(per_site.values()) >= 4
