@@ -22,6 +22,7 @@ from webagent_r1.sources.webarena.results import (
     state_graded_ids,
 )
 from webagent_r1.sources.webarena.source import WebArenaSource
+from webagent_r1.stats import wilson_interval
 from webagent_r1.types import Task, Trajectory
 
 NEWEST_ORDER = [104, 117, 118]  # func:shopping_get_latest_order_url()
@@ -128,3 +129,21 @@ def test_report_shows_the_paper_columns(lite_tasks: list[Task], tmp_path: Path) 
     assert "| max_turns | Reddit | GitLab | CMS | Map | OSS | Cross-site |" in text
     assert f"| 15 | {100 * 50 / 165:.1f}" in text  # the headline over all 165
     assert "WebArena-Lite evaluations, which divide by every episode" in text
+
+
+def test_headline_interval_treats_a_tasks_samples_as_one_cluster(lite_tasks: list[Task]) -> None:
+    """One episode a task: Wilson over the episodes. Four a task, each task's four alike:
+    the same rate, but four copies of each outcome are not four times the evidence, so the
+    interval is a bootstrap over tasks and wider than Wilson over the 660 episodes."""
+    one = headline(lite_tasks, _episodes(lite_tasks))
+    assert one["ci_method"] == "wilson"
+    assert one["ci"] == pytest.approx(list(wilson_interval(50, 165)))
+    tasks4 = [t for t in lite_tasks for _ in range(4)]
+    four = headline(tasks4, [tr for tr in _episodes(lite_tasks) for _ in range(4)])
+    assert four["success"] == pytest.approx(50 / 165) and four["ci_method"] == "task-bootstrap"
+    flat = wilson_interval(200, 660)
+    assert four["ci"][0] < flat[0] and four["ci"][1] > flat[1]
+    assert four["ci"][0] < 50 / 165 < four["ci"][1]
+    for site, g in four["by_site"].items():  # per site too: wider than its episodes' Wilson
+        wilson = wilson_interval(round(g["success"] * g["n"]), g["n"])
+        assert g["ci"][1] - g["ci"][0] >= wilson[1] - wilson[0] - 1e-9, site

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from webagent_r1.rollout.trajectories import failure_reason
-from webagent_r1.stats import wilson_interval
+from webagent_r1.stats import success_interval
 from webagent_r1.types import Task, Trajectory, site_of
 
 DENOMINATOR = "all episodes (env errors count as failures)"
@@ -95,7 +95,8 @@ def headline(tasks: Sequence[Task], trajectories: Sequence[Trajectory]) -> dict[
     """Success over every episode (an env error is a failure), as the paper divides.
 
     Returns:
-        ``eval.json`` fields: ``success`` and ``ci`` (95% Wilson) over all episodes,
+        ``eval.json`` fields: ``success`` and ``ci`` over all episodes (95%; ``ci_method``:
+        Wilson with one episode a task, else a bootstrap over tasks, ``stats.success_interval``),
         ``episodes`` (all), ``env_errors``, ``success_without_env_errors`` (the rate over
         the episodes that were graded), ``denominator``, ``by_site`` (site → success,
         ci, n, env_errors; multi-site tasks under ``cross-site``) and ``failures`` (reason
@@ -107,18 +108,26 @@ def headline(tasks: Sequence[Task], trajectories: Sequence[Trajectory]) -> dict[
     if len(tasks) != len(trajectories):
         raise ValueError(f"{len(tasks)} tasks but {len(trajectories)} trajectories")
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # successes, episodes, errors
+    per_task: dict[str, dict[str, list[int]]] = defaultdict(dict)  # site → task → [s, n]
     for task, tr in zip(tasks, trajectories, strict=True):
+        won = int(tr.reward == 1.0 and tr.status != "env_error")
         c = counts[site_of(task)]
-        c[0] += int(tr.reward == 1.0 and tr.status != "env_error")
+        c[0] += won
         c[1] += 1
         c[2] += int(tr.status == "env_error")
+        t = per_task[site_of(task)].setdefault(str(task.task_id), [0, 0])
+        t[0] += won
+        t[1] += 1
     reasons = Counter(r for tr in trajectories if (r := failure_reason(tr)) is not None)
     ok = sum(c[0] for c in counts.values())
     n = len(trajectories)
     errors = sum(c[2] for c in counts.values())
+    # a task's episodes are one cluster: Wilson with one episode a task, else a bootstrap
+    ci, method = success_interval([tuple(v) for d in per_task.values() for v in d.values()])
     return {
         "success": ok / n if n else 0.0,
-        "ci": list(wilson_interval(ok, n)),
+        "ci": list(ci),
+        "ci_method": method,
         "episodes": n,
         "env_errors": errors,
         "success_without_env_errors": ok / (n - errors) if n > errors else 0.0,
@@ -126,7 +135,7 @@ def headline(tasks: Sequence[Task], trajectories: Sequence[Trajectory]) -> dict[
         "by_site": {
             site: {
                 "success": s / k if k else 0.0,
-                "ci": list(wilson_interval(s, k)),
+                "ci": list(success_interval([tuple(v) for v in per_task[site].values()])[0]),
                 "n": k,
                 "env_errors": e,
             }
