@@ -236,6 +236,27 @@ async def test_lockstep_batches_generation_per_turn() -> None:
     assert engine.calls == [4, 4, 2, 2]
 
 
+async def test_lockstep_wall_time_ends_with_the_episode() -> None:
+    """In lockstep a batch's episodes are closed together; each one's wall time still ends
+    at its own last step: one env ends its episodes after 1 turn, the other after 5."""
+    pool = FakeEnvPool(2, step_s=0.1)
+    pool.envs[0].max_turns = 1
+    [group] = await collect(
+        make_tasks(1),
+        2,
+        ScriptedEngine(TOK, [CLICK]),
+        pool,
+        TOK,
+        max_concurrent_episodes=2,
+        progress=False,
+        mode="lockstep",
+    )
+    short, long = sorted(group.trajectories, key=lambda t: len(t.turns))
+    assert (len(short.turns), len(long.turns)) == (1, 5)
+    # the long episode's 4 more steps (0.1 s each) are not in the short one's time
+    assert short.info["wall_s"] < long.info["wall_s"] - 0.3
+
+
 async def test_seeded_turns_get_distinct_seeds() -> None:
     engine = ScriptedEngine(TOK, [CLICK, EXIT])
     await collect(

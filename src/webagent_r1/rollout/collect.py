@@ -275,6 +275,7 @@ class _Episode:
         self.state: Any = None
         self.done = False
         self.t0 = time.time()
+        self.t_end: float | None = None  # when the episode ended (its last step or env error)
 
     async def reset(self, env: WebEnv) -> None:
         """Start the episode; an env failure ends it as ``env_error``."""
@@ -350,7 +351,7 @@ class _Episode:
         self.history.append((comp.text, format_observation(self.obs)))
         self.obs = result.observation
         if result.done:
-            self.done = True
+            self.done, self.t_end = True, time.time()
             self.traj.reward = float(result.reward)
             self.traj.status = result.info.get("status", "done")
             for key in ("answer", "explanation", "error", "answer_shown"):
@@ -358,13 +359,15 @@ class _Episode:
                     self.traj.info[key] = result.info[key]
 
     def _env_error(self, msg: str) -> None:
-        self.done = True
+        self.done, self.t_end = True, time.time()
         self.traj.status, self.traj.reward = "env_error", 0.0
         self.traj.info["error"] = msg
 
     def close(self) -> None:
-        """Record the wall time and the weight versions sampled from; drop the policy's state."""
-        self.traj.info["wall_s"] = time.time() - self.t0
+        """Record the wall time (from reset to the episode's end, not to this call: in lockstep
+        a batch's episodes are closed together) and the weight versions sampled from; drop the
+        policy's state."""
+        self.traj.info["wall_s"] = (self.t_end or time.time()) - self.t0
         versions = {t.weight_version for t in self.traj.turns if t.weight_version is not None}
         self.traj.info["weight_versions"] = sorted(versions)
         if self.state is not None:
