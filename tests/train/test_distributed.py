@@ -84,3 +84,17 @@ def test_two_processes_run_mgrpo_steps(tmp_path: Path) -> None:
     rows = [r for r in read_metrics(stage / "metrics.jsonl") if "train/loss" in r]
     assert len(rows) == 1 and rows[0]["train/groups_used"] == 2  # counted over both processes
     assert (stage / "checkpoints" / "step-000001" / "model" / "config.json").is_file()
+    # the evaluation: each process ran one of the 2 tasks; the file and the per-site
+    # success hold both (the subset's first two site groups, so two sites)
+    for step in (0, 1):
+        evals = read_trajectories(stage / "eval" / f"step-{step:06d}.jsonl")
+        assert len({t.task_id for t in evals}) == 2
+        sites = {t.info["task"]["site"] for t in evals}
+        [row] = [
+            r
+            for r in read_metrics(stage / "metrics.jsonl")
+            if r.get("step") == step and "eval/success" in r
+        ]
+        assert row["eval/episodes"] == 2 and row["eval/env_errors"] == 0
+        assert {k.rpartition("/")[2] for k in row if k.startswith("eval/success/")} == sites
+        assert len(sites) == 2

@@ -161,6 +161,17 @@ class Dist:
 
             dist.barrier()
 
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        """``obj`` of every process, in rank order, on every process."""
+        if self.world == 1:
+            return [obj]
+        # heavy: torch.distributed loads only when this runs
+        import torch.distributed as dist
+
+        out: list[Any] = [None] * self.world
+        dist.all_gather_object(out, obj)
+        return out
+
     def broadcast_object(self, obj: Any) -> Any:
         """``obj`` of the main process, on every process."""
         if self.world == 1:

@@ -787,8 +787,18 @@ class RLStage(Stage):
         if rl.eval_samples > 1:
             m.update(_merge_pass_at_k(report, dist, rl.eval_samples))
         self.history.append({"step": step, **m})
+        trajs = report.trajectories
+        if dist.world > 1:  # every process's episodes, in the order of the subset's tasks
+            shares = dist.all_gather_object(_by_task(report.tasks, report.trajectories))
+            trajs = [
+                tr
+                for j in range(max(map(len, shares)))
+                for share in shares  # task j * world + rank is the rank's j-th
+                if j < len(share)
+                for tr in share[j]
+            ]
         if dist.main:
-            write_trajectories(report.trajectories, self.stage / "eval" / f"step-{step:06d}.jsonl")
+            write_trajectories(trajs, self.stage / "eval" / f"step-{step:06d}.jsonl")
         self.eval_s = max(self.eval_s, time.time() - e0)
         return m
 
@@ -1003,25 +1013,37 @@ def _merge_pass_at_k(report: Any, dist: Dist, k: int) -> dict[str, float]:
     return {f"eval/pass_at_{k}": total / n if n else 0.0, "eval/unscored_tasks": n_unscored}
 
 
+def _by_task(tasks: list[Task], trajs: list[Trajectory]) -> list[list[Trajectory]]:
+    """The episodes of each task in turn (an evaluation lists a task's samples together)."""
+    out: list[list[Trajectory]] = []
+    last = None
+    for task, tr in zip(tasks, trajs, strict=True):
+        if not out or task.task_id != last:
+            out.append([])
+            last = task.task_id
+        out[-1].append(tr)
+    return out
+
+
 def _merge_eval(report: Any, dist: Dist) -> dict[str, float]:
-    sites = sorted(report.by("site"))
-    all_sites = dist.broadcast_object(sites)
     by = report.by("site")
+    # every process's sites: one whose tasks all fell to another process is still a column
+    all_sites = sorted(set().union(*dist.all_gather_object(sorted(by))))
     vals = []
     for s in all_sites:
         ok, n = by.get(s, (0, 0))
         vals += [ok, n]
     scored = [tr for tr in report.trajectories if tr.status != "env_error"]
-    tot = dist.all_reduce_sum(
-        [sum(tr.reward for tr in scored), len(scored), sum(len(tr.turns) for tr in scored)] + vals
-    )
-    ok, n, turns = tot[:3]
+    own = [sum(tr.reward for tr in scored), len(scored), sum(len(tr.turns) for tr in scored)]
+    tot = dist.all_reduce_sum([*own, report.env_errors, *vals])
+    ok, n, turns, errors = tot[:4]
     m = {
         "eval/success": ok / n if n else 0.0,
         "eval/episodes": n,
+        "eval/env_errors": errors,
         "eval/turns": turns / n if n else 0.0,
     }
     for i, s in enumerate(all_sites):
-        so, sn = tot[3 + 2 * i], tot[4 + 2 * i]
+        so, sn = tot[4 + 2 * i], tot[5 + 2 * i]
         m[f"eval/success/{s}"] = so / sn if sn else 0.0
     return m
