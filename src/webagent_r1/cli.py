@@ -592,7 +592,9 @@ def eval_cmd(
     site: Annotated[str | None, typer.Option(help="Only tasks of this site.")] = None,
     subset: Annotated[
         int | None,
-        typer.Option("--subset", help="A fixed subset of N tasks, stratified over templates."),
+        typer.Option(
+            "--subset", help="A fixed subset of N tasks, stratified over templates and sites."
+        ),
     ] = None,
     _sample: RenamedSample = None,
     samples: Annotated[int, typer.Option(help="Episodes per task (pass@k; k > 1 samples).")] = 1,

@@ -204,17 +204,17 @@ def eval_subset(tasks: list[Task], n: int, seed: int = 0) -> list[Task]:
     if n <= 0 or n >= len(tasks):
         return list(tasks)
     by_t: dict[str, list[Task]] = defaultdict(list)
-    site_of: dict[str, str] = {}
+    site_key: dict[str, str] = {}
     for t in tasks:
         name = str(t.extra.get("template", t.intent_template_id))
         by_t[name].append(t)
-        site_of.setdefault(name, "+".join(sorted(t.sites)))
+        site_key.setdefault(name, "+".join(sorted(t.sites)))
     rng = random.Random(seed)
     by_site: dict[str, list[list[Task]]] = defaultdict(list)
     for name in sorted(by_t):
         lst = list(by_t[name])
         rng.shuffle(lst)
-        by_site[site_of[name]].append(lst)
+        by_site[site_key[name]].append(lst)
     columns = [by_site[s] for s in sorted(by_site)]
     queues = [c[i] for i in range(max(map(len, columns))) for c in columns if i < len(c)]
     out: list[Task] = []

@@ -145,5 +145,6 @@ def test_headline_interval_treats_a_tasks_samples_as_one_cluster(lite_tasks: lis
     assert four["ci"][0] < flat[0] and four["ci"][1] > flat[1]
     assert four["ci"][0] < 50 / 165 < four["ci"][1]
     for site, g in four["by_site"].items():  # per site too: wider than its episodes' Wilson
+        assert g["ci_method"] == "task-bootstrap"
         wilson = wilson_interval(round(g["success"] * g["n"]), g["n"])
         assert g["ci"][1] - g["ci"][0] >= wilson[1] - wilson[0] - 1e-9, site

@@ -91,6 +91,20 @@ def warn_shared_state(tasks: Sequence[Task], samples: int, concurrency: int) -> 
     return msg
 
 
+def _interval(per_task: Iterable[list[int]]) -> tuple[list[float], str]:
+    """95% interval of a success rate whose episodes cluster by task, and its method:
+    Wilson with one episode a task, else a bootstrap over tasks (``stats.success_interval``)."""
+    ci, method = success_interval([(s, n) for s, n in per_task])
+    return list(ci), method
+
+
+def _site_row(count: list[int], per_task: dict[str, list[int]]) -> dict[str, Any]:
+    """A site's ``by_site`` row from its ``[successes, episodes, env errors]`` and tasks."""
+    s, k, e = count
+    ci, method = _interval(per_task.values())
+    return {"success": s / k if k else 0.0, "ci": ci, "ci_method": method, "n": k, "env_errors": e}
+
+
 def headline(tasks: Sequence[Task], trajectories: Sequence[Trajectory]) -> dict[str, Any]:
     """Success over every episode (an env error is a failure), as the paper divides.
 
@@ -99,8 +113,8 @@ def headline(tasks: Sequence[Task], trajectories: Sequence[Trajectory]) -> dict[
         Wilson with one episode a task, else a bootstrap over tasks, ``stats.success_interval``),
         ``episodes`` (all), ``env_errors``, ``success_without_env_errors`` (the rate over
         the episodes that were graded), ``denominator``, ``by_site`` (site → success,
-        ci, n, env_errors; multi-site tasks under ``cross-site``) and ``failures`` (reason
-        → episodes, env errors included).
+        ci, ci_method, n, env_errors; multi-site tasks under ``cross-site``) and ``failures``
+        (reason → episodes, env errors included).
 
     Raises:
         ValueError: ``tasks`` and ``trajectories`` differ in length.
@@ -123,23 +137,15 @@ def headline(tasks: Sequence[Task], trajectories: Sequence[Trajectory]) -> dict[
     n = len(trajectories)
     errors = sum(c[2] for c in counts.values())
     # a task's episodes are one cluster: Wilson with one episode a task, else a bootstrap
-    ci, method = success_interval([tuple(v) for d in per_task.values() for v in d.values()])
+    ci, method = _interval(v for d in per_task.values() for v in d.values())
     return {
         "success": ok / n if n else 0.0,
-        "ci": list(ci),
+        "ci": ci,
         "ci_method": method,
         "episodes": n,
         "env_errors": errors,
         "success_without_env_errors": ok / (n - errors) if n > errors else 0.0,
         "denominator": DENOMINATOR,
-        "by_site": {
-            site: {
-                "success": s / k if k else 0.0,
-                "ci": list(success_interval([tuple(v) for v in per_task[site].values()])[0]),
-                "n": k,
-                "env_errors": e,
-            }
-            for site, (s, k, e) in sorted(counts.items())
-        },
+        "by_site": {site: _site_row(counts[site], per_task[site]) for site in sorted(counts)},
         "failures": dict(reasons.most_common(20)),
     }
