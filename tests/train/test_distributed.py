@@ -13,7 +13,10 @@ from safetensors.torch import load_file
 
 from tests.support.tiny import make_tiny_model, make_trajectories
 from tests.train.launch import launch_two
+from webagent_r1.config import load_config
+from webagent_r1.evaluate import eval_subset
 from webagent_r1.rollout.trajectories import read_trajectories, write_trajectories
+from webagent_r1.tasks.suite import tasks_for
 from webagent_r1.train.metrics import read_metrics
 
 
@@ -86,9 +89,10 @@ def test_two_processes_run_mgrpo_steps(tmp_path: Path) -> None:
     assert (stage / "checkpoints" / "step-000001" / "model" / "config.json").is_file()
     # the evaluation: each process ran one of the 2 tasks; the file and the per-site
     # success hold both (the subset's first two site groups, so two sites)
+    subset = [str(t.task_id) for t in eval_subset(tasks_for(load_config(None), "test"), 2, 0)]
     for step in (0, 1):
         evals = read_trajectories(stage / "eval" / f"step-{step:06d}.jsonl")
-        assert len({t.task_id for t in evals}) == 2
+        assert [str(t.task_id) for t in evals] == subset  # rank 0's task, then rank 1's
         sites = {t.info["task"]["site"] for t in evals}
         [row] = [
             r

@@ -19,6 +19,7 @@ from webagent_r1.train.dist import Dist, build_optimizer, load_policy, lr_factor
 from webagent_r1.train.rl import (
     StaleTurnsError,
     build_rl_batch,
+    interleave_shares,
     mgrpo_update,
     refuse_stale_turns,
 )
@@ -439,3 +440,22 @@ def test_update_mode_draws_no_dropout_and_checkpoints_where_it_can(arch: str) ->
     want = {"llama": {"LlamaDecoderLayer": True}, "opt": {"OPTDecoderLayer": False}}[arch]
     assert {k: v for k, v in flags.items() if k in want} == want
     assert all(m.training for m in model.modules())
+
+
+def test_interleave_shares_puts_dealt_tasks_back_in_order() -> None:
+    """7 tasks dealt to 3 processes (0, 3, 6 / 1, 4 / 2, 5), 2 episodes each: the tasks come
+    back 0-6, each task's two episodes in their order; one process is the identity."""
+    world, samples, n_tasks = 3, 2, 7
+    shares = [
+        [
+            Trajectory(f"task{t}", f"{t}.{k}")
+            for t in range(r, n_tasks, world)
+            for k in range(samples)
+        ]
+        for r in range(world)
+    ]
+    assert [len(s) for s in shares] == [6, 4, 4]
+    out = interleave_shares(shares, samples)
+    assert [t.group_id for t in out] == [f"{t}.{k}" for t in range(n_tasks) for k in range(samples)]
+    assert interleave_shares([shares[0]], samples) == shares[0]
+    assert interleave_shares([[], []], samples) == []

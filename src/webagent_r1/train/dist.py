@@ -172,6 +172,18 @@ class Dist:
         dist.all_gather_object(out, obj)
         return out
 
+    def gather_object(self, obj: Any) -> list[Any] | None:
+        """``obj`` of every process, in rank order, on the main process (None elsewhere).
+        Every process must call it."""
+        if self.world == 1:
+            return [obj]
+        # heavy: torch.distributed loads only when this runs
+        import torch.distributed as dist
+
+        out: list[Any] | None = [None] * self.world if self.main else None
+        dist.gather_object(obj, out, dst=0)
+        return out
+
     def broadcast_object(self, obj: Any) -> Any:
         """``obj`` of the main process, on every process."""
         if self.world == 1:

@@ -787,17 +787,10 @@ class RLStage(Stage):
         if rl.eval_samples > 1:
             m.update(_merge_pass_at_k(report, dist, rl.eval_samples))
         self.history.append({"step": step, **m})
-        trajs = report.trajectories
-        if dist.world > 1:  # every process's episodes, in the order of the subset's tasks
-            shares = dist.all_gather_object(_by_task(report.tasks, report.trajectories))
-            trajs = [
-                tr
-                for j in range(max(map(len, shares)))
-                for share in shares  # task j * world + rank is the rank's j-th
-                if j < len(share)
-                for tr in share[j]
-            ]
-        if dist.main:
+        # every process's episodes (each process evaluated tasks rank, rank + world, …)
+        shares = dist.gather_object(report.trajectories)
+        if shares is not None:
+            trajs = interleave_shares(shares, rl.eval_samples)
             write_trajectories(trajs, self.stage / "eval" / f"step-{step:06d}.jsonl")
         self.eval_s = max(self.eval_s, time.time() - e0)
         return m
@@ -1013,16 +1006,21 @@ def _merge_pass_at_k(report: Any, dist: Dist, k: int) -> dict[str, float]:
     return {f"eval/pass_at_{k}": total / n if n else 0.0, "eval/unscored_tasks": n_unscored}
 
 
-def _by_task(tasks: list[Task], trajs: list[Trajectory]) -> list[list[Trajectory]]:
-    """The episodes of each task in turn (an evaluation lists a task's samples together)."""
-    out: list[list[Trajectory]] = []
-    last = None
-    for task, tr in zip(tasks, trajs, strict=True):
-        if not out or task.task_id != last:
-            out.append([])
-            last = task.task_id
-        out[-1].append(tr)
-    return out
+def interleave_shares(shares: list[list[Trajectory]], samples: int) -> list[Trajectory]:
+    """The episodes of tasks dealt round-robin to processes, back in the tasks' order.
+
+    Args:
+        shares: each process's episodes in rank order; process ``r`` ran the tasks
+            ``r, r + world, …`` of the list, ``samples`` episodes each, a task's together.
+        samples: episodes per task.
+
+    Returns:
+        Every episode, task ``j * world + r`` (process ``r``'s ``j``-th) in place ``j * world
+        + r``, each task's episodes in their order.
+    """
+    chunks = [[s[i : i + samples] for i in range(0, len(s), samples)] for s in shares]
+    rounds = max((len(c) for c in chunks), default=0)
+    return [tr for j in range(rounds) for c in chunks if j < len(c) for tr in c[j]]
 
 
 def _merge_eval(report: Any, dist: Dist) -> dict[str, float]:
