@@ -45,12 +45,14 @@ def test_other_task_sources_have_no_baseline(tmp_path: Path) -> None:
 
 
 def test_groups_count_a_redone_step_once(tmp_path: Path) -> None:
-    """A run killed after step 3 (checkpoint at 2) and resumed logs step 3 twice: the
-    summary counts the step the checkpoints kept, the second."""
+    """A run killed after step 4 (checkpoint at 2) and resumed logs steps 3 and 4 twice: the
+    summary counts the resumed run's rows; when the resumed run ends at step 3 (its time
+    budget), the killed run's step 4 is not counted."""
     rows = [
         {"step": 1, "train/groups_used": 2, "train/groups_skipped_equal": 6},
         {"step": 2, "train/groups_used": 1, "train/groups_skipped_equal": 7},
         {"step": 3, "train/groups_used": 4, "train/groups_skipped_equal": 4},
+        {"step": 4, "train/groups_used": 5, "train/groups_skipped_equal": 3},
         {
             "step": 3,
             "train/groups_used": 3,
@@ -62,4 +64,5 @@ def test_groups_count_a_redone_step_once(tmp_path: Path) -> None:
     (tmp_path / "rl").mkdir()
     (tmp_path / "rl" / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
     cfg = load_config(None, [f"run_dir={tmp_path}"])
-    assert _rl_groups(cfg) == {"groups_trained": 6, "groups_collected": 24}
+    assert _rl_groups(cfg, 3) == {"groups_trained": 6, "groups_collected": 24}
+    assert _rl_groups(cfg, 4) == {"groups_trained": 11, "groups_collected": 32}

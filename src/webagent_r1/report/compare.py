@@ -24,7 +24,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from webagent_r1.report import plots
 from webagent_r1.report.load import (
@@ -34,6 +33,7 @@ from webagent_r1.report.load import (
     load_run,
     metric_series,
     num,
+    rows_by_step,
 )
 from webagent_r1.report.markdown import MISSING, duration, md_table, pct
 
@@ -118,12 +118,6 @@ class Comparison:
         return max(gaining, key=lambda r: r.gain_per_hour or 0.0) if gaining else None
 
 
-def _by_step(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
-    """Rows that have ``key``, one per step (the last logged wins, as after a resume), by step."""
-    last = {int(r["step"]): r for r in rows if num(r.get(key)) is not None}
-    return [last[s] for s in sorted(last)]
-
-
 def _run_row(label: str, run_dir: str | Path, notes: list[str]) -> RunComparison:
     try:
         data = load_run(run_dir)
@@ -135,7 +129,7 @@ def _run_row(label: str, run_dir: str | Path, notes: list[str]) -> RunComparison
             "recipe that reached M-GRPO"
         )
     notes += [f"{label}: {p}" for p in data.problems]
-    train = _by_step(data.rl_metrics, "train/step_s")
+    train = rows_by_step(data.rl_metrics, "train/step_s")
     evals = eval_rows(data.rl_metrics)
     rollout = [v for r in train if (v := num(r.get("rollout/success"))) is not None]
     rl = ((data.summary or {}).get("stages") or {}).get("rl")

@@ -36,25 +36,26 @@ from webagent_r1.report.failures import (
 from webagent_r1.types import Trajectory
 
 __all__ = [
-    "GROUP_KEYS",
-    "TrajectorySource",
-    "collect_failures",
-    "failure_tables",
-    "scan_trajectories",
-    "trajectory_sources",
-    "eval_rows",
-    "num",
-    "metric_series",
-    "SITE_LABELS",
-    "SITE_ORDER",
     "EpisodeStats",
     "EvalFile",
     "EvalResult",
+    "GROUP_KEYS",
     "ReportError",
     "RunData",
+    "SITE_LABELS",
+    "SITE_ORDER",
+    "TrajectorySource",
+    "collect_failures",
+    "eval_rows",
+    "failure_tables",
     "load_run",
+    "metric_series",
+    "num",
     "read_episode_stats",
     "read_jsonl_rows",
+    "rows_by_step",
+    "scan_trajectories",
+    "trajectory_sources",
 ]
 
 SITE_ORDER: tuple[str, ...] = (
@@ -418,10 +419,16 @@ def metric_series(rows: list[dict[str, Any]], key: str) -> list[tuple[float, flo
     return sorted(by_step.items())
 
 
+def rows_by_step(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    """Rows with a number under ``key``, one per step (the last logged wins: a step redone
+    after a resume replaces the killed run's), by step."""
+    last = {int(r["step"]): r for r in rows if num(r.get(key)) is not None}
+    return [last[s] for s in sorted(last)]
+
+
 def eval_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Rows with ``eval/success``, one per step (the last one logged wins, as after a resume)."""
-    by_step = {int(r["step"]): r for r in rows if num(r.get("eval/success")) is not None}
-    return [by_step[s] for s in sorted(by_step)]
+    return rows_by_step(rows, "eval/success")
 
 
 @dataclass

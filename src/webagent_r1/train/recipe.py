@@ -28,7 +28,7 @@ from webagent_r1.config import Config
 from webagent_r1.demos import collect_demos, pick_demo_tasks
 from webagent_r1.evaluate import eval_model, eval_subset
 from webagent_r1.policy.precision import resolve_old_logprobs
-from webagent_r1.report.load import ReportError
+from webagent_r1.report.load import ReportError, rows_by_step
 from webagent_r1.report.paired import compare_paired, load_outcomes
 from webagent_r1.rollout.trajectories import write_trajectories
 from webagent_r1.tasks.guess import baseline
@@ -167,7 +167,7 @@ def run_recipe(cfg: Config, resume: bool = False, progress: bool = True) -> dict
             "final": hist[-1] if hist else None,
             "history": hist,
             "paired": _paired_rl(cfg, hist),
-            **_rl_groups(cfg),
+            **_rl_groups(cfg, res_rl.steps),
         }
     summary["wall_s"] = summary.get("wall_s", 0.0) + time.time() - t_all
     summary["success"] = _successes(summary)
@@ -202,16 +202,17 @@ def _paired_rl(cfg: Config, hist: list[dict[str, float]]) -> dict[str, Any] | No
     }
 
 
-def _rl_groups(cfg: Config) -> dict[str, int]:
-    """Groups the M-GRPO steps trained on (mixed rewards) and collected, from its metrics:
-    one row per step, the last logged (a step redone after a resume replaces the killed
-    run's, which its checkpoint did not keep)."""
-    by_step = {
-        r.get("step"): r
-        for r in read_metrics(Path(cfg.run_dir) / "rl" / "metrics.jsonl")
-        if "train/groups_used" in r
-    }
-    rows = list(by_step.values())
+def _rl_groups(cfg: Config, steps: int) -> dict[str, int]:
+    """Groups the M-GRPO steps ``1..steps`` trained on (mixed rewards) and collected, from its
+    metrics: one row per step, the last logged (a step redone after a resume replaces the
+    killed run's, and a killed run's step past the resumed run's end is not counted)."""
+    rows = [
+        r
+        for r in rows_by_step(
+            read_metrics(Path(cfg.run_dir) / "rl" / "metrics.jsonl"), "train/groups_used"
+        )
+        if int(r["step"]) <= steps
+    ]
     used = sum(int(r["train/groups_used"]) for r in rows)
     skipped = sum(
         int(r.get("train/groups_skipped_equal", 0)) + int(r.get("train/groups_skipped_small", 0))
