@@ -12,12 +12,13 @@ import torch
 from tests.support.tiny import make_tiny_model, make_trajectories, make_turn
 from webagent_r1.config import load_config
 from webagent_r1.rollout.collect import Group
-from webagent_r1.rollout.trajectories import turn_samples
+from webagent_r1.rollout.trajectories import turn_samples, write_trajectories
 from webagent_r1.train.batching import collate, completion_logprobs, micro_batches
 from webagent_r1.train.bc import batch_indices, split_demos
 from webagent_r1.train.dist import Dist, build_optimizer, load_policy, lr_factor
 from webagent_r1.train.rl import (
     StaleTurnsError,
+    _started_subset,
     build_rl_batch,
     interleave_shares,
     mgrpo_update,
@@ -459,3 +460,19 @@ def test_interleave_shares_puts_dealt_tasks_back_in_order() -> None:
     assert [t.group_id for t in out] == [f"{t}.{k}" for t in range(n_tasks) for k in range(samples)]
     assert interleave_shares([shares[0]], samples) == shares[0]
     assert interleave_shares([[], []], samples) == []
+
+
+def test_a_resumed_run_keeps_the_evaluation_tasks_it_started_with(tmp_path: Path) -> None:
+    """The first evaluation file's task ids, in order (a task's samples once); None when
+    there is no file, a task is not in the test split, or the file is malformed."""
+    test = [Task(f"t{k}", "x", "http://x/", ["shop"]) for k in range(4)]
+    assert _started_subset(tmp_path, test) is None
+    write_trajectories(
+        [Trajectory("t2", 0), Trajectory("t2", 0), Trajectory("t0", 1)],
+        tmp_path / "step-000000.jsonl",
+    )
+    write_trajectories([Trajectory("t3", 0)], tmp_path / "step-000004.jsonl")  # a later one
+    assert _started_subset(tmp_path, test) == ["t2", "t0"]
+    assert _started_subset(tmp_path, test[:2]) is None  # t2 is not in this split
+    (tmp_path / "step-000000.jsonl").write_text("{not json\n")
+    assert _started_subset(tmp_path, test) is None

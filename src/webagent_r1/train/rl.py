@@ -66,7 +66,12 @@ from webagent_r1.rollout.collect import (
     turns_by_outcome_metrics,
 )
 from webagent_r1.rollout.pool import make_env_pool
-from webagent_r1.rollout.trajectories import Sample, turn_samples, write_trajectories
+from webagent_r1.rollout.trajectories import (
+    Sample,
+    read_trajectories,
+    turn_samples,
+    write_trajectories,
+)
 from webagent_r1.sources import task_source
 from webagent_r1.stats import pass_at_k
 from webagent_r1.train.batching import (
@@ -706,7 +711,22 @@ class RLStage(Stage):
         saved_curriculum = self.resumed.get("curriculum")  # absent in older runs' checkpoints
         if saved_curriculum is not None:
             self.curriculum.load_state_dict(saved_curriculum)
-        self.eval_tasks = eval_subset(source.tasks("test"), rl.eval_tasks, cfg.seed)
+        test = source.tasks("test")
+        self.eval_tasks = eval_subset(test, rl.eval_tasks, cfg.seed)
+        # a resumed run evaluates the tasks it started with (the main process reads them),
+        # unless rl.eval_tasks changed their number
+        ids = _started_subset(self.stage / "eval", test) if self.start and self.dist.main else None
+        ids = self.dist.broadcast_object(ids)
+        now = [str(t.task_id) for t in self.eval_tasks]
+        if ids is not None and len(ids) == len(now) and ids != now:
+            by_id = {str(t.task_id): t for t in test}
+            self.eval_tasks = [by_id[i] for i in ids]
+            if self.dist.main:
+                print(
+                    f"note: the run's evaluations go on with the {len(ids)} test tasks it "
+                    "started with (rl/eval/), not the subset this version picks",
+                    flush=True,
+                )
         local = cfg.rollout.env_pool == "local"
         backend = source.start() if local else None  # Ray workers start their own sites
         self.browser = await Browser.launch(cfg.browser) if local else None
@@ -1004,6 +1024,21 @@ def _merge_pass_at_k(report: Any, dist: Dist, k: int) -> dict[str, float]:
     scored = len(per_task) - len(unscored)
     total, n, n_unscored = dist.all_reduce_sum([mean * scored, scored, len(unscored)])
     return {f"eval/pass_at_{k}": total / n if n else 0.0, "eval/unscored_tasks": n_unscored}
+
+
+def _started_subset(eval_dir: Path, test: list[Task]) -> list[str] | None:
+    """The task ids of a resumed run's first evaluation file, in its order, so that every
+    evaluation of a run is on the same tasks even when ``eval_subset`` picks others since;
+    None without a readable file or when one of its tasks is not in ``test``."""
+    files = sorted(eval_dir.glob("step-*.jsonl"))
+    if not files:
+        return None
+    try:
+        ids = list(dict.fromkeys(str(t.task_id) for t in read_trajectories(files[0])))
+    except (OSError, ValueError):  # a malformed file is a TrajectoryFileError (ValueError)
+        return None
+    known = {str(t.task_id) for t in test}
+    return ids if ids and all(i in known for i in ids) else None
 
 
 def interleave_shares(shares: list[list[Trajectory]], samples: int) -> list[Trajectory]:
