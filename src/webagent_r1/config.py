@@ -561,7 +561,14 @@ class RLConfig:
     curriculum_fresh: bool = True
     """'mixed'/'dynamic': within a template, draw the training instance used least recently."""
     dynamic_max_extra: int = 8
-    """'dynamic': cap on extra groups collected per step beyond the first B."""
+    """'dynamic' and ``min_mixed_groups``: cap on extra groups collected per step beyond the
+    first B."""
+    min_mixed_groups: int = 0
+    """'uniform'/'mixed': roll out further rounds of B tasks (the same policy: no update in
+    between) until the step holds at least this many groups with mixed rewards, or
+    ``dynamic_max_extra`` extra groups were spent; then one update on all of them. Every
+    update then follows at least this many groups (an AdamW step moves the weights by about
+    ``lr`` however few it follows). 0: one round a step."""
     trainable_layers: int | None = None
     """M-GRPO's own ``train.trainable_layers`` (None: the same as BC). A CPU recipe can warm
     up the top layers with BC and let M-GRPO train every layer (0), which costs it more update
@@ -636,6 +643,21 @@ class RLConfig:
             self.dynamic_max_extra >= 0,
             f"rl.dynamic_max_extra must be >= 0 (extra groups per step), "
             f"got {self.dynamic_max_extra}",
+        )
+        _check(
+            self.min_mixed_groups >= 0,
+            f"rl.min_mixed_groups must be >= 0 (0 = one round a step), got {self.min_mixed_groups}",
+        )
+        _check(
+            self.min_mixed_groups == 0 or self.curriculum != "dynamic",
+            "rl.min_mixed_groups applies to rl.curriculum uniform or mixed; 'dynamic' already "
+            "collects until B groups have mixed rewards",
+        )
+        _check(
+            self.min_mixed_groups <= self.tasks_per_step + self.dynamic_max_extra,
+            f"rl.min_mixed_groups={self.min_mixed_groups} can never be reached: a step collects "
+            f"at most rl.tasks_per_step + rl.dynamic_max_extra = "
+            f"{self.tasks_per_step + self.dynamic_max_extra} groups",
         )
 
 

@@ -23,6 +23,7 @@ from webagent_r1.train.curriculum import (
     is_mixed,
     mixed_weights,
     more_groups,
+    more_rounds,
     step_tasks,
     template_key,
 )
@@ -323,6 +324,51 @@ async def test_dynamic_collects_until_b_mixed_groups_or_the_cap() -> None:
     assert got.rounds == 3  # 4, then 4 more, then the 1 left of the cap
 
 
+def test_more_rounds_stopping_rule() -> None:
+    assert more_rounds(mixed=4, min_mixed=4, extra=0, max_extra=16, n=8) == 0  # enough
+    assert more_rounds(mixed=1, min_mixed=4, extra=0, max_extra=16, n=8) == 8  # a whole round
+    assert more_rounds(mixed=3, min_mixed=4, extra=8, max_extra=12, n=8) == 4  # cap's rest
+    assert more_rounds(mixed=3, min_mixed=4, extra=16, max_extra=16, n=8) == 0  # cap spent
+    assert more_rounds(mixed=0, min_mixed=0, extra=0, max_extra=16, n=8) == 0  # off: one round
+
+
+async def test_min_mixed_collects_whole_rounds_until_k_mixed_groups() -> None:
+    # "edge" groups mix, the others never: rounds of B=4 until 3 edge groups were drawn
+    tasks = make_tasks({"easy": 10, "hard": 10, "edge": 10})
+    rounds: list[tuple[int, int]] = []
+
+    async def fake_collect(mine: list[Task], rnd: int) -> list[Group]:
+        rounds.append((rnd, len(mine)))
+        rewards = {"easy": [1.0] * 4, "hard": [0.0] * 4, "edge": [0.0, 1.0, 0.0, 1.0]}
+        return [group(t, rewards[template_key(t)]) for t in mine]
+
+    for sampler in ("uniform", "mixed"):
+        rounds.clear()
+        cur = Curriculum(tasks, sampler, seed=1, floor=1.0, max_extra=40, min_mixed=3)
+        got = await collect_step(cur, 0, 4, fake_collect)
+        mixed = sum(is_mixed(g.rewards) for g in got.groups)
+        assert got.mixed == mixed >= 3
+        # the step stopped at the first round that reached 3 mixed groups
+        before_last = sum(is_mixed(g.rewards) for g in got.groups[:-4])
+        assert before_last < 3
+        assert [r for r, _ in rounds] == list(range(len(rounds))) and len(rounds) >= 2
+        assert all(n == 4 for _, n in rounds)  # whole rounds of B
+        assert got.extra == got.total - 4 == 4 * (len(rounds) - 1)
+        # within a step no instance is drawn twice while others remain
+        ids = [g.task.task_id for g in got.groups]
+        assert len(set(ids)) == len(ids)
+
+    # the cap binds when nothing mixes: B, then what the cap allows
+    async def all_fail(mine: list[Task], rnd: int) -> list[Group]:
+        return [group(t, [0.0] * 4) for t in mine]
+
+    cur = Curriculum(tasks, "mixed", seed=0, max_extra=6, min_mixed=2)
+    got = await collect_step(cur, 0, 4, all_fail)
+    assert (got.mixed, got.extra, got.total, got.rounds) == (0, 6, 10, 3)  # 4, 4, then 2
+    with pytest.raises(ValueError, match="min_mixed"):
+        Curriculum(tasks, "dynamic", min_mixed=2)
+
+
 async def test_uniform_and_mixed_collect_one_round_and_record_it() -> None:
     tasks = make_tasks({"a": 5, "b": 5})
 
@@ -372,6 +418,17 @@ def test_config_fields_and_validation() -> None:
         load_config(None, ["rl.curriculum_decay=0"])
     with pytest.raises(ConfigError, match="rl.dynamic_max_extra must be >= 0"):
         load_config(None, ["rl.dynamic_max_extra=-1"])
+    assert rl.min_mixed_groups == 0  # one round a step unless asked
+    cfg = load_config(None, ["rl.curriculum=mixed", "rl.min_mixed_groups=3"])
+    assert Curriculum.from_config(make_tasks({"a": 2}), cfg.rl, cfg.seed).min_mixed == 3
+    with pytest.raises(ConfigError, match="rl.min_mixed_groups must be >= 0"):
+        load_config(None, ["rl.min_mixed_groups=-1"])
+    with pytest.raises(ConfigError, match="min_mixed_groups applies to rl.curriculum uniform"):
+        load_config(None, ["rl.curriculum=dynamic", "rl.min_mixed_groups=2"])
+    with pytest.raises(ConfigError, match="can never be reached"):
+        load_config(
+            None, ["rl.tasks_per_step=4", "rl.dynamic_max_extra=4", "rl.min_mixed_groups=9"]
+        )
     with pytest.raises(ConfigError, match="did you mean 'curriculum'"):
         load_config(None, ["rl.curriculm=mixed"])
 

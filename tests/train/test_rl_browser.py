@@ -152,6 +152,33 @@ async def test_dynamic_curriculum_collects_extra_groups_and_keeps_its_state(
     assert any(k.startswith("curriculum/p/") for k in row)
 
 
+async def test_min_mixed_groups_rolls_out_whole_rounds_before_one_update(
+    tmp_path: Path,
+) -> None:
+    """``rl.min_mixed_groups``: the random model mixes no group, so the step rolls out
+    further rounds of B tasks in real browsers until the cap, all logged as one step."""
+    model = make_tiny_model(tmp_path / "model")
+    cfg = _config(
+        tmp_path,
+        model,
+        "env.max_turns=1",
+        "rollout.max_new_tokens=4",
+        "rl.steps=1",
+        "rl.curriculum=mixed",
+        "rl.min_mixed_groups=1",
+        "rl.dynamic_max_extra=4",
+        "tasks.difficulty=1-2",
+    )
+    await train_rl(cfg, progress=False)
+    stage = tmp_path / "run" / "rl"
+    rollouts = read_trajectories(stage / "rollouts" / "step-000000-rank0.jsonl")
+    # B = 1 task: the first round and four more, each its own task
+    assert len(rollouts) == 10 and len({t.task_id for t in rollouts}) == 5
+    [row] = [r for r in read_metrics(stage / "metrics.jsonl") if "curriculum/mixed_frac" in r]
+    assert row["curriculum/rounds"] == 5 and row["curriculum/extra_groups"] == 4
+    assert row["curriculum/discarded"] == 5 and row["train/groups_used"] == 0
+
+
 async def test_one_rl_step_on_miniwob_training_seeds(tmp_path: Path) -> None:
     """The trainer takes its tasks, pages and evaluator from the task source: one M-GRPO
     step on MiniWoB++ training seeds, evaluated on test seeds."""

@@ -14,6 +14,11 @@ skips it), yet costs a full rollout. This module chooses each step's tasks (``rl
   or ``rl.dynamic_max_extra`` extra groups were spent; groups with equal rewards are discarded
   (counted). ``rl.curriculum_floor=1`` gives DAPO's uniform prompts plus the filter.
 
+With ``rl.min_mixed_groups`` = K, ``uniform`` and ``mixed`` roll out further rounds of B tasks
+(no update in between, so every round comes from the policy that will be updated) until the step
+holds K groups with mixed rewards or ``rl.dynamic_max_extra`` extra groups were spent
+(``more_rounds``). Whole rounds, not the missing number of groups: a round is one decoding batch.
+
 Success is tracked per template and per task instance from the rollouts the trainer does anyway:
 a Beta(a + successes, a + failures) posterior whose counts decay by ``rl.curriculum_decay`` per
 step (the policy changes, so old outcomes count less); an unseen template has the prior mean ½.
@@ -222,9 +227,9 @@ class StepGroups:
     mixed: int = 0
     """Of them, groups whose usable rewards are mixed (all processes)."""
     extra: int = 0
-    """Groups collected beyond the first B (``dynamic`` only)."""
+    """Groups collected beyond the first round (``dynamic`` or ``min_mixed``)."""
     rounds: int = 0
-    """Collection rounds (1 unless ``dynamic`` collected more)."""
+    """Collection rounds (1 unless ``dynamic`` or ``min_mixed`` collected more)."""
 
 
 class Curriculum:
@@ -238,8 +243,10 @@ class Curriculum:
         floor: exploration share of the ``mixed`` weights (``mixed_weights``).
         decay: per-step forgetting of the success counts.
         fresh: within a template, prefer the instance used least recently.
-        max_extra: ``dynamic``: cap on extra groups per step.
+        max_extra: ``dynamic`` and ``min_mixed``: cap on extra groups per step.
         prior: Beta prior pseudo-counts.
+        min_mixed: ``uniform``/``mixed``: more rounds of B tasks until this many groups are
+            mixed (``more_rounds``; 0: one round a step).
     """
 
     def __init__(
@@ -252,6 +259,7 @@ class Curriculum:
         fresh: bool = True,
         max_extra: int = 8,
         prior: float = 1.0,
+        min_mixed: int = 0,
     ) -> None:
         if sampler not in CURRICULA:
             raise ValueError(f"unknown curriculum {sampler!r}; choose one of {sorted(CURRICULA)}")
@@ -259,12 +267,15 @@ class Curriculum:
             raise ValueError("the curriculum needs at least one training task")
         if not 0 <= floor <= 1:
             raise ValueError(f"floor must be in [0, 1], got {floor}")
+        if min_mixed and sampler == "dynamic":
+            raise ValueError("min_mixed applies to 'uniform' and 'mixed' ('dynamic' has B)")
         _check_training_tasks(train_tasks, "Curriculum")
         self.sampler = sampler
         self.seed = seed
         self.floor = floor
         self.fresh = fresh
         self.max_extra = max_extra
+        self.min_mixed = max(int(min_mixed), 0)
         self.tasks = list(train_tasks)  # order kept: ``uniform`` samples this list
         self.index = {str(t.task_id): i for i, t in enumerate(self.tasks)}
         if len(self.index) != len(self.tasks):
@@ -289,6 +300,7 @@ class Curriculum:
             decay=rl.curriculum_decay,
             fresh=rl.curriculum_fresh,
             max_extra=rl.dynamic_max_extra,
+            min_mixed=rl.min_mixed_groups,
         )
 
     # ---- estimates -------------------------------------------------------------------
@@ -319,14 +331,16 @@ class Curriculum:
     def draw(self, step: int, n: int, rnd: int = 0) -> list[Task]:
         """The tasks of round ``rnd`` of step ``step``: ``min(n, available)`` distinct tasks.
 
-        Round 0 of ``uniform`` is ``step_tasks`` (today's draw). Later rounds (``dynamic``)
+        Round 0 of ``uniform`` is ``step_tasks`` (today's draw). Later rounds (``dynamic``,
+        ``min_mixed``)
         avoid the instances already drawn this step while others remain. A function of
         (seed, step, round, state); it marks the drawn instances as used at ``step``.
 
         Args:
             step: the training step.
             n: tasks wanted.
-            rnd: collection round within the step (0 unless ``dynamic`` collects more).
+            rnd: collection round within the step (0 unless ``dynamic`` or ``min_mixed``
+                collects more).
 
         Returns:
             Distinct training tasks, in draw order.
@@ -437,6 +451,25 @@ class Curriculum:
         self.last_used = {str(k): int(v) for k, v in state.get("last_used", {}).items()}
 
 
+def more_rounds(mixed: int, min_mixed: int, extra: int, max_extra: int, n: int) -> int:
+    """The ``rl.min_mixed_groups`` stopping rule: how many groups the next round collects.
+
+    Args:
+        mixed: groups with mixed rewards collected so far this step (all processes).
+        min_mixed: mixed groups the step must hold (K; 0: one round a step).
+        extra: groups collected beyond the first round so far.
+        max_extra: cap on extra groups per step.
+        n: tasks per round (B).
+
+    Returns:
+        ``n`` (or what is left of the cap, if less) while fewer than ``min_mixed`` groups are
+        mixed; 0 when the step holds ``min_mixed`` mixed groups or the cap is spent.
+    """
+    if mixed >= min_mixed or extra >= max_extra:
+        return 0
+    return min(n, max_extra - extra)
+
+
 DRAWS: dict[str, Callable[[Curriculum, random.Random, int, set[str]], list[Task]]] = {
     "uniform": Curriculum._draw_uniform,
     "mixed": Curriculum._draw_mixed,
@@ -456,7 +489,8 @@ async def collect_step(
     rank: int = 0,
     world: int = 1,
 ) -> StepGroups:
-    """Draw and roll out one step's tasks; ``dynamic`` collects more until B mixed groups.
+    """Draw and roll out one step's tasks; ``dynamic`` collects more until B mixed groups,
+    ``min_mixed`` more rounds of B until that many.
 
     Every round draws its tasks (the same list on every process), rolls out this process's
     share ``tasks[rank::world]`` and records all processes' outcomes in ``cur``, so the
@@ -497,7 +531,8 @@ async def collect_step(
         out.total += len(tasks)
         out.rounds += 1
         rnd += 1
-        if cur.sampler != "dynamic":
-            break
-        want = more_groups(out.mixed, target, out.extra, cur.max_extra)
+        if cur.sampler == "dynamic":
+            want = more_groups(out.mixed, target, out.extra, cur.max_extra)
+        else:
+            want = more_rounds(out.mixed, cur.min_mixed, out.extra, cur.max_extra, n)
     return out

@@ -944,6 +944,7 @@ class RLStage(Stage):
             "curriculum/mixed_frac": collected.mixed / max(collected.total, 1),
             "curriculum/discarded": collected.total - used,
             "curriculum/extra_groups": collected.extra,
+            "curriculum/rounds": collected.rounds,
             **self.curriculum.metrics(),
             **self.memory.metrics(),
             # this process's achieved model FLOP/s and its fraction of the peak
@@ -962,10 +963,12 @@ class RLStage(Stage):
         used = metrics["train/groups_used"]
         collected = used + metrics["train/groups_skipped_equal"]
         collected += metrics["train/groups_skipped_small"]
+        rounds = int(metrics.get("curriculum/rounds", 1))
         print(
             f"step {done}/{self.cfg.rl.steps}: rollout success {metrics['rollout/success']:.2f}, "
-            f"groups used {int(used)}/{int(collected)}, "
-            f"loss {metrics.get('train/loss', 0.0):+.4f}, "
+            f"groups used {int(used)}/{int(collected)}"
+            + (f" ({rounds} rounds)" if rounds > 1 else "")
+            + f", loss {metrics.get('train/loss', 0.0):+.4f}, "
             f"clip {metrics.get('train/clip_frac', 0.0):.3f}, "
             f"{metrics['train/step_s']:.0f} s",
             flush=True,
