@@ -565,10 +565,11 @@ class RLConfig:
     first B."""
     min_mixed_groups: int = 0
     """'uniform'/'mixed': roll out further rounds of B tasks (the same policy: no update in
-    between) until the step holds at least this many groups with mixed rewards, or
-    ``dynamic_max_extra`` extra groups were spent; then one update on all of them. Every
-    update then follows at least this many groups (an AdamW step moves the weights by about
-    ``lr`` however few it follows). 0: one round a step."""
+    between) until the step holds at least this many groups with mixed rewards (the rewards
+    trained on), then one update on all of them. An update then follows at least this many
+    groups (an AdamW step moves the weights by about ``lr`` however few it follows), unless
+    ``dynamic_max_extra`` extra groups were spent or ``time_budget_min`` has no room for
+    another round. 0: one round a step."""
     trainable_layers: int | None = None
     """M-GRPO's own ``train.trainable_layers`` (None: the same as BC). A CPU recipe can warm
     up the top layers with BC and let M-GRPO train every layer (0), which costs it more update

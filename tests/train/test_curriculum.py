@@ -369,6 +369,35 @@ async def test_min_mixed_collects_whole_rounds_until_k_mixed_groups() -> None:
         Curriculum(tasks, "dynamic", min_mixed=2)
 
 
+async def test_min_mixed_counts_trained_rewards_and_stops_when_told() -> None:
+    tasks = make_tasks({"a": 10})
+
+    async def graded_mixed(mine: list[Task], rnd: int) -> list[Group]:
+        return [group(t, [1.0, 0.0]) for t in mine]
+
+    # graded [1, 0] but trained [0, 0] (say, the success never exited): not mixed
+    cur = Curriculum(tasks, "mixed", seed=0, max_extra=4, min_mixed=1)
+    got = await collect_step(cur, 0, 2, graded_mixed, rewards_of=lambda g: [0.0, 0.0])
+    assert (got.mixed, got.rounds, got.total) == (0, 3, 6)
+    assert cur.templates.estimate("a").mean == pytest.approx((1 + 6) / (2 + 12))  # graded
+    # the budget says no: one round only, and it is asked with the rounds so far
+    asked: list[int] = []
+
+    def no_room(rounds: int) -> bool:
+        asked.append(rounds)
+        return False
+
+    cur = Curriculum(tasks, "mixed", seed=0, max_extra=4, min_mixed=1)
+    got = await collect_step(
+        cur, 0, 2, graded_mixed, rewards_of=lambda g: [0.0, 0.0], may_extend=no_room
+    )
+    assert (got.rounds, got.total, asked) == (1, 2, [1])
+    # enough mixed groups: the budget is not asked
+    cur = Curriculum(tasks, "mixed", seed=0, max_extra=4, min_mixed=1)
+    got = await collect_step(cur, 0, 2, graded_mixed, may_extend=no_room)
+    assert (got.rounds, got.mixed, asked) == (1, 2, [1])
+
+
 async def test_uniform_and_mixed_collect_one_round_and_record_it() -> None:
     tasks = make_tasks({"a": 5, "b": 5})
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import copy
 import math
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -17,12 +19,14 @@ from webagent_r1.train.batching import collate, completion_logprobs, micro_batch
 from webagent_r1.train.bc import batch_indices, split_demos
 from webagent_r1.train.dist import Dist, build_optimizer, load_policy, lr_factor
 from webagent_r1.train.rl import (
+    RLStage,
     StaleTurnsError,
     _started_subset,
     build_rl_batch,
     interleave_shares,
     mgrpo_update,
     refuse_stale_turns,
+    trained_rewards,
 )
 from webagent_r1.types import Task, Trajectory
 
@@ -137,6 +141,38 @@ def test_reward_requires_exit_trains_a_success_at_the_turn_limit_as_a_failure() 
     lone.trajectories[1].status = "max_turns"
     assert build_rl_batch([lone], require_exit=True).groups_equal == 1
     assert build_rl_batch([lone]).groups_used == 1
+
+
+def test_trained_rewards_are_what_the_batch_trains_on() -> None:
+    group = _group([1.0, 0.0, 0.0], seed=2)
+    group.trajectories[0].status = "max_turns"
+    group.trajectories[2].status = "env_error"  # never a failure: left out
+    assert trained_rewards(group, require_exit=False) == [1.0, 0.0]
+    assert trained_rewards(group, require_exit=True) == [0.0, 0.0]
+    assert build_rl_batch([group], require_exit=True).groups_equal == 1  # the same verdict
+
+
+def test_round_fits_leaves_room_for_a_round_an_update_and_the_evaluation() -> None:
+    def stage(budget_min: float, updates: list[float]) -> SimpleNamespace:
+        dist = SimpleNamespace(main=False, broadcast_object=lambda x: x)
+        cfg = SimpleNamespace(rl=SimpleNamespace(time_budget_min=budget_min))
+        now = time.time()
+        # 20 min of earlier wall time, this process started 10 min ago, a 5-min evaluation
+        return SimpleNamespace(
+            cfg=cfg,
+            dist=dist,
+            prior_s=1200.0,
+            clock_t0=now - 600,
+            eval_s=300.0,
+            update_times=updates,
+        )
+
+    s0 = time.time() - 240  # the step's 2 rounds so far took 4 min: 2 min a round
+    # used 30 min; need 1.1 * (2 + 3) + 5 = 10.5 min
+    assert RLStage.round_fits(stage(41, [180.0]), s0, 2)
+    assert not RLStage.round_fits(stage(40, [180.0]), s0, 2)
+    assert RLStage.round_fits(stage(40, []), s0, 2)  # no update yet: 1.1 * 2 + 5 = 7.2 min
+    assert RLStage.round_fits(stage(0, [1e9]), s0, 2)  # no budget
 
 
 def test_build_rl_batch_drops_or_refuses_stale_turns() -> None:

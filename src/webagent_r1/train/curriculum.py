@@ -17,7 +17,9 @@ skips it), yet costs a full rollout. This module chooses each step's tasks (``rl
 With ``rl.min_mixed_groups`` = K, ``uniform`` and ``mixed`` roll out further rounds of B tasks
 (no update in between, so every round comes from the policy that will be updated) until the step
 holds K groups with mixed rewards or ``rl.dynamic_max_extra`` extra groups were spent
-(``more_rounds``). Whole rounds, not the missing number of groups: a round is one decoding batch.
+(``more_rounds``). Whole rounds of B, not the missing number of groups (a round is one decoding
+batch), the last one cut to what is left of the cap. The trainer counts a group as mixed by the
+rewards it trains on, and stops adding rounds when the time budget has no room for one more.
 
 Success is tracked per template and per task instance from the rollouts the trainer does anyway:
 a Beta(a + successes, a + failures) posterior whose counts decay by ``rl.curriculum_decay`` per
@@ -58,6 +60,7 @@ __all__ = [
     "is_mixed",
     "mixed_weights",
     "more_groups",
+    "more_rounds",
     "step_tasks",
     "template_key",
 ]
@@ -488,6 +491,8 @@ async def collect_step(
     reduce_sum: Callable[[list[float]], list[float]] | None = None,
     rank: int = 0,
     world: int = 1,
+    rewards_of: Callable[[Group], Sequence[float]] | None = None,
+    may_extend: Callable[[int], bool] | None = None,
 ) -> StepGroups:
     """Draw and roll out one step's tasks; ``dynamic`` collects more until B mixed groups,
     ``min_mixed`` more rounds of B until that many.
@@ -506,6 +511,11 @@ async def collect_step(
             process).
         rank: this process's rank.
         world: number of processes.
+        rewards_of: the rewards a group is trained on, which decide whether it is mixed
+            (None: its usable members' graded rewards). The curriculum's estimates always
+            count the graded rewards.
+        may_extend: ``(rounds so far) -> bool``, asked before every later round (the same
+            answer on every process); False ends the step's collection (a time budget).
 
     Returns:
         This process's groups and the step's counts over all processes.
@@ -524,7 +534,9 @@ async def collect_step(
         mine = tasks[rank::world]
         groups = await collect_round(mine, rnd) if mine else []
         out.groups.extend(groups)
-        mixed_here = sum(is_mixed([t.reward for t in g.usable]) for g in groups)
+        mixed_here = sum(
+            is_mixed(rewards_of(g) if rewards_of else [t.reward for t in g.usable]) for g in groups
+        )
         summed = reduce([*cur.outcome_vector(groups), float(mixed_here)])
         cur.record(step, summed[:-1])
         out.mixed += int(round(summed[-1]))
@@ -535,4 +547,6 @@ async def collect_step(
             want = more_groups(out.mixed, target, out.extra, cur.max_extra)
         else:
             want = more_rounds(out.mixed, cur.min_mixed, out.extra, cur.max_extra, n)
+        if want > 0 and may_extend is not None and not may_extend(out.rounds):
+            break
     return out

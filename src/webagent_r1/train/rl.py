@@ -161,6 +161,16 @@ def train_reward(traj: Trajectory, require_exit: bool) -> float:
     return 0.0 if require_exit and traj.status == "max_turns" else float(traj.reward)
 
 
+def trainable_members(group: Group) -> list[Trajectory]:
+    """The members ``build_rl_batch`` trains on: usable (no env error), trainable, with turns."""
+    return [t for t in group.usable if t.info.get("trainable", True) and t.turns]
+
+
+def trained_rewards(group: Group, require_exit: bool) -> list[float]:
+    """The rewards ``build_rl_batch`` trains ``group`` on (``trainable_members``)."""
+    return [train_reward(t, require_exit) for t in trainable_members(group)]
+
+
 def build_rl_batch(
     groups: list[Group],
     advantage_scale: str = "std",
@@ -205,7 +215,7 @@ def build_rl_batch(
         raise ValueError(f"advantage must be one of {ADVANTAGES}, got {advantage!r}")
     batch = RLBatch()
     for g in groups:
-        usable = [t for t in g.usable if t.info.get("trainable", True) and t.turns]
+        usable = trainable_members(g)
         if len(usable) < 2:
             batch.groups_small += 1
             continue
@@ -671,6 +681,7 @@ class RLStage(Stage):
         self.eval_s = 0.0
         self.clock_t0 = time.time()
         self.step_times: list[float] = []
+        self.update_times: list[float] = []
         self.curriculum: Curriculum | None = None
 
     async def setup(self) -> None:
@@ -771,6 +782,26 @@ class RLStage(Stage):
             )
         return stop
 
+    def round_fits(self, s0: float, rounds: int) -> bool:
+        """May the step starting at ``s0`` roll out one more round? Not when a round (the mean
+        of this step's ``rounds``), an update (the recent mean) and the final evaluation would
+        overrun ``rl.time_budget_min`` (the same answer on every process)."""
+        rl = self.cfg.rl
+        if not rl.time_budget_min:
+            return True
+        now = time.time()
+        used = self.prior_s + now - self.clock_t0
+        recent = self.update_times[-3:]
+        update = sum(recent) / len(recent) if recent else 0.0
+        need = 1.1 * ((now - s0) / max(rounds, 1) + update) + self.eval_s
+        fits = bool(self.dist.broadcast_object(used + need <= rl.time_budget_min * 60))
+        if not fits and self.dist.main:
+            print(
+                f"time budget ({rl.time_budget_min:g} min): no further round this step",
+                flush=True,
+            )
+        return fits
+
     def wall(self) -> dict[str, float]:
         """The stage's wall time over resumes and its longest evaluation (checkpointed)."""
         return {"wall_s": self.prior_s + time.time() - self.clock_t0, "eval_s": self.eval_s}
@@ -867,6 +898,8 @@ class RLStage(Stage):
             dist.all_reduce_sum,
             dist.rank,
             dist.world,
+            rewards_of=functools.partial(trained_rewards, require_exit=rl.reward_requires_exit),
+            may_extend=functools.partial(self.round_fits, s0),
         )
         groups = collected.groups
         self.model.train()
@@ -893,6 +926,7 @@ class RLStage(Stage):
         # a sleeping engine (vLLM) frees its GPU memory for the update and takes it back
         metrics = await update_then_push(self.engine, self.sync, self.opt, update, step + 1)
         update_s = time.time() - u0
+        self.update_times.append(update_s)
         metrics.update(self.step_metrics(stats, batch, collected, trajs, gen_s, update_s, s0))
         self.step_times.append(time.time() - s0)
         return metrics
