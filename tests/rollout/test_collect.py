@@ -21,6 +21,7 @@ from webagent_r1.rollout.collect import (
     ROLLOUT_MODES,
     Group,
     RolloutStats,
+    _Progress,
     collect,
     run_episode,
     turns_by_outcome,
@@ -114,6 +115,21 @@ async def test_async_episodes_overlap_and_refill_slots() -> None:
     assert stats.tokens == sum(len(u.completion_ids) for t in trajs for u in t.turns)
     m = stats.metrics()
     assert m["rollout/success_rate"] == 1.0 and m["rollout/env_steps_per_s"] > 0
+
+
+async def test_calls_sharing_stats_sum_them_and_each_bar_counts_its_own() -> None:
+    tasks = make_tasks(2)
+    stats = RolloutStats()
+    kw = dict(max_concurrent_episodes=2, progress=False, stats=stats)
+    await collect(tasks, 2, ScriptedEngine(TOK, [CLICK, EXIT]), FakeEnvPool(2), TOK, **kw)
+    first = stats.wall_s
+    bar = _Progress(4, stats, False, "rollout")  # the second round's bar
+    assert bar.line()[0] == 0 and bar.line()[1].startswith("success 0/0 ")
+    await collect(tasks, 2, ScriptedEngine(TOK, [CLICK, EXIT]), FakeEnvPool(2), TOK, **kw)
+    assert (stats.episodes, stats.successes, stats.turns) == (8, 8, 16)  # both calls
+    assert stats.wall_s > first > 0  # summed, not the last call's
+    done, info = bar.line()
+    assert done == 4 and info.startswith("success 4/4 ")  # not 8/8 over a total of 4
 
 
 @pytest.mark.parametrize("mode", sorted(ROLLOUT_MODES))

@@ -457,7 +457,8 @@ class Group:
 
 @dataclass
 class RolloutStats:
-    """Counters of one ``collect`` call (pass an instance to ``collect`` to receive them)."""
+    """Counters of ``collect`` calls (pass an instance to ``collect`` to receive them; one
+    passed to several calls, as the rounds of a training step, sums them)."""
 
     episodes: int = 0
     """Episodes finished (env errors that exhausted their retries included)."""
@@ -476,7 +477,7 @@ class RolloutStats:
     env_s: float = 0.0
     """Sum of the turns' env step times."""
     wall_s: float = 0.0
-    """Wall time of the collection."""
+    """Wall time of the collection (summed over the calls)."""
 
     def record(self, traj: Trajectory) -> None:
         """Count a finished episode."""
@@ -551,6 +552,7 @@ class _Progress:
 
     def __init__(self, total: int, stats: RolloutStats, enabled: bool, label: str) -> None:
         self.stats = stats
+        self.base = dataclasses.replace(stats)  # counts of earlier calls sharing ``stats``
         self.t0 = time.time()
         self.enabled, self.total, self.label = enabled, total, label
         self.bar: Any = None
@@ -565,17 +567,24 @@ class _Progress:
             self.update()
             self.bar.close()
 
+    def line(self) -> tuple[int, str]:
+        """This call's episodes done and the bar's text (earlier calls' counts left out)."""
+        s, b = self.stats, self.base
+        dt = max(time.time() - self.t0, 1e-9)
+        episodes = s.episodes - b.episodes
+        valid = episodes - (s.dropped - b.dropped)
+        info = (
+            f"success {s.successes - b.successes}/{valid} · "
+            f"{(s.turns - b.turns) / dt:.2f} steps/s · {(s.tokens - b.tokens) / dt:.0f} tok/s · "
+            f"env errors {s.env_errors - b.env_errors}"
+        )
+        return episodes, info
+
     def update(self) -> None:
         if self.bar is None:
             return
-        s = self.stats
-        dt = max(time.time() - self.t0, 1e-9)
-        valid = s.episodes - s.dropped
-        info = (
-            f"success {s.successes}/{valid} · {s.turns / dt:.2f} steps/s · "
-            f"{s.tokens / dt:.0f} tok/s · env errors {s.env_errors}"
-        )
-        self.bar.update(completed=s.episodes, info=info)
+        done, info = self.line()
+        self.bar.update(completed=done, info=info)
 
 
 @dataclass
@@ -809,5 +818,5 @@ async def collect(
             await asyncio.shield(env_pool.close_episodes())
             raise
         finally:
-            stats.wall_s = time.time() - t0
+            stats.wall_s += time.time() - t0  # summed over the calls sharing ``stats``
     return run.groups()
