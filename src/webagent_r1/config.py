@@ -507,8 +507,8 @@ class RLConfig:
     reward_requires_exit: bool = False
     """Train on a reward of 0 for an episode that reached the turn limit without ``exit``,
     whatever the site's state: a state-changing task then pays only when the agent also says
-    it is done (evaluations, the curriculum and the logged rollout success still grade the end
-    state alone)."""
+    it is done (evaluations, the curriculum's success estimates and the logged rollout success
+    still grade the end state alone; a group counts as mixed by the rewards trained on)."""
     drop_equal_groups: bool = True
     """Skip groups whose rewards are all equal (zero advantage, zero gradient); counted. With
     ``advantage: gigpo`` such groups are skipped too; keeping them (false) lets a group of all
@@ -548,7 +548,9 @@ class RLConfig:
     """Recipes: also evaluate the starting model before BC (R1-Zero's first eval is that)."""
     time_budget_min: float = 0.0
     """Stop M-GRPO early (then save and run the final evaluation) when another step would
-    overrun this many minutes of the stage's wall time; 0: no budget, run all ``steps``."""
+    overrun this many minutes of the stage's wall time, and roll out no further round of a
+    step ('dynamic', ``min_mixed_groups``) when a round and an update would; 0: no budget,
+    run all ``steps``."""
     curriculum: str = "uniform"
     """How each step's tasks are chosen (``train/curriculum.py``): 'uniform' (B distinct
     training tasks), 'mixed' (templates weighted by p(1-p) of their estimated success) or

@@ -153,10 +153,22 @@ async def test_dynamic_curriculum_collects_extra_groups_and_keeps_its_state(
 
 
 async def test_min_mixed_groups_rolls_out_whole_rounds_before_one_update(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``rl.min_mixed_groups``: the random model mixes no group, so the step rolls out
-    further rounds of B tasks in real browsers until the cap, all logged as one step."""
+    further rounds of B tasks in real browsers until the cap, all logged as one step; the
+    rounds count a group as mixed by the rewards it trains on."""
+    from webagent_r1.rollout.collect import Group  # heavy: only this test builds a group
+    from webagent_r1.train import rl as rl_module  # heavy: to wrap the trainer's collect_step
+
+    seen: list[Any] = []
+    real = rl_module.collect_step
+
+    async def recording(*args: Any, **kwargs: Any) -> Any:
+        seen.append(kwargs)
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(rl_module, "collect_step", recording)
     model = make_tiny_model(tmp_path / "model")
     cfg = _config(
         tmp_path,
@@ -167,6 +179,7 @@ async def test_min_mixed_groups_rolls_out_whole_rounds_before_one_update(
         "rl.curriculum=mixed",
         "rl.min_mixed_groups=1",
         "rl.dynamic_max_extra=4",
+        "rl.reward_requires_exit=true",
         "tasks.difficulty=1-2",
     )
     await train_rl(cfg, progress=False)
@@ -177,6 +190,9 @@ async def test_min_mixed_groups_rolls_out_whole_rounds_before_one_update(
     [row] = [r for r in read_metrics(stage / "metrics.jsonl") if "curriculum/mixed_frac" in r]
     assert row["curriculum/rounds"] == 5 and row["curriculum/extra_groups"] == 4
     assert row["curriculum/discarded"] == 5 and row["train/groups_used"] == 0
+    # graded [1, 0], but the success ran out of turns: trained [0, 0], not mixed
+    lone = [dataclasses.replace(rollouts[0], reward=1.0, status="max_turns"), rollouts[1]]
+    assert seen[0]["rewards_of"](Group(None, lone)) == [0.0, 0.0]  # type: ignore[arg-type]
 
 
 async def test_one_rl_step_on_miniwob_training_seeds(tmp_path: Path) -> None:

@@ -171,7 +171,9 @@ def test_round_fits_leaves_room_for_a_round_an_update_and_the_evaluation() -> No
     # used 30 min; need 1.1 * (2 + 3) + 5 = 10.5 min
     assert RLStage.round_fits(stage(41, [180.0]), s0, 2)
     assert not RLStage.round_fits(stage(40, [180.0]), s0, 2)
-    assert RLStage.round_fits(stage(40, []), s0, 2)  # no update yet: 1.1 * 2 + 5 = 7.2 min
+    # no update timed yet: a round's time stands in, 1.1 * (2 + 2) + 5 = 9.4 min
+    assert RLStage.round_fits(stage(40, []), s0, 2)
+    assert not RLStage.round_fits(stage(39, []), s0, 2)
     assert RLStage.round_fits(stage(0, [1e9]), s0, 2)  # no budget
 
 

@@ -228,7 +228,8 @@ class StepGroups:
     total: int = 0
     """Groups collected this step, all processes."""
     mixed: int = 0
-    """Of them, groups whose usable rewards are mixed (all processes)."""
+    """Of them, groups whose rewards are mixed (all processes): ``collect_step``'s
+    ``rewards_of``, by default the usable members' graded rewards."""
     extra: int = 0
     """Groups collected beyond the first round (``dynamic`` or ``min_mixed``)."""
     rounds: int = 0
@@ -278,7 +279,9 @@ class Curriculum:
         self.floor = floor
         self.fresh = fresh
         self.max_extra = max_extra
-        self.min_mixed = max(int(min_mixed), 0)
+        if min_mixed < 0:
+            raise ValueError(f"min_mixed must be >= 0 (0: one round a step), got {min_mixed}")
+        self.min_mixed = int(min_mixed)
         self.tasks = list(train_tasks)  # order kept: ``uniform`` samples this list
         self.index = {str(t.task_id): i for i, t in enumerate(self.tasks)}
         if len(self.index) != len(self.tasks):
@@ -335,9 +338,9 @@ class Curriculum:
         """The tasks of round ``rnd`` of step ``step``: ``min(n, available)`` distinct tasks.
 
         Round 0 of ``uniform`` is ``step_tasks`` (today's draw). Later rounds (``dynamic``,
-        ``min_mixed``)
-        avoid the instances already drawn this step while others remain. A function of
-        (seed, step, round, state); it marks the drawn instances as used at ``step``.
+        ``min_mixed``) avoid the instances already drawn this step while others remain. A
+        function of (seed, step, round, state); it marks the drawn instances as used at
+        ``step``.
 
         Args:
             step: the training step.

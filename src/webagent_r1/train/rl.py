@@ -784,16 +784,18 @@ class RLStage(Stage):
 
     def round_fits(self, s0: float, rounds: int) -> bool:
         """May the step starting at ``s0`` roll out one more round? Not when a round (the mean
-        of this step's ``rounds``), an update (the recent mean) and the final evaluation would
-        overrun ``rl.time_budget_min`` (the same answer on every process)."""
+        of this step's ``rounds``), an update (the recent mean; a round's time before this
+        process has timed one) and the final evaluation would overrun ``rl.time_budget_min``
+        (the same answer on every process)."""
         rl = self.cfg.rl
         if not rl.time_budget_min:
             return True
         now = time.time()
         used = self.prior_s + now - self.clock_t0
+        per_round = (now - s0) / max(rounds, 1)
         recent = self.update_times[-3:]
-        update = sum(recent) / len(recent) if recent else 0.0
-        need = 1.1 * ((now - s0) / max(rounds, 1) + update) + self.eval_s
+        update = sum(recent) / len(recent) if recent else per_round
+        need = 1.1 * (per_round + update) + self.eval_s
         fits = bool(self.dist.broadcast_object(used + need <= rl.time_budget_min * 60))
         if not fits and self.dist.main:
             print(
