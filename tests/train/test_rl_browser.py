@@ -43,6 +43,21 @@ def _config(tmp_path: Path, model: Path, *extra: str):
     )
 
 
+def _one_step(tmp_path: Path, *extra: str):
+    """``_config`` for one M-GRPO step of one-turn episodes, 4 tokens a turn, tiny model."""
+    model = make_tiny_model(tmp_path / "model")
+    return _config(
+        tmp_path, model, "env.max_turns=1", "rollout.max_new_tokens=4", "rl.steps=1", *extra
+    )
+
+
+async def _step_rollouts(cfg: Any, tmp_path: Path) -> tuple[Any, Path, list[Trajectory]]:
+    """Train ``cfg``; its result, its stage folder and step 0's rollouts."""
+    res = await train_rl(cfg, progress=False)
+    stage = tmp_path / "run" / "rl"
+    return res, stage, read_trajectories(stage / "rollouts" / "step-000000-rank0.jsonl")
+
+
 async def test_one_rl_step_with_real_browsers(tmp_path: Path) -> None:
     model = make_tiny_model(tmp_path / "model")
     cfg = _config(
@@ -129,20 +144,13 @@ async def test_dynamic_curriculum_collects_extra_groups_and_keeps_its_state(
     one allowed extra group, logs it, and the checkpoint keeps the success estimates."""
     from webagent_r1.train.checkpoint import load_trainer_state
 
-    model = make_tiny_model(tmp_path / "model")
-    cfg = _config(
+    cfg = _one_step(
         tmp_path,
-        model,
-        "env.max_turns=1",
-        "rollout.max_new_tokens=4",
-        "rl.steps=1",
         "rl.curriculum=dynamic",
         "rl.dynamic_max_extra=1",
         "tasks.difficulty=1-2",
     )
-    res = await train_rl(cfg, progress=False)
-    stage = tmp_path / "run" / "rl"
-    rollouts = read_trajectories(stage / "rollouts" / "step-000000-rank0.jsonl")
+    res, stage, rollouts = await _step_rollouts(cfg, tmp_path)
     assert len(rollouts) == 4 and len({t.task_id for t in rollouts}) == 2  # 2 groups of 2
     [row] = [r for r in read_metrics(stage / "metrics.jsonl") if "curriculum/mixed_frac" in r]
     assert row["curriculum/extra_groups"] == 1 and row["curriculum/mixed_frac"] == 0.0
@@ -169,22 +177,15 @@ async def test_min_mixed_groups_rolls_out_whole_rounds_before_one_update(
         return await real(*args, **kwargs)
 
     monkeypatch.setattr(rl_module, "collect_step", recording)
-    model = make_tiny_model(tmp_path / "model")
-    cfg = _config(
+    cfg = _one_step(
         tmp_path,
-        model,
-        "env.max_turns=1",
-        "rollout.max_new_tokens=4",
-        "rl.steps=1",
         "rl.curriculum=mixed",
         "rl.min_mixed_groups=1",
         "rl.dynamic_max_extra=4",
         "rl.reward_requires_exit=true",
         "tasks.difficulty=1-2",
     )
-    await train_rl(cfg, progress=False)
-    stage = tmp_path / "run" / "rl"
-    rollouts = read_trajectories(stage / "rollouts" / "step-000000-rank0.jsonl")
+    _, stage, rollouts = await _step_rollouts(cfg, tmp_path)
     # B = 1 task: the first round and four more, each its own task
     assert len(rollouts) == 10 and len({t.task_id for t in rollouts}) == 5
     [row] = [r for r in read_metrics(stage / "metrics.jsonl") if "curriculum/mixed_frac" in r]
@@ -198,20 +199,13 @@ async def test_min_mixed_groups_rolls_out_whole_rounds_before_one_update(
 async def test_one_rl_step_on_miniwob_training_seeds(tmp_path: Path) -> None:
     """The trainer takes its tasks, pages and evaluator from the task source: one M-GRPO
     step on MiniWoB++ training seeds, evaluated on test seeds."""
-    model = make_tiny_model(tmp_path / "model")
-    cfg = _config(
+    cfg = _one_step(
         tmp_path,
-        model,
         "tasks.source=miniwob",
         "tasks.miniwob.tasks=[click-button]",
-        "env.max_turns=1",
-        "rollout.max_new_tokens=4",
-        "rl.steps=1",
         "rl.drop_equal_groups=false",
     )
-    await train_rl(cfg, progress=False)
-    stage = tmp_path / "run" / "rl"
-    rollouts = read_trajectories(stage / "rollouts" / "step-000000-rank0.jsonl")
+    _, stage, rollouts = await _step_rollouts(cfg, tmp_path)
     assert len(rollouts) == 2
     assert all(t.status in ("done", "max_turns") for t in rollouts)
     [train_id] = {t.task_id for t in rollouts}  # one task, a group of 2
