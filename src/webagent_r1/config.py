@@ -497,6 +497,15 @@ class RLConfig:
     """ε of the ratio clip."""
     beta: float = 0.0
     """KL coefficient to the reference (initial) policy; 0: no reference model is loaded."""
+    bc_coef: float = 0.0
+    """Weight of a behaviour-cloning term in every M-GRPO update: the token-mean NLL of
+    ``rl.bc_batch_size`` turns of the demonstrations in ``bc.data`` (BC's training share),
+    added to the M-GRPO loss. Unlike the M-GRPO loss, it does not depend on rewards, so it also
+    pulls on templates whose groups all fail and carry no advantage (a step whose groups were
+    all dropped updates on it alone). 0: off."""
+    bc_batch_size: int = 8
+    """Demonstration turns in each update's behaviour-cloning term (``rl.bc_coef``), drawn by
+    the update's step as BC draws its batches (a resumed run draws the same)."""
     normalization: str = "mgrpo"
     """Loss normalisation (``algos/mgrpo.py``): mgrpo (the paper: per action, turn,
     trajectory; every trajectory weighs the same, so a turn of a long episode weighs less),
@@ -585,6 +594,8 @@ class RLConfig:
         _check(self.warmup_steps >= 0, "rl.warmup_steps must be >= 0")
         _check(0 < self.clip_eps < 1, "rl.clip_eps must be in (0, 1)")
         _check(self.beta >= 0, "rl.beta must be >= 0 (0 turns the KL term off)")
+        _check(self.bc_coef >= 0, "rl.bc_coef must be >= 0 (0 turns the BC term off)")
+        _check(self.bc_batch_size >= 1, "rl.bc_batch_size must be >= 1")
         _check(
             self.normalization in ("mgrpo", "token_mean", "dr_grpo", "turn_mean"),
             "rl.normalization must be mgrpo, token_mean, dr_grpo or turn_mean, "

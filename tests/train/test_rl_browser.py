@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 import torch
 
-from tests.support.tiny import make_tiny_model, tiny_config
+from tests.support.tiny import make_tiny_model, make_trajectories, tiny_config
 from webagent_r1.config import load_config
 from webagent_r1.policy.base import Completion, Engine
-from webagent_r1.rollout.trajectories import read_trajectories, turn_samples
+from webagent_r1.rollout.trajectories import read_trajectories, turn_samples, write_trajectories
 from webagent_r1.train.batching import collate, completion_logprobs
 from webagent_r1.train.checkpoint import latest_checkpoint
 from webagent_r1.train.dist import load_policy
@@ -86,6 +86,33 @@ async def test_one_rl_step_with_real_browsers(tmp_path: Path) -> None:
     assert [r["step"] for r in evals] == [0, 1]  # before and after
     history = json.loads((stage / "eval_history.json").read_text())
     assert len(history) == 2
+
+
+async def test_bc_term_trains_on_demonstrations_when_no_group_has_an_advantage(
+    tmp_path: Path,
+) -> None:
+    """With ``rl.bc_coef``, an update whose groups all have equal rewards (zero advantage)
+    still moves the weights, by the demonstrations' term alone; without it, they stay."""
+    data = tmp_path / "demos.jsonl"
+    write_trajectories(make_trajectories(4, seed=3), data)
+    moved = {}
+    for coef in (0.0, 1.0):
+        run = tmp_path / f"coef{coef}"
+        cfg = _one_step(
+            run,
+            "rl.drop_equal_groups=false",  # the random model fails: keep its groups
+            f"bc.data={data}",
+            f"rl.bc_coef={coef}",
+            "rl.bc_batch_size=3",
+        )
+        _, stage, rollouts = await _step_rollouts(cfg, run)
+        assert rollouts and all(t.reward == 0.0 for t in rollouts)
+        [row] = [r for r in read_metrics(stage / "metrics.jsonl") if "train/loss" in r]
+        moved[coef] = row["train/update_rms"]
+        assert ("train/bc_loss" in row) == (coef > 0)
+        if coef:
+            assert row["train/bc_loss"] > 0
+    assert moved[0.0] == 0.0 and moved[1.0] > 0
 
 
 async def test_time_budget_stops_early_with_a_final_eval(tmp_path: Path) -> None:

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from tests.support.tiny import make_tiny_model, make_trajectories, make_turn
-from webagent_r1.config import load_config
+from webagent_r1.config import ConfigError, load_config
+from webagent_r1.errors import LoadError
 from webagent_r1.rollout.collect import Group
 from webagent_r1.rollout.trajectories import turn_samples, write_trajectories
 from webagent_r1.train.batching import collate, completion_logprobs, micro_batches
@@ -22,6 +23,7 @@ from webagent_r1.train.rl import (
     RLStage,
     StaleTurnsError,
     _started_subset,
+    bc_term_samples,
     build_rl_batch,
     interleave_shares,
     mgrpo_update,
@@ -246,6 +248,125 @@ def test_one_mgrpo_step_moves_rewarded_up_and_unrewarded_down(
     assert metrics["train/clip_frac"] == 0.0  # first iteration: nothing to clip
 
 
+def _nll_grads(model, samples) -> list[torch.Tensor]:
+    """Gradient of the token-mean NLL of ``samples``' completions, by a plain forward of
+    each sample alone (no batching, padding or packing of the trainer's)."""
+    model.zero_grad(set_to_none=True)
+    total = sum(len(s.input_ids) - s.prompt_len for s in samples)
+    for s in samples:
+        ids = torch.tensor([s.input_ids])
+        logits = model(input_ids=ids).logits[0, :-1].float()  # position t predicts t + 1
+        logp = torch.log_softmax(logits, -1).gather(1, ids[0, 1:, None])[:, 0]
+        (-logp[s.prompt_len - 1 :].sum() / total).backward()
+    return [p.grad.detach().clone() for p in model.parameters()]
+
+
+def _nll(model, samples) -> float:
+    """Summed NLL of ``samples``' completions, by a plain forward of each sample alone."""
+    out = 0.0
+    for s in samples:
+        ids = torch.tensor([s.input_ids])
+        logp = torch.log_softmax(model(input_ids=ids).logits[0, :-1].float(), -1)
+        out -= float(logp.gather(1, ids[0, 1:, None])[s.prompt_len - 1 :, 0].sum())
+    return out
+
+
+def test_bc_term_adds_coef_times_the_demonstrations_nll_gradient(tiny_dir: Path) -> None:
+    """With ``rl.bc_coef`` = c, an SGD update moves the weights by the M-GRPO update's move
+    plus -lr * c * the gradient of the demonstrations' token-mean NLL, and logs that NLL."""
+    extra = ["model.autocast_bf16=false", "train.max_grad_norm=0", "rl.lr=0.5"]
+    group = _group([1.0, 0.0, 1.0], seed=3)
+    demos = [s for t in make_trajectories(3, seed=7) for s in turn_samples(t)]
+    moves, logged = [], []
+    for coef in (0.0, 0.3):
+        cfg = _cfg(tiny_dir, *extra, f"rl.bc_coef={coef}")
+        model, _ = load_policy(cfg)
+        start = [p.detach().clone() for p in model.parameters()]
+        opt = torch.optim.SGD(list(model.parameters()), lr=cfg.rl.lr)
+        batch = build_rl_batch([copy.deepcopy(group)])
+        m = mgrpo_update(model, opt, batch, cfg, 1, bc_samples=demos)
+        moves.append([p.detach() - w for p, w in zip(model.parameters(), start, strict=True)])
+        logged.append(m.get("train/bc_loss"))
+    assert logged[0] is None  # coef 0: no term, no metric
+    model, _ = load_policy(_cfg(tiny_dir, *extra))
+    want = [-0.5 * 0.3 * g for g in _nll_grads(model, demos)]
+    got = [b - a for a, b in zip(*moves, strict=True)]
+    err = sum(float((g - w).square().sum()) for g, w in zip(got, want, strict=True))
+    norm = sum(float(w.square().sum()) for w in want)
+    assert norm > 0 and math.sqrt(err / norm) < 1e-4
+    with torch.no_grad():
+        total = sum(len(s.input_ids) - s.prompt_len for s in demos)
+        nll = _nll(model, demos)
+    assert logged[1] == pytest.approx(nll / total, rel=1e-4)  # at the start weights (mu = 1)
+
+
+def test_bc_term_samples_are_bcs_training_share(tmp_path: Path, tiny_dir: Path) -> None:
+    """The term's turns are those of BC's training share of ``bc.data``: successful
+    demonstrations only, the held-out ones left out; a missing file is a one-line error."""
+    good = make_trajectories(6, seed=1)
+    bad = make_trajectories(2, seed=2, reward=0.0)
+    data = tmp_path / "demos.jsonl"
+    write_trajectories(good + bad, data)
+    cfg = _cfg(tiny_dir, f"bc.data={data}", "bc.heldout_fraction=0.34", "rl.bc_coef=0.1")
+    train, _ = split_demos(good, 0.34, cfg.seed)
+    assert 0 < len(train) < len(good)
+    want = [(s.input_ids, s.prompt_len) for t in train for s in turn_samples(t)]
+    got = [(s.input_ids, s.prompt_len) for s in bc_term_samples(cfg)]
+    assert got == want
+    missing = _cfg(tiny_dir, f"bc.data={tmp_path / 'none.jsonl'}", "rl.bc_coef=0.1")
+    with pytest.raises(FileNotFoundError, match=r"needs demonstrations: .*none.jsonl"):
+        bc_term_samples(missing)
+    write_trajectories(good[:1] + bad, data)  # one demonstration, and it is held out
+    with pytest.raises(ConfigError, match="holds out every demonstration"):
+        bc_term_samples(_cfg(tiny_dir, f"bc.data={data}", "bc.heldout_fraction=0.9"))
+    write_trajectories(bad, data)
+    with pytest.raises(LoadError, match="no successful demonstration"):
+        bc_term_samples(cfg)
+    with pytest.raises(Exception, match="rl.bc_coef must be >= 0"):
+        _cfg(tiny_dir, "rl.bc_coef=-1")
+    with pytest.raises(Exception, match="rl.bc_batch_size must be >= 1"):
+        _cfg(tiny_dir, "rl.bc_batch_size=0")
+
+
+def test_an_update_with_only_equal_groups_trains_the_bc_term_alone_each_iteration(
+    tiny_dir: Path,
+) -> None:
+    """Every group dropped (equal rewards), ``rl.bc_coef`` > 0: each of the μ = 2 SGD steps is
+    -lr * c * the NLL gradient at that step's weights, and ``train/bc_loss`` the mean of the
+    two NLLs (a plain per-sample forward as the reference)."""
+    cfg = _cfg(
+        tiny_dir,
+        "model.autocast_bf16=false",
+        "train.max_grad_norm=0",
+        "rl.lr=0.5",
+        "rl.mu=2",
+        "rl.bc_coef=0.4",
+    )
+    demos = [s for t in make_trajectories(3, seed=8) for s in turn_samples(t)]
+    batch = build_rl_batch([_group([0.0, 0.0], seed=2)])
+    assert not batch.samples  # the group is dropped: no M-GRPO token
+    model, _ = load_policy(cfg)
+    opt = torch.optim.SGD(list(model.parameters()), lr=cfg.rl.lr)
+    m = mgrpo_update(model, opt, batch, cfg, 1, bc_samples=demos)
+    ref, _ = load_policy(cfg)
+    nlls = []
+    for _ in range(2):
+        with torch.no_grad():
+            total = sum(len(s.input_ids) - s.prompt_len for s in demos)
+            nlls.append(_nll(ref, demos) / total)
+        grads = _nll_grads(ref, demos)
+        with torch.no_grad():
+            for p, g in zip(ref.parameters(), grads, strict=True):
+                p -= 0.5 * 0.4 * g
+    start, _ = load_policy(cfg)
+    got, want, first = model.parameters(), ref.parameters(), start.parameters()
+    err = sum(float((a - b).square().sum()) for a, b in zip(got, want, strict=True))
+    moved = sum(float((a - b).square().sum()) for a, b in zip(ref.parameters(), first, strict=True))
+    assert moved > 0 and math.sqrt(err / moved) < 1e-4
+    assert m["train/bc_loss"] == pytest.approx(sum(nlls) / 2, rel=1e-4)
+    assert "train/skipped" not in m and m["train/tokens"] == 0
+
+
 class MirrorDist(Dist):
     """One process posing as two that hold identical batches: every sum over processes is
     twice this process's value, and so are the summed gradients."""
@@ -271,16 +392,19 @@ def test_weights_are_normalised_over_every_process(tiny_dir: Path, normalization
         "model.autocast_bf16=false",
         "train.max_grad_norm=0",  # clipping would hide a doubled gradient
         "rl.lr=0.05",
+        "rl.bc_coef=0.5",  # the BC term too divides by the tokens of every process
     )
     group = _group([1.0, 0.0, 0.0, 1.0, 0.0], seed=6)  # 1 or 2 turns
+    demos = [s for t in make_trajectories(2, seed=9) for s in turn_samples(t)]
     params, losses = [], []
     for dist in (Dist(), MirrorDist()):
         model, _ = load_policy(cfg)
         start = [p.detach().clone() for p in model.parameters()]
         opt = torch.optim.SGD(list(model.parameters()), lr=cfg.rl.lr)
-        m = mgrpo_update(model, opt, build_rl_batch([copy.deepcopy(group)]), cfg, 1, dist)
+        batch = build_rl_batch([copy.deepcopy(group)])
+        m = mgrpo_update(model, opt, batch, cfg, 1, dist, bc_samples=demos)
         params.append([p.detach() - s for p, s in zip(model.parameters(), start, strict=True)])
-        losses.append(m["train/loss"])
+        losses.append((m["train/loss"], m["train/bc_loss"]))
     assert losses[1] == pytest.approx(losses[0], rel=1e-5)
     one, two = params
     diff = sum(float((a - b).square().sum()) for a, b in zip(one, two, strict=True))

@@ -31,6 +31,7 @@ import torch
 
 from webagent_r1.algos.sft import bc_loss
 from webagent_r1.config import Config
+from webagent_r1.errors import LoadError
 from webagent_r1.progress import Bar
 from webagent_r1.rollout.trajectories import Sample, read_trajectories, turn_samples
 from webagent_r1.train.batching import (
@@ -53,6 +54,7 @@ __all__ = [
     "bc_backward",
     "heldout_loss",
     "split_demos",
+    "successful_demos",
     "train_bc",
 ]
 
@@ -66,6 +68,15 @@ class BCResult:
     steps: int
     heldout_loss: float | None
     wall_s: float
+
+
+def successful_demos(path: str | Path) -> list[Trajectory]:
+    """The demonstrations of ``path`` that BC clones: successful, with turns, no env error."""
+    trajs = [t for t in read_trajectories(path) if t.status != "env_error" and t.turns]
+    trajs = [t for t in trajs if t.reward == 1.0]
+    if not trajs:
+        raise LoadError(f"{path} holds no successful demonstration to clone")
+    return trajs
 
 
 def split_demos(
@@ -108,6 +119,7 @@ def bc_backward(
     grad: bool = True,
     dist: Dist | None = None,
     share_prefix: bool = False,
+    coef: float = 1.0,
 ) -> tuple[float, int]:
     """Accumulate the BC loss gradient of ``samples`` (token-mean over the whole batch).
 
@@ -124,9 +136,10 @@ def bc_backward(
             busiest (padding ones add nothing); None: this process alone.
         share_prefix: run the prompt prefix of a micro-batch once (``train.share_prefix``;
             applied where ``supports_shared_prefix(model)``).
+        coef: weight of the loss (``rl.bc_coef`` beside the M-GRPO loss; BC: 1).
 
     Returns:
-        (this process's share of the loss, its completion tokens).
+        (this process's share of the weighted loss, its completion tokens).
     """
     n_tok = sum(len(s.input_ids) - s.prompt_len for s in samples)
     total = total_tokens or n_tok
@@ -141,7 +154,7 @@ def bc_backward(
             mb = padding_batch(pad_id)
         with torch.set_grad_enabled(grad):
             logp = completion_logprobs(model, mb, autocast_bf16=autocast_bf16)  # (N,)
-            scale = 1.0 / max(total, 1) if k < len(groups) else 0.0
+            scale = coef / max(total, 1) if k < len(groups) else 0.0
             loss = bc_loss(logp, torch.full_like(logp, scale))
         if grad:
             loss.backward()
@@ -225,11 +238,9 @@ class BCStage(Stage):
     async def setup(self) -> None:
         """Demonstrations (split by trajectory), policy, optimizer, resume point, logger."""
         bcfg = self.cfg.bc
-        trajs = [t for t in read_trajectories(bcfg.data) if t.status != "env_error" and t.turns]
-        trajs = [t for t in trajs if t.reward == 1.0]
-        if not trajs:
-            raise ValueError(f"{bcfg.data} holds no successful demonstration to clone")
-        train_t, held_t = split_demos(trajs, bcfg.heldout_fraction, self.cfg.seed)
+        train_t, held_t = split_demos(
+            successful_demos(bcfg.data), bcfg.heldout_fraction, self.cfg.seed
+        )
         self.train_s = [s for t in train_t for s in turn_samples(t)]
         self.held_s = [s for t in held_t for s in turn_samples(t)]
         self.find_resume_point()

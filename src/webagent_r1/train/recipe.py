@@ -128,7 +128,9 @@ def run_recipe(cfg: Config, resume: bool = False, progress: bool = True) -> dict
     t_all = time.time()
     init: str | None = cfg.init_from
 
-    if cfg.bc.steps > 0 and "demos" not in summary["stages"]:
+    # BC clones the demonstrations; M-GRPO's BC term (rl.bc_coef) trains on them too
+    needs_demos = cfg.bc.steps > 0 or (cfg.rl.steps > 0 and cfg.rl.bc_coef > 0)
+    if needs_demos and "demos" not in summary["stages"]:
         t0 = time.time()
         ensure_demos(cfg, progress)
         summary["stages"]["demos"] = {"wall_s": time.time() - t0, "file": cfg.bc.data}

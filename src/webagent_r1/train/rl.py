@@ -19,7 +19,10 @@ One training step (WebAgent-R1, Sec. 3.2; docs/design.md, "M-GRPO"):
    sampler's stored log-probs) and the reference log-probs when β > 0; the whole update runs
    without dropout, so a recomputed π_old gives a ratio of exactly 1 at the first iteration;
 5. μ policy iterations over the batch, each one optimizer step of the clipped surrogate with
-   the chosen normalisation (``algos/mgrpo.py``), gradients accumulated over micro-batches;
+   the chosen normalisation (``algos/mgrpo.py``), gradients accumulated over micro-batches,
+   plus ``rl.bc_coef`` times the token-mean NLL (at temperature 1) of ``rl.bc_batch_size``
+   demonstration turns when that is > 0 (``train/loss`` is the surrogate's alone,
+   ``train/bc_loss`` the NLL; a step whose groups were all dropped then updates on it alone);
 6. the engine samples from the updated weights from the next step on: ``WeightSync.push``
    (``train/weight_sync.py``) bumps the shared engine's ``weight_version`` or loads the new
    weights into the vLLM engine; every turn records the version it was sampled from.
@@ -54,7 +57,7 @@ import torch
 from webagent_r1.algos.gigpo import ADVANTAGES, gigpo_advantages
 from webagent_r1.algos.mgrpo import NORMALIZERS, group_advantages, mgrpo_loss, turn_count
 from webagent_r1.browser import Browser
-from webagent_r1.config import Config, RLConfig
+from webagent_r1.config import Config, ConfigError, RLConfig
 from webagent_r1.evaluate import eval_subset, evaluate_policy
 from webagent_r1.policy.base import SamplingParams
 from webagent_r1.policy.precision import autocast_enabled, resolve_old_logprobs
@@ -83,6 +86,7 @@ from webagent_r1.train.batching import (
     supports_shared_prompts,
     unwrap_model,
 )
+from webagent_r1.train.bc import batch_indices, bc_backward, split_demos, successful_demos
 from webagent_r1.train.checkpoint import rng_state
 from webagent_r1.train.curriculum import Curriculum, StepGroups, collect_step, step_tasks
 from webagent_r1.train.dist import (
@@ -105,6 +109,7 @@ __all__ = [
     "RLResult",
     "RLStage",
     "StaleTurnsError",
+    "bc_term_samples",
     "build_rl_batch",
     "generation_engine",
     "is_stale",
@@ -391,6 +396,7 @@ def mgrpo_update(
     dist: Dist | None = None,
     ref_model: Any = None,
     lock: Any = None,
+    bc_samples: list[Sample] | None = None,
 ) -> dict[str, float]:
     """μ policy iterations of M-GRPO on ``batch`` (this process's share).
 
@@ -409,6 +415,9 @@ def mgrpo_update(
         dist: process group (None: one process).
         ref_model: the frozen reference policy (needed when β > 0).
         lock: held while the weights change (the engine's lock when it shares the model).
+        bc_samples: this process's demonstration turns for the behaviour-cloning term
+            (``rl.bc_coef`` times their token-mean NLL over all processes, added to every
+            iteration's loss); None: no BC term.
 
     Returns:
         ``train/…`` metrics (means over the μ iterations).
@@ -428,22 +437,34 @@ def mgrpo_update(
         local = [float(batch.n_traj), float(traj_t.numel()), float(turn_count(traj_t, turn_t))]
         g_traj, g_tok, g_turns = dist.all_reduce_sum(local)  # the whole batch, all processes
         metrics: dict[str, float] = {}
-        if g_tok == 0:
+        bc_tok = 0.0  # the BC term's completion tokens, all processes
+        if bc_samples is not None and rl.bc_coef > 0:
+            local_bc = sum(len(s.input_ids) - s.prompt_len for s in bc_samples)
+            [bc_tok] = dist.all_reduce_sum([float(local_bc)])
+        with_bc = bc_tok > 0  # the same on every process
+        if g_tok == 0 and not with_bc:
             return {"train/skipped": 1.0}
-        # once for the whole batch, so micro-batches and processes only split a fixed sum
-        weights = NORMALIZERS[rl.normalization](
-            traj_t,
-            turn_t,
-            n_traj=max(int(g_traj), 1),
-            n_tokens=int(g_tok),
-            n_turns=int(g_turns),
-            max_tokens=cfg.rollout.max_new_tokens,
-        )  # (N,)
         samples = batch.samples
-        old, ref = _old_and_ref_logprobs(model, ref_model, samples, cfg, pad_id, temp, bf16, dist)
+        weights = old = ref = None
+        groups: list[list[list[int]]] = []  # no M-GRPO tokens: an update of the BC term alone
+        if g_tok > 0:
+            # once for the whole batch, so micro-batches and processes only split a fixed sum
+            weights = NORMALIZERS[rl.normalization](
+                traj_t,
+                turn_t,
+                n_traj=max(int(g_traj), 1),
+                n_tokens=int(g_tok),
+                n_turns=int(g_turns),
+                max_tokens=cfg.rollout.max_new_tokens,
+            )  # (N,)
+            old, ref = _old_and_ref_logprobs(
+                model, ref_model, samples, cfg, pad_id, temp, bf16, dist
+            )
+            groups = _plan(model, samples, budget, share)
         st = torch.tensor(starts, dtype=torch.long)
         sums = {"loss": 0.0, "clip_frac": 0.0, "kl": 0.0, "ratio": 0.0, "grad_norm": 0.0}
-        groups = _plan(model, samples, budget, share)
+        if with_bc:
+            sums["bc_loss"] = 0.0
         n_mb = _micro_batch_count(model, groups, dist)
         prefix = prefix and supports_shared_prefix(model)
         for _ in range(rl.mu):
@@ -455,6 +476,7 @@ def mgrpo_update(
                         completion_logprobs(model, padding_batch(pad_id), temp, bf16).sum() * 0
                     ).backward()
                     continue
+                assert weights is not None and old is not None
                 mb = collate_rows(samples, groups[k], pad_id, prefix)
                 flat = st[mb.sample] + mb.offset  # (n,) positions in the batch's token order
                 logp = completion_logprobs(model, mb, temp, bf16).cpu()  # (n,)
@@ -473,9 +495,27 @@ def mgrpo_update(
                 clip_n += stats.clip_frac * n
                 kl_n += stats.kl * n
                 ratio_n += stats.ratio_mean * n
+            bc_part = 0.0
+            if with_bc:  # rl.bc_coef x the demonstrations' token-mean NLL, into the same grads
+                assert bc_samples is not None
+                bc_part, _ = bc_backward(
+                    model,
+                    bc_samples,
+                    pad_id,
+                    budget,
+                    bf16,
+                    int(bc_tok),
+                    dist=dist,
+                    share_prefix=tcfg.share_prefix,
+                    coef=rl.bc_coef,
+                )
             if not is_sharded(model):  # FSDP has reduce-scattered the gradients in the backward
                 dist.all_reduce_grads(params)
-            loss_sum, clip_n, kl_n, ratio_n = dist.all_reduce_sum([loss_sum, clip_n, kl_n, ratio_n])
+            loss_sum, clip_n, kl_n, ratio_n, bc_sum = dist.all_reduce_sum(
+                [loss_sum, clip_n, kl_n, ratio_n, bc_part]
+            )
+            if with_bc:
+                sums["bc_loss"] += bc_sum / rl.bc_coef  # the NLL itself, unweighted
             gn = grad_norm_and_clip(params, tcfg.max_grad_norm)
             if lock is not None:
                 with lock:
@@ -483,14 +523,16 @@ def mgrpo_update(
             else:
                 optimizer.step()
             sums["loss"] += loss_sum
-            sums["clip_frac"] += clip_n / g_tok
-            sums["kl"] += kl_n / g_tok
-            sums["ratio"] += ratio_n / g_tok
+            sums["clip_frac"] += clip_n / max(g_tok, 1)
+            sums["kl"] += kl_n / max(g_tok, 1)
+            sums["ratio"] += ratio_n / g_tok if g_tok else 1.0
             sums["grad_norm"] += gn
         for k, v in sums.items():
             metrics[f"train/{'ratio_mean' if k == 'ratio' else k}"] = v / rl.mu
         metrics["train/update_rms"] = update_rms(optimizer, dist)  # of the last of the mu steps
         metrics["train/tokens"] = g_tok
+        if with_bc:
+            metrics["train/bc_tokens"] = bc_tok
         return metrics
 
 
@@ -646,6 +688,25 @@ async def train_rl(
     return await RLStage(cfg, resume, stage_dir, init, progress).run()
 
 
+def bc_term_samples(cfg: Config) -> list[Sample]:
+    """The demonstration turns of ``rl.bc_coef``'s term: BC's training share of ``bc.data``
+    (its successful demonstrations, the held-out ones left out as BC leaves them)."""
+    path = Path(cfg.bc.data)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"rl.bc_coef > 0 needs demonstrations: {path} not found "
+            "(make them with `webagent-r1 demos`, or set bc.data)"
+        )
+    train, _ = split_demos(successful_demos(path), cfg.bc.heldout_fraction, cfg.seed)
+    samples = [s for t in train for s in turn_samples(t)]
+    if not samples:
+        raise ConfigError(
+            f"rl.bc_coef > 0: bc.heldout_fraction={cfg.bc.heldout_fraction:g} holds out every "
+            f"demonstration of {path}; lower it"
+        )
+    return samples
+
+
 class RLStage(Stage):
     """The M-GRPO stage (``train_rl``): a step rolls out groups in browsers and updates on
     them; the evaluation on the test subset is logged as a row of its own.
@@ -683,10 +744,14 @@ class RLStage(Stage):
         self.step_times: list[float] = []
         self.update_times: list[float] = []
         self.curriculum: Curriculum | None = None
+        self.bc_samples: list[Sample] = []  # the BC term's demonstration turns (rl.bc_coef)
+        self.bc_step: list[Sample] = []  # this process's share of the last update's
 
     async def setup(self) -> None:
         """Policy, optimizer, resume point, KL reference, engine, logger, tasks and envs."""
         cfg, rl = self.cfg, self.cfg.rl
+        # a missing demonstration file fails before the policy loads
+        self.bc_samples = bc_term_samples(cfg) if rl.bc_coef > 0 else []
         self.find_resume_point()
         self.policy_from = str(self.ckpt / "model") if self.ckpt else self.start_from
         self.build_policy(self.policy_from, rl.lr)
@@ -876,10 +941,25 @@ class RLStage(Stage):
             stats=stats,
         )
 
-    def update(self, batch: RLBatch, lock: Any) -> dict[str, float]:
-        """``mgrpo_update`` on ``batch``, then the update's activations freed."""
+    def update(self, batch: RLBatch, lock: Any, step: int) -> dict[str, float]:
+        """``mgrpo_update`` on ``batch`` (with step ``step``'s demonstration turns when
+        ``rl.bc_coef`` > 0), then the update's activations freed."""
+        bc = None
+        if self.bc_samples:
+            rl, dist = self.cfg.rl, self.dist
+            idx = batch_indices(step, rl.bc_batch_size, len(self.bc_samples), self.cfg.seed)
+            bc = [self.bc_samples[i] for i in idx[dist.rank :: dist.world]]
+        self.bc_step = bc or []
         out = mgrpo_update(
-            self.model, self.opt, batch, self.cfg, self.pad_id, self.dist, self.ref_model, lock
+            self.model,
+            self.opt,
+            batch,
+            self.cfg,
+            self.pad_id,
+            self.dist,
+            self.ref_model,
+            lock,
+            bc_samples=bc,
         )
         release_free_memory()  # the update's activations, before the next rollout
         return out
@@ -924,7 +1004,7 @@ class RLStage(Stage):
         release_free_memory()  # the rollout's KV caches, before the update's activations
         u0 = time.time()
         lock = self.engine.lock
-        update = functools.partial(self.update, batch, lock)
+        update = functools.partial(self.update, batch, lock, step)
         # a sleeping engine (vLLM) frees its GPU memory for the update and takes it back
         metrics = await update_then_push(self.engine, self.sync, self.opt, update, step + 1)
         update_s = time.time() - u0
@@ -985,7 +1065,10 @@ class RLStage(Stage):
             **self.memory.metrics(),
             # this process's achieved model FLOP/s and its fraction of the peak
             **flops.metrics("rollout", flops.rollout(trajs), gen_s),
-            **flops.metrics("train", flops.update(batch, rl), update_s),
+            # the BC term (rl.bc_coef): one training pass over its turns per policy iteration
+            **flops.metrics(
+                "train", flops.update(batch, rl) + rl.mu * flops.samples(self.bc_step), update_s
+            ),
         }
         if rl.advantage == "gigpo":  # turns whose state recurs in their group
             metrics["train/step_group_turns"] = grouped
