@@ -449,66 +449,36 @@ def mgrpo_update(
         groups: list[list[list[int]]] = []  # no M-GRPO tokens: an update of the BC term alone
         if g_tok > 0:
             # once for the whole batch, so micro-batches and processes only split a fixed sum
-            weights = NORMALIZERS[rl.normalization](
-                traj_t,
-                turn_t,
-                n_traj=max(int(g_traj), 1),
-                n_tokens=int(g_tok),
-                n_turns=int(g_turns),
-                max_tokens=cfg.rollout.max_new_tokens,
-            )  # (N,)
+            counts = (max(int(g_traj), 1), int(g_tok), int(g_turns))
+            weights = _batch_weights(traj_t, turn_t, counts, cfg)
             old, ref = _old_and_ref_logprobs(
                 model, ref_model, samples, cfg, pad_id, temp, bf16, dist
             )
             groups = _plan(model, samples, budget, share)
-        st = torch.tensor(starts, dtype=torch.long)
         sums = {"loss": 0.0, "clip_frac": 0.0, "kl": 0.0, "ratio": 0.0, "grad_norm": 0.0}
         if with_bc:
             sums["bc_loss"] = 0.0
         n_mb = _micro_batch_count(model, groups, dist)
-        prefix = prefix and supports_shared_prefix(model)
+        surrogate = functools.partial(
+            _surrogate_backward,
+            model,
+            samples,
+            groups,
+            n_mb,
+            torch.tensor(starts, dtype=torch.long),
+            (old, ref, adv_t, weights),
+            rl,
+            pad_id,
+            prefix and supports_shared_prefix(model),
+            temp,
+            bf16,
+        )
         for _ in range(rl.mu):
             optimizer.zero_grad(set_to_none=True)
-            loss_sum, clip_n, kl_n, ratio_n = 0.0, 0.0, 0.0, 0.0
-            for k in range(n_mb):
-                if k >= len(groups):  # sharded: keep step with the other processes, add nothing
-                    (
-                        completion_logprobs(model, padding_batch(pad_id), temp, bf16).sum() * 0
-                    ).backward()
-                    continue
-                assert weights is not None and old is not None
-                mb = collate_rows(samples, groups[k], pad_id, prefix)
-                flat = st[mb.sample] + mb.offset  # (n,) positions in the batch's token order
-                logp = completion_logprobs(model, mb, temp, bf16).cpu()  # (n,)
-                loss, stats = mgrpo_loss(
-                    logp,
-                    old[flat],
-                    adv_t[flat],
-                    weights[flat],
-                    clip_eps=rl.clip_eps,
-                    beta=rl.beta,
-                    ref_logp=ref[flat] if ref is not None else None,
-                )
-                loss.backward()
-                n = float(flat.numel())
-                loss_sum += float(loss.detach())
-                clip_n += stats.clip_frac * n
-                kl_n += stats.kl * n
-                ratio_n += stats.ratio_mean * n
+            loss_sum, clip_n, kl_n, ratio_n = surrogate()
             bc_part = 0.0
             if with_bc:  # rl.bc_coef x the demonstrations' token-mean NLL, into the same grads
-                assert bc_samples is not None
-                bc_part, _ = bc_backward(
-                    model,
-                    bc_samples,
-                    pad_id,
-                    budget,
-                    bf16,
-                    int(bc_tok),
-                    dist=dist,
-                    share_prefix=tcfg.share_prefix,
-                    coef=rl.bc_coef,
-                )
+                bc_part = _bc_term_backward(model, bc_samples or [], int(bc_tok), cfg, pad_id, dist)
             if not is_sharded(model):  # FSDP has reduce-scattered the gradients in the backward
                 dist.all_reduce_grads(params)
             loss_sum, clip_n, kl_n, ratio_n, bc_sum = dist.all_reduce_sum(
@@ -517,10 +487,7 @@ def mgrpo_update(
             if with_bc:
                 sums["bc_loss"] += bc_sum / rl.bc_coef  # the NLL itself, unweighted
             gn = grad_norm_and_clip(params, tcfg.max_grad_norm)
-            if lock is not None:
-                with lock:
-                    optimizer.step()
-            else:
+            with lock if lock is not None else contextlib.nullcontext():
                 optimizer.step()
             sums["loss"] += loss_sum
             sums["clip_frac"] += clip_n / max(g_tok, 1)
@@ -534,6 +501,91 @@ def mgrpo_update(
         if with_bc:
             metrics["train/bc_tokens"] = bc_tok
         return metrics
+
+
+def _batch_weights(
+    traj_t: torch.Tensor, turn_t: torch.Tensor, counts: tuple[int, int, int], cfg: Config
+) -> torch.Tensor:
+    """``rl.normalization``'s per-token weights from the whole batch's (trajectories, tokens,
+    turns) over every process."""
+    n_traj, n_tokens, n_turns = counts
+    return NORMALIZERS[cfg.rl.normalization](
+        traj_t,
+        turn_t,
+        n_traj=n_traj,
+        n_tokens=n_tokens,
+        n_turns=n_turns,
+        max_tokens=cfg.rollout.max_new_tokens,
+    )  # (N,)
+
+
+def _bc_term_backward(
+    model: Any, samples: list[Sample], total: int, cfg: Config, pad_id: int, dist: Dist
+) -> float:
+    """``rl.bc_coef`` times the token-mean NLL (over ``total`` tokens of every process) of this
+    process's demonstration turns, backpropagated into the gradients; its share of the loss."""
+    bf16 = autocast_enabled(cfg.model, next(model.parameters()).device)
+    loss, _ = bc_backward(
+        model,
+        samples,
+        pad_id,
+        cfg.train.token_budget,
+        bf16,
+        total,
+        dist=dist,
+        share_prefix=cfg.train.share_prefix,
+        coef=cfg.rl.bc_coef,
+    )
+    return loss
+
+
+def _surrogate_backward(
+    model: Any,
+    samples: list[Sample],
+    groups: list[list[list[int]]],
+    n_mb: int,
+    starts: torch.Tensor,
+    tensors: tuple[Any, Any, torch.Tensor, Any],
+    rl: RLConfig,
+    pad_id: int,
+    prefix: bool,
+    temp: float,
+    bf16: bool,
+) -> list[float]:
+    """One policy iteration's M-GRPO loss gradient over this process's micro-batches
+    (``n_mb`` of them: under sharding, padding ones keep step with the other processes).
+
+    Args:
+        tensors: (π_old, π_ref or None, advantages, weights) per token of the batch.
+
+    Returns:
+        [loss, clipped tokens, KL sum, ratio sum] of this process.
+    """
+    old, ref, adv_t, weights = tensors
+    loss_sum, clip_n, kl_n, ratio_n = 0.0, 0.0, 0.0, 0.0
+    for k in range(n_mb):
+        if k >= len(groups):  # sharded: keep step with the other processes, add nothing
+            (completion_logprobs(model, padding_batch(pad_id), temp, bf16).sum() * 0).backward()
+            continue
+        mb = collate_rows(samples, groups[k], pad_id, prefix)
+        flat = starts[mb.sample] + mb.offset  # (n,) positions in the batch's token order
+        logp = completion_logprobs(model, mb, temp, bf16).cpu()  # (n,)
+        loss, stats = mgrpo_loss(
+            logp,
+            old[flat],
+            adv_t[flat],
+            weights[flat],
+            clip_eps=rl.clip_eps,
+            beta=rl.beta,
+            ref_logp=ref[flat] if ref is not None else None,
+        )
+        loss.backward()
+        n = float(flat.numel())
+        loss_sum += float(loss.detach())
+        clip_n += stats.clip_frac * n
+        kl_n += stats.kl * n
+        ratio_n += stats.ratio_mean * n
+    return [loss_sum, clip_n, kl_n, ratio_n]
 
 
 @contextlib.contextmanager
