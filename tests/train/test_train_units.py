@@ -322,9 +322,9 @@ def test_bc_term_samples_are_bcs_training_share(tmp_path: Path, tiny_dir: Path) 
     write_trajectories(bad, data)
     with pytest.raises(LoadError, match="no successful demonstration"):
         bc_term_samples(cfg)
-    with pytest.raises(Exception, match="rl.bc_coef must be >= 0"):
+    with pytest.raises(ConfigError, match="rl.bc_coef must be >= 0"):
         _cfg(tiny_dir, "rl.bc_coef=-1")
-    with pytest.raises(Exception, match="rl.bc_batch_size must be >= 1"):
+    with pytest.raises(ConfigError, match="rl.bc_batch_size must be >= 1"):
         _cfg(tiny_dir, "rl.bc_batch_size=0")
 
 
@@ -365,6 +365,7 @@ def test_an_update_with_only_equal_groups_trains_the_bc_term_alone_each_iteratio
     assert moved > 0 and math.sqrt(err / moved) < 1e-4
     assert m["train/bc_loss"] == pytest.approx(sum(nlls) / 2, rel=1e-4)
     assert "train/skipped" not in m and m["train/tokens"] == 0
+    assert "train/loss" not in m and "train/ratio_mean" not in m  # no surrogate ran
 
 
 class MirrorDist(Dist):

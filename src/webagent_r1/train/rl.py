@@ -22,7 +22,8 @@ One training step (WebAgent-R1, Sec. 3.2; docs/design.md, "M-GRPO"):
    the chosen normalisation (``algos/mgrpo.py``), gradients accumulated over micro-batches,
    plus ``rl.bc_coef`` times the token-mean NLL (at temperature 1) of ``rl.bc_batch_size``
    demonstration turns when that is > 0 (``train/loss`` is the surrogate's alone,
-   ``train/bc_loss`` the NLL; a step whose groups were all dropped then updates on it alone);
+   ``train/bc_loss`` the NLL over ``train/bc_tokens`` tokens; a step whose groups were all
+   dropped then updates on it alone and logs no surrogate metrics);
 6. the engine samples from the updated weights from the next step on: ``WeightSync.push``
    (``train/weight_sync.py``) bumps the shared engine's ``weight_version`` or loads the new
    weights into the vLLM engine; every turn records the version it was sampled from.
@@ -50,7 +51,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -409,7 +410,8 @@ def mgrpo_update(
         model: the policy (trainable).
         optimizer: its optimizer (learning rate already set for this step).
         batch: from ``build_rl_batch``.
-        cfg: ``rl`` (μ, ε, β, normalisation, π_old source), ``train`` (budget, clipping),
+        cfg: ``rl`` (μ, ε, β, normalisation, π_old source, ``bc_coef``), ``train`` (budget,
+            clipping),
             ``rollout`` (temperature, max_new_tokens for Dr.GRPO), ``model`` (autocast).
         pad_id: padding id.
         dist: process group (None: one process).
@@ -417,7 +419,7 @@ def mgrpo_update(
         lock: held while the weights change (the engine's lock when it shares the model).
         bc_samples: this process's demonstration turns for the behaviour-cloning term
             (``rl.bc_coef`` times their token-mean NLL over all processes, added to every
-            iteration's loss); None: no BC term.
+            iteration's loss); None, or ``rl.bc_coef`` = 0: no BC term.
 
     Returns:
         ``train/…`` metrics (means over the μ iterations).
@@ -437,25 +439,25 @@ def mgrpo_update(
         local = [float(batch.n_traj), float(traj_t.numel()), float(turn_count(traj_t, turn_t))]
         g_traj, g_tok, g_turns = dist.all_reduce_sum(local)  # the whole batch, all processes
         metrics: dict[str, float] = {}
-        bc_tok = 0.0  # the BC term's completion tokens, all processes
-        if bc_samples is not None and rl.bc_coef > 0:
-            local_bc = sum(len(s.input_ids) - s.prompt_len for s in bc_samples)
-            [bc_tok] = dist.all_reduce_sum([float(local_bc)])
+        bc_tok = _bc_token_total(bc_samples, rl, dist)  # the BC term's tokens, all processes
         with_bc = bc_tok > 0  # the same on every process
         if g_tok == 0 and not with_bc:
             return {"train/skipped": 1.0}
         samples = batch.samples
-        weights = old = ref = None
+        tokens = TokenTensors(old=None, ref=None, adv=adv_t, weights=None)
         groups: list[list[list[int]]] = []  # no M-GRPO tokens: an update of the BC term alone
         if g_tok > 0:
             # once for the whole batch, so micro-batches and processes only split a fixed sum
-            counts = (max(int(g_traj), 1), int(g_tok), int(g_turns))
-            weights = _batch_weights(traj_t, turn_t, counts, cfg)
+            counts = (max(int(g_traj), 1), int(g_tok), int(g_turns))  # trajectories, tokens, turns
+            weights = _batch_weights(traj_t, turn_t, cfg, *counts)
             old, ref = _old_and_ref_logprobs(
                 model, ref_model, samples, cfg, pad_id, temp, bf16, dist
             )
+            tokens = TokenTensors(old, ref, adv_t, weights)
             groups = _plan(model, samples, budget, share)
-        sums = {"loss": 0.0, "clip_frac": 0.0, "kl": 0.0, "ratio": 0.0, "grad_norm": 0.0}
+        sums = {"grad_norm": 0.0}
+        if g_tok > 0:  # the surrogate's metrics only where it ran
+            sums.update({"loss": 0.0, "clip_frac": 0.0, "kl": 0.0, "ratio": 0.0})
         if with_bc:
             sums["bc_loss"] = 0.0
         n_mb = _micro_batch_count(model, groups, dist)
@@ -463,22 +465,24 @@ def mgrpo_update(
             _surrogate_backward,
             model,
             samples,
-            groups,
-            n_mb,
-            torch.tensor(starts, dtype=torch.long),
-            (old, ref, adv_t, weights),
-            rl,
-            pad_id,
-            prefix and supports_shared_prefix(model),
-            temp,
-            bf16,
+            groups=groups,
+            n_mb=n_mb,
+            starts=torch.tensor(starts, dtype=torch.long),
+            tokens=tokens,
+            rl=rl,
+            pad_id=pad_id,
+            prefix=prefix and supports_shared_prefix(model),
+            temp=temp,
+            bf16=bf16,
         )
         for _ in range(rl.mu):
             optimizer.zero_grad(set_to_none=True)
             loss_sum, clip_n, kl_n, ratio_n = surrogate()
             bc_part = 0.0
             if with_bc:  # rl.bc_coef x the demonstrations' token-mean NLL, into the same grads
-                bc_part = _bc_term_backward(model, bc_samples or [], int(bc_tok), cfg, pad_id, dist)
+                bc_part = _bc_term_backward(
+                    model, bc_samples or [], int(bc_tok), cfg, pad_id, bf16, dist
+                )
             if not is_sharded(model):  # FSDP has reduce-scattered the gradients in the backward
                 dist.all_reduce_grads(params)
             loss_sum, clip_n, kl_n, ratio_n, bc_sum = dist.all_reduce_sum(
@@ -489,11 +493,12 @@ def mgrpo_update(
             gn = grad_norm_and_clip(params, tcfg.max_grad_norm)
             with lock if lock is not None else contextlib.nullcontext():
                 optimizer.step()
-            sums["loss"] += loss_sum
-            sums["clip_frac"] += clip_n / max(g_tok, 1)
-            sums["kl"] += kl_n / max(g_tok, 1)
-            sums["ratio"] += ratio_n / g_tok if g_tok else 1.0
             sums["grad_norm"] += gn
+            if g_tok > 0:
+                sums["loss"] += loss_sum
+                sums["clip_frac"] += clip_n / g_tok
+                sums["kl"] += kl_n / g_tok
+                sums["ratio"] += ratio_n / g_tok
         for k, v in sums.items():
             metrics[f"train/{'ratio_mean' if k == 'ratio' else k}"] = v / rl.mu
         metrics["train/update_rms"] = update_rms(optimizer, dist)  # of the last of the mu steps
@@ -504,11 +509,15 @@ def mgrpo_update(
 
 
 def _batch_weights(
-    traj_t: torch.Tensor, turn_t: torch.Tensor, counts: tuple[int, int, int], cfg: Config
+    traj_t: torch.Tensor,
+    turn_t: torch.Tensor,
+    cfg: Config,
+    n_traj: int,
+    n_tokens: int,
+    n_turns: int,
 ) -> torch.Tensor:
-    """``rl.normalization``'s per-token weights from the whole batch's (trajectories, tokens,
-    turns) over every process."""
-    n_traj, n_tokens, n_turns = counts
+    """``rl.normalization``'s per-token weights from the whole batch's counts of trajectories,
+    tokens and turns over every process."""
     return NORMALIZERS[cfg.rl.normalization](
         traj_t,
         turn_t,
@@ -519,12 +528,25 @@ def _batch_weights(
     )  # (N,)
 
 
+def _bc_token_total(samples: list[Sample] | None, rl: RLConfig, dist: Dist) -> float:
+    """Completion tokens of the BC term's turns over every process (0: no BC term)."""
+    if samples is None or rl.bc_coef <= 0:
+        return 0.0
+    [total] = dist.all_reduce_sum([float(sum(len(s.input_ids) - s.prompt_len for s in samples))])
+    return total
+
+
 def _bc_term_backward(
-    model: Any, samples: list[Sample], total: int, cfg: Config, pad_id: int, dist: Dist
+    model: Any,
+    samples: list[Sample],
+    total: int,
+    cfg: Config,
+    pad_id: int,
+    bf16: bool,
+    dist: Dist,
 ) -> float:
     """``rl.bc_coef`` times the token-mean NLL (over ``total`` tokens of every process) of this
     process's demonstration turns, backpropagated into the gradients; its share of the loss."""
-    bf16 = autocast_enabled(cfg.model, next(model.parameters()).device)
     loss, _ = bc_backward(
         model,
         samples,
@@ -539,13 +561,28 @@ def _bc_term_backward(
     return loss
 
 
+class TokenTensors(NamedTuple):
+    """Per-token tensors of an M-GRPO batch, in the batch's token order (None where the batch
+    has no token: an update of the BC term alone)."""
+
+    old: torch.Tensor | None
+    """log π_old."""
+    ref: torch.Tensor | None
+    """log π_ref (β > 0)."""
+    adv: torch.Tensor
+    """Advantages."""
+    weights: torch.Tensor | None
+    """``rl.normalization``'s weights."""
+
+
 def _surrogate_backward(
     model: Any,
     samples: list[Sample],
+    *,
     groups: list[list[list[int]]],
     n_mb: int,
     starts: torch.Tensor,
-    tensors: tuple[Any, Any, torch.Tensor, Any],
+    tokens: TokenTensors,
     rl: RLConfig,
     pad_id: int,
     prefix: bool,
@@ -555,18 +592,16 @@ def _surrogate_backward(
     """One policy iteration's M-GRPO loss gradient over this process's micro-batches
     (``n_mb`` of them: under sharding, padding ones keep step with the other processes).
 
-    Args:
-        tensors: (π_old, π_ref or None, advantages, weights) per token of the batch.
-
     Returns:
         [loss, clipped tokens, KL sum, ratio sum] of this process.
     """
-    old, ref, adv_t, weights = tensors
+    old, ref, adv_t, weights = tokens
     loss_sum, clip_n, kl_n, ratio_n = 0.0, 0.0, 0.0, 0.0
     for k in range(n_mb):
         if k >= len(groups):  # sharded: keep step with the other processes, add nothing
             (completion_logprobs(model, padding_batch(pad_id), temp, bf16).sum() * 0).backward()
             continue
+        assert old is not None and weights is not None  # a token to train on
         mb = collate_rows(samples, groups[k], pad_id, prefix)
         flat = starts[mb.sample] + mb.offset  # (n,) positions in the batch's token order
         logp = completion_logprobs(model, mb, temp, bf16).cpu()  # (n,)
@@ -797,10 +832,11 @@ class RLStage(Stage):
         self.update_times: list[float] = []
         self.curriculum: Curriculum | None = None
         self.bc_samples: list[Sample] = []  # the BC term's demonstration turns (rl.bc_coef)
-        self.bc_step: list[Sample] = []  # this process's share of the last update's
+        self.bc_step: list[Sample] = []  # this process's BC turns of the last update (FLOPs)
 
     async def setup(self) -> None:
-        """Policy, optimizer, resume point, KL reference, engine, logger, tasks and envs."""
+        """The BC term's demonstrations, policy, optimizer, resume point, KL reference,
+        engine, logger, tasks and envs."""
         cfg, rl = self.cfg, self.cfg.rl
         # a missing demonstration file fails before the policy loads
         self.bc_samples = bc_term_samples(cfg) if rl.bc_coef > 0 else []
