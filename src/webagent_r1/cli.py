@@ -81,6 +81,14 @@ app.add_typer(tasks_app, name="tasks")
 
 console = Console(stderr=True)
 
+
+def _table_console() -> Console:
+    """A console for tables on stdout. Piped into a file or a pager, rich would squeeze them
+    into 80 columns and cut the headers to one character; a pipe gets 160 columns."""
+    out = Console()
+    return out if out.is_terminal else Console(width=max(out.width, 160))
+
+
 ConfigOpt = Annotated[
     str | None, typer.Option("--config", "-c", help="YAML recipe (see configs/).")
 ]
@@ -230,10 +238,7 @@ def tasks_list(
             *([str(r["extra"])] if "extra" in cols else []),
             f"{top['test_successes']}/{top['test_tasks']}" if top else "n/a",
         )
-    console = Console()
-    if not console.is_terminal:  # piped: whole template names rather than 80 columns
-        console = Console(width=max(console.width, 120))
-    console.print(table)
+    _table_console().print(table)
     per_site = Counter((t.sites[0] if len(t.sites) == 1 else "cross-site", t.split) for t in tasks)
     for (s, sp), n in sorted(per_site.items()):
         print(f"{s:16s} {sp:6s} {n}")
@@ -379,7 +384,7 @@ def tasks_budget(
             str(r.scrolls),
             str(r.not_on_page),
         )
-    Console().print(table)
+    _table_console().print(table)
     for task_id, why in run.failures:
         console.print(f"[red]not measured[/red] {escape(task_id)}: {escape(why)}")
     cut = sum(n.cut for n in run.needs)
@@ -500,7 +505,7 @@ def demos(
         table.add_column(col, justify="left" if col == "template" else "right")
     for name in sorted(set(report.kept) | set(report.dropped)):
         table.add_row(name, str(report.kept[name]), str(report.dropped[name]))
-    Console().print(table)
+    _table_console().print(table)
     for task_id, why in report.failures:
         console.print(f"[red]dropped[/red] {escape(str(task_id))}: {escape(str(why))}")
     turns = Counter(len(t.turns) for t in kept)
@@ -699,7 +704,7 @@ def eval_cmd(
         )
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
-    stdout = Console()
+    stdout = _table_console()
     for res in summary["results"]:
         table = Table(
             title=f"{summary['engine']} on {len(tasks)} {split} tasks, "
@@ -1012,7 +1017,7 @@ def failures(
         }
         print(json.dumps(out, indent=1))
         return
-    out = Console()
+    out = _table_console()
     for t in tables:
         files = ", ".join(t.files)
         title = t.label if files == t.label else f"{t.label}: {files}"
@@ -1177,7 +1182,7 @@ def credit(
             settings[name] = getattr(getattr(cfg, section), name)
         print(json.dumps({"settings": settings, **table.to_dict()}, indent=1))
         return
-    out = Console()
+    out = _table_console()
     head = (
         f"{target}"
         + (f" (steps {span[0]}-{span[1]})" if span else "")

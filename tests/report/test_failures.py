@@ -501,3 +501,16 @@ def test_odd_lines_are_skipped_or_counted_without_a_crash(tmp_path: Path) -> Non
     [t], _ = collect_failures(f, kinds=KINDS)
     assert t.overall.kinds["loop"] == 1 and t.bad_lines == 1
     assert list(t.by_template) == ["?"]
+
+
+def test_cli_tables_piped_at_80_columns_keep_their_headers(tmp_path: Path) -> None:
+    """Piped into a file, the tables get 160 columns: no header or cell cut to '…'."""
+    run = write_run(tmp_path)
+    res = CliRunner().invoke(app, ["failures", str(run)], env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    assert "…" not in res.stdout
+    lines = res.stdout.splitlines()
+    head = next(ln for ln in lines if ln.startswith("┃ Template "))
+    assert "┃ wrong end state ┃" in head and "┃ Turns (success) ┃" in head
+    row = next(ln for ln in lines if ln.startswith(f"│ {NAV_T} "))
+    assert [c.strip() for c in row.split("│")[2:5]] == ["2", "2", "1"]
