@@ -5,8 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from webagent_r1.config import load_config
+from webagent_r1.train import rl
 from webagent_r1.train.recipe import _rl_groups, guess_line, run_recipe
+from webagent_r1.train.rl import RLResult
 
 
 def test_summary_has_the_baseline_of_the_evaluation_subset(tmp_path: Path) -> None:
@@ -66,3 +70,25 @@ def test_groups_count_a_redone_step_once(tmp_path: Path) -> None:
     cfg = load_config(None, [f"run_dir={tmp_path}"])
     assert _rl_groups(cfg, 3) == {"groups_trained": 6, "groups_collected": 24}
     assert _rl_groups(cfg, 4) == {"groups_trained": 11, "groups_collected": 32}
+
+
+def test_the_rl_stage_time_is_the_trainers_clock_over_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run killed after its checkpoints never wrote its summary; the resumed run's summary
+    takes the stage's time from the trainer (kept in the checkpoints), not this process's time
+    added to the last summary's."""
+    base = [f"run_dir={tmp_path}", "tasks.templates=[shopping.search_result_count]"]
+    cfg = load_config(None, [*base, "bc.steps=0", "rl.steps=4", "rl.eval_tasks=2"])
+    # the summary of an earlier run that ended after 300 s; a later run was killed after 2 h
+    stages = {"rl": {"wall_s": 300.0, "steps": 1}}
+    (tmp_path / "summary.json").write_text(json.dumps({"stages": stages, "wall_s": 300.0}))
+
+    async def resumed(cfg, resume=False, init=None, progress=True):  # type: ignore[no-untyped-def]
+        assert resume
+        return RLResult(tmp_path / "rl" / "checkpoints" / "step-000004", 4, [], 60.0, 7500.0)
+
+    monkeypatch.setattr(rl, "train_rl", resumed)
+    summary = run_recipe(cfg, resume=True, progress=False)
+    assert summary["stages"]["rl"]["wall_s"] == 7500.0
+    assert json.loads((tmp_path / "summary.json").read_text())["stages"]["rl"]["wall_s"] == 7500.0

@@ -130,6 +130,12 @@ async def test_time_budget_stops_early_with_a_final_eval(tmp_path: Path) -> None
     assert res.steps == 1
     assert res.checkpoint.name == "step-000001"
     assert [h["step"] for h in res.eval_history] == [0, 1]  # the final eval still ran
+    # the stage's clock: what the checkpoint kept, then the final evaluation; it starts after
+    # the policy loaded, so within this process's time
+    from webagent_r1.train.checkpoint import load_trainer_state
+
+    kept = load_trainer_state(res.checkpoint)["wall_s"]
+    assert 0 < kept < res.stage_s <= res.wall_s
 
 
 async def test_sampled_evaluation_with_pass_at_k(tmp_path: Path) -> None:

@@ -158,11 +158,12 @@ def run_recipe(cfg: Config, resume: bool = False, progress: bool = True) -> dict
             _save_summary(cfg, summary)
 
     if cfg.rl.steps > 0:
-        t0 = time.time()
         res_rl = asyncio.run(train_rl(cfg, resume=resume, init=init, progress=progress))
         hist = res_rl.eval_history
         summary["stages"]["rl"] = {
-            "wall_s": time.time() - t0 + summary["stages"].get("rl", {}).get("wall_s", 0.0),
+            # the trainer's clock, kept in its checkpoints: a run killed before it wrote this
+            # summary still counts (up to its last checkpoint), as for rl.time_budget_min
+            "wall_s": res_rl.stage_s,
             "checkpoint": str(res_rl.checkpoint),
             "steps": res_rl.steps,
             "start": hist[0] if hist else None,

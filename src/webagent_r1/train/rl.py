@@ -749,6 +749,11 @@ class RLResult:
     eval_history: list[dict[str, float]]
     """``eval/…`` metrics of every evaluation, with ``step``."""
     wall_s: float
+    """This process's time."""
+    stage_s: float
+    """The stage's time over all its runs, as ``rl.time_budget_min`` counts it: each earlier
+    run's time up to its last checkpoint (work after it is redone, so counted once) and this
+    run's, the final evaluation included."""
 
 
 async def train_rl(
@@ -1198,11 +1203,12 @@ class RLStage(Stage):
 
     def result(self, final: Path) -> RLResult:
         """The final checkpoint, its step, the evaluation history (also written to
-        ``eval_history.json``) and the wall time."""
+        ``eval_history.json``), this process's time and the stage's time over resumes."""
         if self.dist.main:
             (self.stage / "eval_history.json").write_text(json.dumps(self.history, indent=1))
         steps_done = int(json.loads((final / "meta.json").read_text())["step"])
-        return RLResult(final, steps_done, self.history, time.time() - self.t0)
+        stage_s = self.wall()["wall_s"]
+        return RLResult(final, steps_done, self.history, time.time() - self.t0, stage_s)
 
 
 def _trainer_state(
