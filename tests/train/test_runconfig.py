@@ -46,7 +46,7 @@ def test_a_resume_with_other_settings_writes_a_file_of_its_own(tmp_path: Path) -
     ]
     assert (tmp_path / CONFIG_FILE).read_text() == original  # the start's settings kept
     notes = save_run_config(_cfg(tmp_path, "rl.steps=16", "rl.lr=5e-6"), resume=True)
-    assert "differ from config.resume-1.yaml: rl.lr: 1e-05 → 5e-06" in notes[0]
+    assert f"differ from config.resume-1.yaml: rl.lr: {first.rl.lr!r} → 5e-06" in notes[0]
     latest = latest_run_config(tmp_path)
     assert latest is not None and latest.name == "config.resume-2.yaml"
     assert load_config(latest, []).rl.lr == 5e-6
