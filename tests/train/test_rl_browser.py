@@ -130,8 +130,8 @@ async def test_time_budget_stops_early_with_a_final_eval(tmp_path: Path) -> None
     assert res.steps == 1
     assert res.checkpoint.name == "step-000001"
     assert [h["step"] for h in res.eval_history] == [0, 1]  # the final eval still ran
-    # the stage's clock: what the checkpoint kept, then the final evaluation; it starts after
-    # the policy loaded, so within this process's time
+    # the stage's clock: the last checkpoint keeps it (saved after the final evaluation), the
+    # result adds the closing; it starts after the policy loaded, so within this process's time
     from webagent_r1.train.checkpoint import load_trainer_state
 
     kept = load_trainer_state(res.checkpoint)["wall_s"]
