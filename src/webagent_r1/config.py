@@ -497,6 +497,13 @@ class RLConfig:
     """ε of the ratio clip."""
     beta: float = 0.0
     """KL coefficient to the reference (initial) policy; 0: no reference model is loaded."""
+    pg_coef: float = 1.0
+    """Weight of the policy-gradient term (the M-GRPO surrogate, with its KL term) in every
+    update. 0 keeps everything else of the run (BC term, optimizer, layers, steps, schedule,
+    evaluations) and drops the policy gradient: the control "the same run without RL" is the
+    one override ``rl.pg_coef=0``. Its rollouts could change nothing in its updates (the BC
+    term's turns are drawn by step), so a run with 0 skips them; it then needs
+    ``rl.bc_coef`` > 0, or it would train on nothing."""
     bc_coef: float = 0.0
     """Weight of a behaviour-cloning term in every M-GRPO update: the token-mean NLL of
     ``rl.bc_batch_size`` turns of the demonstrations in ``bc.data`` (BC's training share),
@@ -595,6 +602,15 @@ class RLConfig:
         _check(0 < self.clip_eps < 1, "rl.clip_eps must be in (0, 1)")
         _check(self.beta >= 0, "rl.beta must be >= 0 (0 turns the KL term off)")
         _check(self.bc_coef >= 0, "rl.bc_coef must be >= 0 (0 turns the BC term off)")
+        _check(
+            math.isfinite(self.pg_coef) and self.pg_coef >= 0,
+            f"rl.pg_coef must be a finite number >= 0 (0: no policy gradient), got {self.pg_coef}",
+        )
+        _check(
+            self.pg_coef > 0 or self.bc_coef > 0 or self.steps == 0,
+            "rl.pg_coef=0 with rl.bc_coef=0 leaves M-GRPO nothing to train: set rl.bc_coef > 0 "
+            "(the control without the policy gradient) or rl.steps=0",
+        )
         _check(self.bc_batch_size >= 1, "rl.bc_batch_size must be >= 1")
         _check(
             self.normalization in ("mgrpo", "token_mean", "dr_grpo", "turn_mean"),

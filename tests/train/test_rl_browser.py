@@ -115,6 +115,37 @@ async def test_bc_term_trains_on_demonstrations_when_no_group_has_an_advantage(
     assert moved[0.0] == 0.0 and moved[1.0] > 0
 
 
+async def test_pg_coef_zero_is_the_same_run_without_the_policy_gradient(tmp_path: Path) -> None:
+    """``rl.pg_coef=0`` skips the rollouts and updates on the BC term alone: its weights equal
+    those of the same run with the policy gradient whose groups all carried no advantage (the
+    random model fails every episode), and its steps log no rollout figure."""
+    data = tmp_path / "demos.jsonl"
+    write_trajectories(make_trajectories(4, seed=3), data)
+    weights, rows = {}, {}
+    for pg in (1.0, 0.0):
+        run = tmp_path / f"pg{pg}"
+        cfg = _one_step(run, f"bc.data={data}", "rl.bc_coef=1.0", "rl.bc_batch_size=3")
+        cfg = dataclasses.replace(cfg, rl=dataclasses.replace(cfg.rl, steps=2, pg_coef=pg))
+        res, stage, rollouts = await _step_rollouts(cfg, run)
+        assert (len(rollouts) > 0) == (pg > 0)  # the control wrote no episode
+        if pg:
+            assert all(t.reward == 0.0 for t in rollouts)  # no advantage: BC term alone
+        model, _ = load_policy(dataclasses.replace(cfg, init_from=str(res.checkpoint / "model")))
+        weights[pg] = [p.detach().clone() for p in model.parameters()]
+        rows[pg] = [r for r in read_metrics(stage / "metrics.jsonl") if "train/bc_loss" in r]
+    assert len(rows[0.0]) == len(rows[1.0]) == 2
+    assert all(r.get("rollout/skipped") == 1.0 for r in rows[0.0])
+    assert not any("rollout/success" in r for r in rows[0.0])
+    assert all("rollout/success" in r for r in rows[1.0])
+    for a, b in zip(rows[0.0], rows[1.0], strict=True):
+        assert a["train/bc_loss"] == pytest.approx(b["train/bc_loss"], rel=1e-6)
+    start = [p.detach() for p in load_policy(cfg)[0].parameters()]
+    moved = sum(float((a - s).abs().sum()) for a, s in zip(weights[0.0], start, strict=True))
+    assert moved > 0
+    for a, b in zip(weights[0.0], weights[1.0], strict=True):
+        assert torch.allclose(a, b, atol=1e-6)
+
+
 async def test_time_budget_stops_early_with_a_final_eval(tmp_path: Path) -> None:
     model = make_tiny_model(tmp_path / "model")
     cfg = _config(

@@ -300,6 +300,53 @@ def test_bc_term_adds_coef_times_the_demonstrations_nll_gradient(tiny_dir: Path)
     assert logged[1] == pytest.approx(nll / total, rel=1e-4)  # at the start weights (mu = 1)
 
 
+def test_pg_coef_zero_update_is_the_bc_term_alone(tiny_dir: Path) -> None:
+    """``rl.pg_coef=0`` on a batch with advantages (a mixed group): the SGD move is the BC
+    term's alone, -lr * c * the gradient of the demonstrations' token-mean NLL (a plain
+    per-sample forward as the reference), and no surrogate metric is logged."""
+    extra = ["model.autocast_bf16=false", "train.max_grad_norm=0", "rl.lr=0.5"]
+    cfg = _cfg(tiny_dir, *extra, "rl.bc_coef=0.3", "rl.pg_coef=0")
+    demos = [s for t in make_trajectories(3, seed=7) for s in turn_samples(t)]
+    batch = build_rl_batch([_group([1.0, 0.0, 1.0], seed=3)])
+    assert batch.samples and any(s.advantage != 0 for s in batch.samples)
+    model, _ = load_policy(cfg)
+    start = [p.detach().clone() for p in model.parameters()]
+    opt = torch.optim.SGD(list(model.parameters()), lr=cfg.rl.lr)
+    m = mgrpo_update(model, opt, batch, cfg, 1, bc_samples=demos)
+    ref, _ = load_policy(cfg)
+    want = [-0.5 * 0.3 * g for g in _nll_grads(ref, demos)]
+    got = [p.detach() - w for p, w in zip(model.parameters(), start, strict=True)]
+    err = sum(float((g - w).square().sum()) for g, w in zip(got, want, strict=True))
+    norm = sum(float(w.square().sum()) for w in want)
+    assert norm > 0 and math.sqrt(err / norm) < 1e-4
+    assert "train/loss" not in m and "train/clip_frac" not in m and m["train/bc_loss"] > 0
+
+
+def test_pg_coef_scales_the_policy_gradient(tiny_dir: Path) -> None:
+    """Without the BC term, an SGD move under ``rl.pg_coef=0.25`` is a quarter of the move
+    under 1; 0 with the BC term off is refused (nothing to train)."""
+    extra = ["model.autocast_bf16=false", "train.max_grad_norm=0", "rl.lr=0.5"]
+    group = _group([1.0, 0.0, 1.0, 0.0], seed=5)
+    moves = {}
+    for pg in (1.0, 0.25):
+        cfg = _cfg(tiny_dir, *extra, f"rl.pg_coef={pg}")
+        model, _ = load_policy(cfg)
+        start = [p.detach().clone() for p in model.parameters()]
+        opt = torch.optim.SGD(list(model.parameters()), lr=cfg.rl.lr)
+        mgrpo_update(model, opt, build_rl_batch([copy.deepcopy(group)]), cfg, 1)
+        moves[pg] = [p.detach() - w for p, w in zip(model.parameters(), start, strict=True)]
+    norm = sum(float(w.square().sum()) for w in moves[1.0])
+    err = sum(
+        float((a - 0.25 * b).square().sum()) for a, b in zip(moves[0.25], moves[1.0], strict=True)
+    )
+    assert norm > 0 and math.sqrt(err / norm) < 1e-4
+    with pytest.raises(ConfigError, match="leaves M-GRPO nothing to train"):
+        _cfg(tiny_dir, "rl.pg_coef=0")
+    with pytest.raises(ConfigError, match="rl.pg_coef must be a finite number >= 0"):
+        _cfg(tiny_dir, "rl.pg_coef=-0.5")
+    assert _cfg(tiny_dir, "rl.pg_coef=0", "rl.steps=0").rl.pg_coef == 0
+
+
 def test_bc_term_samples_are_bcs_training_share(tmp_path: Path, tiny_dir: Path) -> None:
     """The term's turns are those of BC's training share of ``bc.data``: successful
     demonstrations only, the held-out ones left out; a missing file is a one-line error."""

@@ -18,12 +18,15 @@ One training step (WebAgent-R1, Sec. 3.2; docs/design.md, "M-GRPO"):
 4. compute π_old once (``rl.old_logprobs``: recomputed by the trainer's own forward, or the
    sampler's stored log-probs) and the reference log-probs when β > 0; the whole update runs
    without dropout, so a recomputed π_old gives a ratio of exactly 1 at the first iteration;
-5. μ policy iterations over the batch, each one optimizer step of the clipped surrogate with
-   the chosen normalisation (``algos/mgrpo.py``), gradients accumulated over micro-batches,
-   plus ``rl.bc_coef`` times the token-mean NLL (at temperature 1) of ``rl.bc_batch_size``
-   demonstration turns when that is > 0 (``train/loss`` is the surrogate's alone,
+5. μ policy iterations over the batch, each one optimizer step of ``rl.pg_coef`` times the
+   clipped surrogate with the chosen normalisation (``algos/mgrpo.py``), gradients
+   accumulated over micro-batches, plus ``rl.bc_coef`` times the token-mean NLL (at
+   temperature 1) of ``rl.bc_batch_size`` demonstration turns when that is > 0
+   (``train/loss`` is the surrogate's alone,
    ``train/bc_loss`` the NLL over ``train/bc_tokens`` tokens; a step whose groups were all
-   dropped then updates on it alone and logs no surrogate metrics);
+   dropped then updates on it alone and logs no surrogate metrics); ``rl.pg_coef=0`` is the
+   control without the policy gradient: steps 2-4 are skipped (nothing they produce reaches
+   its updates) and every update is the BC term's alone, the rest of the run unchanged;
 6. the engine samples from the updated weights from the next step on: ``WeightSync.push``
    (``train/weight_sync.py``) bumps the shared engine's ``weight_version`` or loads the new
    weights into the vLLM engine; every turn records the version it was sampled from.
@@ -410,7 +413,8 @@ def mgrpo_update(
         model: the policy (trainable).
         optimizer: its optimizer (learning rate already set for this step).
         batch: from ``build_rl_batch``.
-        cfg: ``rl`` (μ, ε, β, normalisation, π_old source, ``bc_coef``), ``train`` (budget,
+        cfg: ``rl`` (μ, ε, β, normalisation, π_old source, ``pg_coef``, ``bc_coef``),
+            ``train`` (budget,
             clipping),
             ``rollout`` (temperature, max_new_tokens for Dr.GRPO), ``model`` (autocast).
         pad_id: padding id.
@@ -441,22 +445,23 @@ def mgrpo_update(
         metrics: dict[str, float] = {}
         bc_tok = _bc_token_total(bc_samples, rl, dist)  # the BC term's tokens, all processes
         with_bc = bc_tok > 0  # the same on every process
-        if g_tok == 0 and not with_bc:
+        with_pg = g_tok > 0 and rl.pg_coef > 0  # the surrogate runs (rl.pg_coef=0: the control)
+        if not with_pg and not with_bc:
             return {"train/skipped": 1.0}
         samples = batch.samples
         tokens = TokenTensors(old=None, ref=None, adv=adv_t, weights=None)
         groups: list[list[list[int]]] = []  # no M-GRPO tokens: an update of the BC term alone
-        if g_tok > 0:
+        if with_pg:
             # once for the whole batch, so micro-batches and processes only split a fixed sum
             counts = (max(int(g_traj), 1), int(g_tok), int(g_turns))  # trajectories, tokens, turns
-            weights = _batch_weights(traj_t, turn_t, cfg, *counts)
+            weights = _batch_weights(traj_t, turn_t, cfg, *counts) * rl.pg_coef  # (N,)
             old, ref = _old_and_ref_logprobs(
                 model, ref_model, samples, cfg, pad_id, temp, bf16, dist
             )
             tokens = TokenTensors(old, ref, adv_t, weights)
             groups = _plan(model, samples, budget, share)
         sums = {"grad_norm": 0.0}
-        if g_tok > 0:  # the surrogate's metrics only where it ran
+        if with_pg:  # the surrogate's metrics only where it ran
             sums.update({"loss": 0.0, "clip_frac": 0.0, "kl": 0.0, "ratio": 0.0})
         if with_bc:
             sums["bc_loss"] = 0.0
@@ -494,7 +499,7 @@ def mgrpo_update(
             with lock if lock is not None else contextlib.nullcontext():
                 optimizer.step()
             sums["grad_norm"] += gn
-            if g_tok > 0:
+            if with_pg:
                 sums["loss"] += loss_sum
                 sums["clip_frac"] += clip_n / g_tok
                 sums["kl"] += kl_n / g_tok
@@ -1064,18 +1069,21 @@ class RLStage(Stage):
         stats = RolloutStats()
         self.model.eval()
         assert self.curriculum is not None
-        # every round's outcomes go into the curriculum's estimates (all processes alike)
-        collected = await collect_step(
-            self.curriculum,
-            step,
-            rl.tasks_per_step,
-            functools.partial(self.collect_round, step=step, stats=stats),
-            dist.all_reduce_sum,
-            dist.rank,
-            dist.world,
-            rewards_of=functools.partial(trained_rewards, require_exit=rl.reward_requires_exit),
-            may_extend=functools.partial(self.round_fits, s0),
-        )
+        # every round's outcomes go into the curriculum's estimates (all processes alike);
+        # rl.pg_coef=0 (the control): no rollout, its update is the BC term's alone
+        collected = StepGroups()
+        if rl.pg_coef > 0:
+            collected = await collect_step(
+                self.curriculum,
+                step,
+                rl.tasks_per_step,
+                functools.partial(self.collect_round, step=step, stats=stats),
+                dist.all_reduce_sum,
+                dist.rank,
+                dist.world,
+                rewards_of=functools.partial(trained_rewards, require_exit=rl.reward_requires_exit),
+                may_extend=functools.partial(self.round_fits, s0),
+            )
         groups = collected.groups
         self.model.train()
         gen_s = time.time() - s0
@@ -1166,6 +1174,9 @@ class RLStage(Stage):
         if rl.advantage == "gigpo":  # turns whose state recurs in their group
             metrics["train/step_group_turns"] = grouped
             metrics["train/step_group_frac"] = grouped / trained if trained else 0.0
+        if rl.pg_coef == 0:  # no rollout ran: no rollout or curriculum figure to log
+            metrics = {k: v for k, v in metrics.items() if not k.startswith(("rollout", "curr"))}
+            metrics["rollout/skipped"] = 1.0
         return metrics
 
     def report(self, done: int, metrics: dict[str, float]) -> None:
@@ -1176,10 +1187,15 @@ class RLStage(Stage):
         collected = used + metrics["train/groups_skipped_equal"]
         collected += metrics["train/groups_skipped_small"]
         rounds = int(metrics.get("curriculum/rounds", 1))
-        print(
-            f"step {done}/{self.cfg.rl.steps}: rollout success {metrics['rollout/success']:.2f}, "
+        head = (
+            "no rollout (rl.pg_coef=0), BC term alone"
+            if "rollout/skipped" in metrics
+            else f"rollout success {metrics['rollout/success']:.2f}, "
             f"groups used {int(used)}/{int(collected)}"
             + (f" ({rounds} rounds)" if rounds > 1 else "")
+        )
+        print(
+            f"step {done}/{self.cfg.rl.steps}: {head}"
             + f", loss {metrics.get('train/loss', 0.0):+.4f}, "
             f"clip {metrics.get('train/clip_frac', 0.0):.3f}, "
             f"{metrics['train/step_s']:.0f} s",
