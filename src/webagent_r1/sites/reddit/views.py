@@ -22,7 +22,6 @@ A form whose title or forum is over ``base.FIELD_MAX`` characters, or whose text
 
 from __future__ import annotations
 
-import functools
 import re
 import sqlite3
 from typing import Any
@@ -33,6 +32,7 @@ from starlette.routing import BaseRoute
 from webagent_r1.sites.base import Ctx, login_required, page, parse_int, too_long
 from webagent_r1.sites.reddit.db import hot_rank
 from webagent_r1.sites.seed_utils import slugify
+from webagent_r1.sites.textcache import SEARCH_CACHE_BYTES, text_cache
 
 PER_PAGE = 20
 """Posts (or comments) per listing page."""
@@ -125,12 +125,12 @@ def _stem(word: str) -> str:
     return word
 
 
-@functools.lru_cache(maxsize=16384)
 def _tokens(text: str) -> tuple[str, ...]:
+    """The singular words of ``text``."""
     return tuple(_stem(t) for t in re.findall(r"[a-z0-9]+", text.lower()))
 
 
-@functools.lru_cache(maxsize=16384)
+@text_cache(SEARCH_CACHE_BYTES)
 def _post_tokens(title: str, body: str) -> tuple[frozenset[str], str, frozenset[str]]:
     """A post's title words, its title as one string of words, and all its words."""
     t = _tokens(title)

@@ -17,7 +17,6 @@ URL map (all GET unless noted):
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 import secrets
@@ -48,6 +47,7 @@ from webagent_r1.sites.shopping.queries import (
     order_items,
     product_options,
 )
+from webagent_r1.sites.textcache import SEARCH_CACHE_BYTES, text_cache
 
 PER_PAGE = 10
 REVIEWS_PER_PAGE = 5
@@ -299,10 +299,14 @@ def _stem(word: str) -> str:
     return word
 
 
-@functools.lru_cache(maxsize=16384)
-def _tokens(text: str) -> tuple[str, ...]:
-    # Cached: every instance starts from the same catalogue, so texts repeat across requests.
+def _words(text: str) -> tuple[str, ...]:
+    """The singular words of ``text`` (a query: never cached, its size is the user's)."""
     return tuple(_stem(t) for t in re.findall(r"[a-z0-9]+", text.lower()))
+
+
+_tokens = text_cache(SEARCH_CACHE_BYTES)(_words)
+"""``_words`` of the catalogue's texts, cached: every instance starts from the same catalogue,
+so texts repeat across requests; bounded in bytes (an admin may write 255-character names)."""
 
 
 def search_ids(db: sqlite3.Connection, query: str) -> list[int]:
@@ -312,7 +316,7 @@ def search_ids(db: sqlite3.Connection, query: str) -> list[int]:
     (singular/plural alike); words of 4+ letters also match as a prefix ("headph").
     Products whose name holds more of the words, or the whole phrase, rank first.
     """
-    words = _tokens(query)[:10]
+    words = _words(query)[:10]
     if not words:
         return []
     phrase = " ".join(words)
@@ -385,7 +389,7 @@ async def category(ctx: Ctx) -> Response:
 async def search(ctx: Ctx) -> Response:
     """Full-catalogue search over names, brands, categories, SKUs and colors."""
     q = ctx.arg("q")
-    if not _tokens(q):
+    if not _words(q):
         return ctx.render(
             "listing.html",
             heading="Search",
