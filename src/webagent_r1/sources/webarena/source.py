@@ -22,7 +22,8 @@ def load_tasks(split: str = "test", path: str | Path | None = None) -> list[Task
     Args:
         split: ``"test"`` (the 165 Lite tasks) or ``"train"`` (WebArena's 812 minus those).
         path: for ``test``, a Lite-format file (default: the one in an installed
-            ``browsergym-webarenalite``); for ``train``, WebArena's ``test.raw.json``
+            ``browsergym-webarenalite``; ``"webagent-r1"``: WebAgent-R1's revised file,
+            shipped with webagent-r1); for ``train``, WebArena's ``test.raw.json``
             (required).
 
     Raises:
@@ -30,7 +31,7 @@ def load_tasks(split: str = "test", path: str | Path | None = None) -> list[Task
             invalid config; the message says how to fix it.
     """
     if split == "test":
-        file = Path(path) if path is not None else data.find_lite_file()
+        file = data.resolve_test_file(path)
         if file is None:
             raise data.WebArenaDataError(
                 f"the WebArena-Lite test configs were not found: {data.HOW_TO_GET}"
@@ -68,7 +69,8 @@ class WebArenaSource(TaskSource):
     ``start()`` reads the sites from the environment and runs the reset hook if one is set.
 
     Args:
-        test_file: Lite-format configs for ``test`` (default: the installed package's file).
+        test_file: Lite-format configs for ``test`` (default: the installed package's file;
+            ``"webagent-r1"``: WebAgent-R1's revised file, shipped).
         train_file: WebArena's ``config_files/test.raw.json`` for ``train``.
         sites: keep only tasks whose sites are all in this list (empty keeps all), so a run
             on some sites needs only their URLs.
