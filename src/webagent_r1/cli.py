@@ -32,6 +32,8 @@ from webagent_r1.demos import collect_demos, pick_demo_tasks
 from webagent_r1.env import EnvError
 from webagent_r1.errors import LoadError
 from webagent_r1.evaluate import eval_subset, run_evaluation
+from webagent_r1.experiment import PlanError, load_plan, run_experiment
+from webagent_r1.experiment.guard import TestSplitError, check_test_split, log_test_eval
 from webagent_r1.policy.models import (
     REGISTRY,
     GGUFSource,
@@ -588,12 +590,21 @@ def eval_cmd(
         ),
     ] = None,
     split: Annotated[
-        str,
+        str | None,
         typer.Option(
             help="train, test, heldout, wide or extra (the last three: embedded only; wide is "
             "test plus 14 more unseen instances per training template, for tighter intervals)."
         ),
-    ] = "test",
+    ] = None,
+    final: Annotated[
+        bool,
+        typer.Option(
+            "--final",
+            help="Allow --split test: the one measurement of a configuration fixed beforehand "
+            "(choices are made on val, the default split where the tasks have one); logged in "
+            "<run_dir>/test-evaluations.jsonl.",
+        ),
+    ] = False,
     site: Annotated[str | None, typer.Option(help="Only tasks of this site.")] = None,
     subset: Annotated[
         int | None,
@@ -662,6 +673,8 @@ def eval_cmd(
             ) from None
     try:
         source = task_source(cfg)
+        split = split or ("val" if "val" in source.splits else "test")
+        check_test_split(split, final)
         if split not in source.splits:
             raise ValueError(
                 f"--split {split}: the {source.name} tasks have splits {', '.join(source.splits)}"
@@ -704,6 +717,9 @@ def eval_cmd(
         )
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
+    if split == "test":
+        ledger = log_test_eval(cfg, summary, engine, out_dir, len(tasks))
+        console.print(f"test evaluation logged in {ledger}", markup=False)
     stdout = _table_console()
     for res in summary["results"]:
         table = Table(
@@ -741,6 +757,16 @@ def eval_cmd(
         last = summary["results"][-1]["trajectories"]
         shutil.copyfile(Path(out_dir) / last, out)
         print(f"trajectories: {out}")
+
+
+@app.command()
+def experiment(
+    plan: Annotated[str, typer.Argument(help="The plan, e.g. configs/experiments/NAME.yaml.")],
+) -> None:
+    """Run what a plan misses (train and evaluate each arm and seed; resumable), then write
+    its results page: per-arm success, paired intervals, Holm-adjusted p (docs/experiments.md)."""
+    done = run_experiment(load_plan(plan))
+    print(f"trained {done.trained} run(s), evaluated {done.evaluated}; results: {done.results}")
 
 
 @app.command()
@@ -1417,6 +1443,8 @@ def user_error_types() -> tuple[type[BaseException], ...]:
         RayNotInstalledError,  # rollout.env_pool: ray without the [ray] extra
         VLLMUnavailableError,  # --engine vllm / train.generation_engine: vllm without vLLM
         TaskError,
+        PlanError,  # a LoadError too; named for the reader
+        TestSplitError,  # eval --split test without --final
     ]
     return tuple(types)
 

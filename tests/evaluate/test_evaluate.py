@@ -103,7 +103,7 @@ def test_report_keeps_tasks_with_no_scored_episode() -> None:
     assert report.per_task()[str(b.task_id)] == []
 
 
-def test_cli_eval_prints_the_baseline_under_the_table(monkeypatch) -> None:
+def test_cli_eval_prints_the_baseline_under_the_table(monkeypatch, tmp_path: Path) -> None:
     """``webagent-r1 eval`` on the embedded suite prints the constant-answer line; the
     evaluation itself is replaced by a stub (no browser)."""
     from typer.testing import CliRunner
@@ -127,7 +127,17 @@ def test_cli_eval_prints_the_baseline_under_the_table(monkeypatch) -> None:
 
     monkeypatch.setattr(cli, "run_evaluation", fake_run_evaluation)
     res = CliRunner().invoke(
-        cli.app, ["eval", "--engine", "expert", "tasks.templates=[shopping.search_result_count]"]
+        cli.app,
+        [
+            "eval",
+            "--engine",
+            "expert",
+            "--split",
+            "test",
+            "--final",  # test: the guard's flag (the ledger goes to run_dir)
+            "tasks.templates=[shopping.search_result_count]",
+            f"run_dir={tmp_path}",
+        ],
     )
     assert res.exit_code == 0, res.output
     assert len(seen["tasks"]) == 6  # the template's 6 test tasks; "2" answers 4 of them

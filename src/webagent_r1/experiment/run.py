@@ -1,0 +1,243 @@
+"""Run what a plan still misses: train each (arm, seed), evaluate its final checkpoint, report.
+
+Every run has its own folder, ``<out_dir>/<arm>/seed-<seed>/`` (the recipe's ``run_dir``), and
+each step leaves a mark there, so the command can be killed at any point and run again, in
+another process or another day:
+
+- **training**: ``experiment-run.json`` is written when the recipe returns (the final model
+  and the run's overrides). With it the run is skipped; a folder with a recipe's files and no
+  mark is resumed (``train --resume``: finished stages skipped, the stage in progress
+  continued from its newest checkpoint); an empty one is started.
+- **evaluation**: ``eval-<split>/eval.json`` marks it done (its settings must be the plan's);
+  ``eval-<split>/eval-progress.json`` marks it unfinished and it is resumed (``eval
+  --resume``: finished tasks kept, the others run with the seeds they would have had).
+- a **test** evaluation (``split: test`` with ``final: true``) is appended to the run's
+  ``test-evaluations.jsonl`` (``report/ledger.py``) when it finishes.
+
+Then the results page is (re)written from every run's evaluation (``experiment/page.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from webagent_r1.config import Config, load_config
+from webagent_r1.evaluate import PROGRESS_FILE, eval_subset, run_evaluation
+from webagent_r1.experiment.page import RunRecord, write_results
+from webagent_r1.experiment.plan import EvalSettings, Plan, PlanError
+from webagent_r1.report.ledger import append_test_evaluation
+from webagent_r1.sources import task_source
+from webagent_r1.train.runconfig import CONFIG_FILE
+from webagent_r1.types import Task
+
+__all__ = [
+    "DONE_FILE",
+    "Evaluator",
+    "ExperimentOutcome",
+    "Trainer",
+    "final_model",
+    "recipe_evaluator",
+    "recipe_trainer",
+    "run_experiment",
+]
+
+DONE_FILE = "experiment-run.json"
+"""Written into a run folder when its training has finished."""
+
+Trainer = Callable[[Config, bool], str]
+"""``(the run's config, resume) -> the final model folder`` (``recipe_trainer``)."""
+Evaluator = Callable[[Config, list[Task], str, Path, bool], dict[str, Any]]
+"""``(the run's config, tasks, model folder, eval folder, resume) -> eval.json's content``
+(``recipe_evaluator``); it writes ``eval.json`` and the trajectories into the eval folder."""
+
+
+@dataclass
+class ExperimentOutcome:
+    """What ``run_experiment`` did."""
+
+    results: Path
+    """The results page (markdown; the JSON beside it)."""
+    trained: int
+    """Runs trained or resumed by this call (0 when every run had finished)."""
+    evaluated: int
+    """Evaluations run or resumed by this call."""
+    runs: list[RunRecord]
+
+
+def final_model(summary: dict[str, Any], cfg: Config) -> str:
+    """The model a recipe ends with: the M-GRPO checkpoint, else BC's, else its start."""
+    stages = summary.get("stages", {})
+    for stage in ("rl", "bc"):
+        ckpt = (stages.get(stage) or {}).get("checkpoint")
+        if ckpt:
+            return str(Path(ckpt) / "model")
+    return cfg.init_from or cfg.model.name
+
+
+def recipe_trainer(progress: bool = True) -> Trainer:
+    """The trainer of ``webagent-r1 train``: ``run_recipe`` (resumable)."""
+
+    def train(cfg: Config, resume: bool) -> str:
+        # heavy: the recipe imports torch and transformers
+        from webagent_r1.train.recipe import run_recipe
+
+        return final_model(run_recipe(cfg, resume=resume, progress=progress), cfg)
+
+    return train
+
+
+def recipe_evaluator(settings: EvalSettings, split: str, progress: bool = True) -> Evaluator:
+    """The evaluation of ``webagent-r1 eval --out-dir`` with the plan's settings."""
+
+    def evaluate(cfg: Config, tasks: list[Task], model: str, out: Path, resume: bool) -> dict:
+        return asyncio.run(
+            run_evaluation(
+                cfg,
+                tasks,
+                engine=settings.engine,
+                model_path=model,
+                samples=settings.samples,
+                max_turns=[settings.max_turns] if settings.max_turns else None,
+                temperature=settings.temperature,
+                out_dir=out,
+                progress=progress,
+                meta={"split": split, "site": None},
+                resume=resume,
+            )
+        )
+
+    return evaluate
+
+
+def plan_tasks(plan: Plan) -> list[Task]:
+    """The tasks every run is evaluated on: the split of the recipe (with the plan's common
+    overrides, not an arm's), the fixed subset when the plan asks for one."""
+    cfg = load_config(plan.recipe, plan.overrides)
+    source = task_source(cfg)
+    if plan.split not in source.splits:
+        raise PlanError(
+            f"{plan.path}: split: the {source.name} tasks have no {plan.split} split (they "
+            f"have {', '.join(source.splits)}); use one of those or another task source"
+        )
+    tasks = source.tasks(plan.split)
+    if not tasks:
+        raise PlanError(f"{plan.path}: split: {plan.split} has no task for this recipe")
+    return eval_subset(tasks, plan.eval.subset or 0, seed=0)
+
+
+def _train(plan: Plan, arm: str, seed: int, trainer: Trainer) -> tuple[str, str]:
+    """Train one run unless done; returns ``(model, what happened)``."""
+    run_dir = plan.run_dir(arm, seed)
+    overrides = plan.run_overrides(arm, seed)
+    done = run_dir / DONE_FILE
+    if done.is_file():
+        mark = json.loads(done.read_text())
+        if mark.get("overrides") != overrides or mark.get("recipe") != plan.recipe:
+            raise PlanError(
+                f"{plan.path}: arms.{arm}: {run_dir} was trained with other settings "
+                f"({mark.get('recipe')} {' '.join(mark.get('overrides', []))}); give the arm "
+                "a new name or the plan a new out_dir"
+            )
+        return str(mark["model"]), "done before"
+    resume = (run_dir / CONFIG_FILE).is_file() or (run_dir / "summary.json").is_file()
+    model = trainer(load_config(plan.recipe, overrides), resume)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tmp = done.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"model": model, "recipe": plan.recipe, "overrides": overrides}))
+    tmp.replace(done)
+    return model, "resumed" if resume else "trained"
+
+
+def _check_done_eval(plan: Plan, out: Path, model: str) -> None:
+    """An evaluation already there must be the plan's: same model and settings."""
+    d = json.loads((out / "eval.json").read_text())
+    want = {"model": model, "samples": plan.eval.samples, "engine": plan.eval.engine}
+    if plan.eval.temperature is not None:
+        want["temperature"] = plan.eval.temperature
+    got = {k: d.get(k) for k in want}
+    turns = [r.get("max_turns") for r in d.get("results", [])]
+    if got != want or (plan.eval.max_turns and plan.eval.max_turns not in turns):
+        raise PlanError(
+            f"{plan.path}: eval: {out} holds an evaluation with other settings ({got}, "
+            f"max_turns {turns}); move that folder away, or restore the plan's eval settings"
+        )
+
+
+def _evaluate(
+    plan: Plan, arm: str, seed: int, model: str, tasks: list[Task], evaluator: Evaluator
+) -> tuple[Path, str]:
+    """Evaluate one run's final model unless done; returns ``(eval folder, what happened)``."""
+    run_dir = plan.run_dir(arm, seed)
+    out = run_dir / f"eval-{plan.split}"
+    if (out / "eval.json").is_file():
+        _check_done_eval(plan, out, model)
+        return out, "done before"
+    resume = (out / PROGRESS_FILE).is_file()
+    cfg = load_config(plan.recipe, plan.run_overrides(arm, seed))
+    summary = evaluator(cfg, tasks, model, out, resume)
+    if plan.split == "test":
+        last = (summary.get("results") or [{}])[-1]
+        append_test_evaluation(
+            run_dir,
+            model,
+            by=f"experiment {plan.path}",
+            settings={
+                "engine": plan.eval.engine,
+                "samples": plan.eval.samples,
+                "temperature": summary.get("temperature", plan.eval.temperature),
+                "max_turns": last.get("max_turns", plan.eval.max_turns),
+                "tasks": len(tasks),
+                "task_source": cfg.tasks.source,
+                "out_dir": str(out),
+            },
+            success=last.get("success"),
+        )
+    return out, "resumed" if resume else "evaluated"
+
+
+def run_experiment(
+    plan: Plan,
+    trainer: Trainer | None = None,
+    evaluator: Evaluator | None = None,
+    progress: bool = True,
+    log: Callable[[str], None] = lambda m: print(m, flush=True),
+) -> ExperimentOutcome:
+    """Train and evaluate what the plan still misses, then write its results page.
+
+    Args:
+        plan: a plan from ``load_plan``.
+        trainer: trains one run (default ``recipe_trainer``: ``webagent-r1 train``).
+        evaluator: evaluates one run's final model (default ``recipe_evaluator``).
+        progress: progress bars of training and evaluation.
+        log: where the one line per stage goes.
+
+    Raises:
+        PlanError: the split is not one of the task source's, or a run folder or evaluation
+            was made with other settings than the plan's.
+    """
+    for w in plan.warnings:
+        log(f"note: {w}")
+    trainer = trainer or recipe_trainer(progress)
+    evaluator = evaluator or recipe_evaluator(plan.eval, plan.split, progress)
+    tasks = plan_tasks(plan)
+    pairs = [(arm, seed) for arm in plan.arms for seed in plan.seeds]
+    records, trained, evaluated = [], 0, 0
+    for i, (arm, seed) in enumerate(pairs, 1):
+        head = f"[{i}/{len(pairs)}] {arm} seed {seed}"
+        log(f"{head}: training in {plan.run_dir(arm, seed)}")
+        model, how = _train(plan, arm, seed, trainer)
+        trained += how != "done before"
+        log(f"{head}: training {how}; final model {model}")
+        log(f"{head}: evaluating on {len(tasks)} {plan.split} tasks x {plan.eval.samples}")
+        out, how_e = _evaluate(plan, arm, seed, model, tasks, evaluator)
+        evaluated += how_e != "done before"
+        log(f"{head}: evaluation {how_e}: {out / 'eval.json'}")
+        records.append(RunRecord(arm, seed, plan.run_dir(arm, seed), model, out))
+    log(f"statistics: {len(plan.comparisons)} comparison(s), rliable reps {plan.reps}")
+    results = write_results(plan, records)
+    return ExperimentOutcome(results, trained, evaluated, records)

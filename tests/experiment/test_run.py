@@ -1,0 +1,91 @@
+"""A plan runs two arms end to end with a fake trainer and evaluator; a second call trains and
+evaluates nothing; a killed training or evaluation is resumed; test runs go to the ledger."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.experiment.support import FakeEvaluator, FakeTrainer, write_plan
+from webagent_r1.experiment import PlanError, load_plan, run_experiment
+from webagent_r1.report.ledger import LEDGER_FILE, read_ledger
+
+
+def _run(plan: Path, trainer: FakeTrainer, evaluator: FakeEvaluator):
+    return run_experiment(load_plan(plan), trainer, evaluator, progress=False, log=lambda m: None)
+
+
+def test_two_arms_end_to_end_then_nothing_to_do(tmp_path: Path) -> None:
+    plan = write_plan(tmp_path)
+    trainer, evaluator = FakeTrainer(), FakeEvaluator()
+    done = _run(plan, trainer, evaluator)
+    assert (done.trained, done.evaluated) == (4, 4)
+    assert sorted(Path(r).relative_to(tmp_path / "exp").as_posix() for r, _ in trainer.calls) == [
+        "mgrpo/seed-0",
+        "mgrpo/seed-1",
+        "no-pg/seed-0",
+        "no-pg/seed-1",
+    ]
+    assert not any(resume for _, resume in trainer.calls + evaluator.calls)
+    page = done.results.read_text()
+    assert done.results == tmp_path / "exp" / "results.md"
+    assert "mgrpo − no-pg" in page and "`rl.pg_coef=0`" in page
+    d = json.loads(done.results.with_suffix(".json").read_text())
+    assert [a["name"] for a in d["arms"]] == ["mgrpo", "no-pg"]
+    (c,) = d["comparisons"]
+    assert c["tasks"] == 6 and c["diff"] > 0  # 0.7 against 0.3
+    assert c["p_holm"] == pytest.approx(c["p"])  # one comparison: Holm leaves p alone
+    assert c["rliable_method"] == "runs and tasks" and 0.5 < c["poi"] <= 1
+    assert d["test_evaluations"] == []
+    # the second call: every run trained and evaluated, the page rewritten alone
+    again = _run(plan, FakeTrainer(), FakeEvaluator())
+    assert (again.trained, again.evaluated) == (0, 0)
+    assert json.loads(again.results.with_suffix(".json").read_text())["comparisons"] == [c]
+
+
+def test_a_killed_training_and_a_killed_evaluation_resume(tmp_path: Path) -> None:
+    plan = write_plan(tmp_path)
+    trainer = FakeTrainer(fail_once="no-pg/seed-1")
+    with pytest.raises(RuntimeError, match="killed"):
+        _run(plan, trainer, FakeEvaluator(fail_once="mgrpo/seed-1"))  # killed in the eval
+    with pytest.raises(RuntimeError, match="killed"):
+        _run(plan, trainer, FakeEvaluator())  # killed in no-pg seed 1's training
+    trainer2, evaluator = FakeTrainer(), FakeEvaluator()
+    done = _run(plan, trainer2, evaluator)
+    assert trainer2.calls == [(str(tmp_path / "exp" / "no-pg" / "seed-1"), True)]
+    assert evaluator.calls == [(str(tmp_path / "exp" / "no-pg" / "seed-1" / "eval-val"), False)]
+    assert (done.trained, done.evaluated) == (1, 1)
+
+
+def test_a_killed_evaluation_is_resumed_with_resume(tmp_path: Path) -> None:
+    plan = write_plan(tmp_path)
+    with pytest.raises(RuntimeError, match="killed"):
+        _run(plan, FakeTrainer(), FakeEvaluator(fail_once="mgrpo/seed-0"))
+    evaluator = FakeEvaluator()
+    _run(plan, FakeTrainer(), evaluator)
+    assert evaluator.calls[0] == (str(tmp_path / "exp" / "mgrpo" / "seed-0" / "eval-val"), True)
+
+
+def test_a_run_trained_with_other_overrides_is_refused(tmp_path: Path) -> None:
+    _run(write_plan(tmp_path), FakeTrainer(), FakeEvaluator())
+    changed = write_plan(tmp_path, arms={"mgrpo": ["rl.lr=1e-5"], "no-pg": ["rl.pg_coef=0"]})
+    with pytest.raises(PlanError, match="arms.mgrpo: .* was trained with other settings"):
+        _run(changed, FakeTrainer(), FakeEvaluator())
+
+
+def test_a_test_plan_logs_every_evaluation_and_lists_them(tmp_path: Path) -> None:
+    plan = write_plan(tmp_path, split="test", final=True, seeds=[0])
+    done = _run(plan, FakeTrainer(), FakeEvaluator())
+    ledgers = sorted((tmp_path / "exp").rglob(LEDGER_FILE))
+    assert len(ledgers) == 2  # one per run
+    entry = read_ledger(ledgers[0])[0]
+    assert entry.checkpoint.endswith("step-000010/model") and entry.by.startswith("experiment")
+    assert entry.settings["samples"] == 2 and entry.settings["tasks"] == 6
+    d = json.loads(done.results.with_suffix(".json").read_text())
+    assert len(d["test_evaluations"]) == 2
+    assert "one seed per arm" in " ".join(d["notes"])
+    assert "## Checkpoints evaluated on test" in done.results.read_text()
+    _run(plan, FakeTrainer(), FakeEvaluator())  # nothing evaluated again: nothing logged
+    assert sum(len(read_ledger(p)) for p in ledgers) == 2
