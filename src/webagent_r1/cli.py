@@ -719,7 +719,7 @@ def eval_cmd(
         raise typer.BadParameter(str(e)) from None
     if split == "test":
         ledger = log_test_eval(cfg, summary, engine, out_dir, len(tasks))
-        console.print(f"test evaluation logged in {ledger}", markup=False)
+        console.print(f"test evaluation logged in {ledger}", markup=False, soft_wrap=True)
     stdout = _table_console()
     for res in summary["results"]:
         table = Table(
