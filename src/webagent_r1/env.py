@@ -52,6 +52,8 @@ class EvalContext:
     shown: list[str] = field(default_factory=list)
     """The task's intent and the title and text of every page the episode showed the agent
     (for ``EvalResult.answer_shown``)."""
+    turn: int = 0
+    """Turns the episode took, parse failures included (what a step limit counts)."""
 
 
 @dataclass
@@ -443,6 +445,7 @@ class WebEnv:
             backend=self.backend,
             history=list(self.history),
             shown=list(self._seen),
+            turn=self.turn,
         )
         out = fn(ctx)
         if inspect.isawaitable(out):

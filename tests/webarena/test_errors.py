@@ -1,6 +1,7 @@
-"""What the evaluator does when something breaks: a bug propagates, a failure of the
-infrastructure (judge, helper site, page) is an ``EnvError`` (the episode is an env error),
-a malformed eval spec is a 0 with the reason."""
+"""What the evaluator does when something breaks: a failure of the infrastructure (judge,
+helper site, page) is an ``EnvError`` (the episode is an env error); under ``webarena`` a bug
+propagates and a malformed eval spec is a 0 with the reason, under ``vab`` both are env
+errors with the reason (VisualAgentBench records an error and reruns the task)."""
 
 from __future__ import annotations
 
@@ -33,30 +34,37 @@ def _boom(exc: Exception):  # noqa: ANN202 - any rule signature
 
 
 @pytest.mark.parametrize("exc", [TypeError("bad operand"), KeyError("eval")])
-async def test_code_errors_propagate(
+async def test_code_errors_propagate_under_webarena_and_are_env_errors_under_vab(
     lite_tasks: list[Task], monkeypatch: pytest.MonkeyPatch, exc: Exception
 ) -> None:
-    broken = dataclasses.replace(ev_mod.RULES["vab"], exact_match=_boom(exc))
-    monkeypatch.setitem(ev_mod.RULES, "vab", broken)
     task = by_id(lite_tasks)[27]  # exact_match "N/A"
+    for scoring in ("vab", "webarena"):
+        broken = dataclasses.replace(ev_mod.RULES[scoring], exact_match=_boom(exc))
+        monkeypatch.setitem(ev_mod.RULES, scoring, broken)
     with pytest.raises(type(exc)):
+        await score(task, "N/A", WebArenaSites(URLS, scoring="webarena"))
+    # VAB's run.py records any exception of its evaluator as an error and reruns the task.
+    with pytest.raises(EnvError, match=f"string_match: the evaluator raised {type(exc).__name__}"):
         await score(task, "N/A", WebArenaSites(URLS))
 
 
-async def test_malformed_spec_scores_zero_with_the_reason(lite_tasks: list[Task]) -> None:
+def _ctx(task: Task, sites: WebArenaSites) -> EvalContext:
+    return EvalContext(
+        task=task, answer="Yes", session=None, url=URLS["gitlab"], instance_id=None, backend=sites
+    )
+
+
+async def test_malformed_spec_scores_zero_under_webarena_env_error_under_vab(
+    lite_tasks: list[Task],
+) -> None:
     task = dataclasses.replace(by_id(lite_tasks)[45])
     task.eval = {**task.eval, "url_note": "SAME HOST"}  # past validation: a spec we lack
-    ctx = EvalContext(
-        task=task,
-        answer="Yes",
-        session=None,
-        url=URLS["gitlab"],
-        instance_id=None,
-        backend=WebArenaSites(URLS),
-    )
-    result = await evaluate(ctx)
+    result = await evaluate(_ctx(task, WebArenaSites(URLS, scoring="webarena")))
     assert result.reward == 0.0 and "bad eval spec" in result.explanation
     assert "SAME HOST" in result.explanation
+    # VAB's URLExactEvaluator raises ValueError("Unknown matching rule: …"): an error.
+    with pytest.raises(EnvError, match="url_match: the evaluator raised ValueError.*SAME HOST"):
+        await evaluate(_ctx(task, WebArenaSites(URLS)))
 
 
 async def test_judge_without_verdict_is_an_env_error(

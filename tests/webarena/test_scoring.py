@@ -12,7 +12,8 @@ import pytest
 
 from tests.webarena.conftest import FakeJudge, by_id, score, with_scoring
 from webagent_r1.config import ConfigError, TasksConfig, WebArenaConfig
-from webagent_r1.sources.webarena import SitesNotConfiguredError, WebArenaSites
+from webagent_r1.env import EnvError
+from webagent_r1.sources.webarena import SitesNotConfiguredError, WebArenaSites, load_tasks
 from webagent_r1.sources.webarena.data import SCORINGS
 from webagent_r1.sources.webarena.evaluators import RULES
 from webagent_r1.sources.webarena.judge import VAB_FUZZY_ENDING, WEBARENA_FUZZY_ENDING
@@ -64,13 +65,26 @@ def test_scorings_agree_everywhere() -> None:
         (23, "About 914 km", 1.0, 1.0),
         (33, "125", 0.0, 1.0),  # "25" inside "125"
         (33, "25 items", 1.0, 1.0),
-        (81, "yjloux", 0.0, 1.0),  # one string (read as a list): "yjlou"
     ],
 )
-async def test_must_include_whole_token_tasks_23_33_81(
+async def test_must_include_whole_token_tasks_23_33(
     lite_tasks: list[Task], task_id: int, answer: str, vab: float, webarena: float
 ) -> None:
     assert await _both(by_id(lite_tasks)[task_id], answer) == (vab, webarena)
+
+
+async def test_must_include_string_task_81(lite_tasks: list[Task]) -> None:
+    # Lite's task 81 gives must_include as the string "yjlou". VAB asserts a list: an
+    # AssertionError, recorded as an error (an env error here); WebArena's rule as BrowserGym
+    # runs it reads one phrase (a substring: "yjloux" passes).
+    task = by_id(lite_tasks)[81]
+    assert task.eval["reference_answers"]["must_include"] == "yjlou"
+    with pytest.raises(EnvError, match="not a list"):
+        await score(task, "yjlou", _sites("vab"))
+    assert await score(task, "yjloux", _sites("webarena")) == 1.0
+    revised = by_id(load_tasks("test", "webagent-r1"))[81]  # the revised file: a list
+    assert await score(revised, "yjlou", _sites("vab")) == 1.0
+    assert await score(revised, "yjloux", _sites("vab")) == 0.0
 
 
 @pytest.mark.parametrize(

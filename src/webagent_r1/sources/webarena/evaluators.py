@@ -8,19 +8,26 @@ rules differ on many of the 165 tasks (docs/webarena-lite.md has the table per r
 
 - ``vab`` (the default): the rules of VisualAgentBench's WebArena-Lite evaluator
   (THUDM/VisualAgentBench, ``VAB-WebArena-Lite``), which scored WebRL's and WebAgent-R1's
-  published numbers. Answers and page texts are lowercased and one pair of enclosing quotes
-  removed, *not* trimmed; ``must_include`` splits every item into `` |OR| `` alternatives and
-  requires a whole token for any reference that is one token (``word_tokenize``; tokens
-  with ``/`` also count by their parts), in answers and page texts alike; a
-  ``fuzzy_match`` list is judged once, its items joined with ``", "``, by a prompt that
-  ends asking for the verdict alone; ``url_match`` without ``url_note`` is an exact match,
-  with ``GOLD in PRED`` some reference URL is a raw substring of the final URL (after
-  ``localhost`` → ``127.0.0.1`` and dropping a trailing ``/``).
+  published numbers. The answer is the exit action's ``message`` read again with
+  ``ast.literal_eval`` (``\\n`` is a newline; a malformed literal falls back to our
+  parser's reading and is noted, ``ANSWER_FALLBACK``); an episode without exit is graded on
+  VAB's ``"Early stop: Reach max steps N"``. Answers and page texts are lowercased and one
+  pair of enclosing quotes removed, *not* trimmed; ``must_include`` splits every item into
+  `` |OR| `` alternatives and requires a whole token for any reference that is one token
+  (nltk 3.8.1's ``word_tokenize``, ``vab_tokenize``; tokens with ``/`` also count by their
+  parts), in answers and page texts alike; a ``fuzzy_match`` list is judged once, its items
+  joined with ``", "``, by a prompt that ends asking for the verdict alone; ``url_match``
+  without ``url_note`` is an exact match, with ``GOLD in PRED`` some reference URL is a raw
+  substring of the final URL (after ``localhost`` → ``127.0.0.1`` and dropping a trailing
+  ``/``). Every check, page target and judge call runs even after a 0, and any exception
+  of a check is an env error with the reason (VAB records an error and reruns the task),
+  including its assertion that ``must_include`` is a list (task 81 of the Lite file).
 - ``webarena``: WebArena's original rules, as BrowserGym's ``webarenalite`` evaluator
   restores them. Answers are trimmed too; ``must_include`` of an answer tokenizes only a
   one-character reference in a one-item list and has no alternatives, page texts are
   substrings; each ``fuzzy_match`` item is judged on its own with WebArena's prompt;
-  ``url_match`` compares decoded host+path (substring) and query values order-free.
+  ``url_match`` compares decoded host+path (substring) and query values order-free. The
+  answer is our parser's reading of the exit message; checks stop at the first 0.
 
 Shared by both:
 
@@ -42,21 +49,23 @@ Placeholders (``__SHOPPING__`` …) anywhere in the eval spec become the sites' 
 a reference SSH clone URL on ``localhost:2222`` (task 71) gets the GitLab host and SSH port
 of the configured sites (``WebArenaSites.gitlab_ssh``).
 
-Known differences from both: an episode that ended without ``exit`` fails ``string_match``
-at once (they score an "Early stop" message, which never matches); a ``must_include`` given
-as one string (task 81) is read as a one-phrase list (both assert a list: VAB's evaluator
-stops on task 81, which so always counts as failed there); ``word_tokenize`` approximates
-NLTK's tokenizer without its sentence splitter.
+Known differences of ``webarena`` from WebArena's evaluator: an episode that ended without
+``exit`` fails ``string_match`` at once (WebArena scores an "Early stop" message); a
+``must_include`` given as one string (task 81) is read as a one-phrase list (WebArena
+asserts a list); ``word_tokenize`` approximates NLTK's tokenizer without its sentence
+splitter.
 
-Errors: a malformed eval spec (an unknown kind, URL rule or locator) gives 0 with the reason;
-a failure of the infrastructure (the judge gives no verdict or does not answer, a helper or
-page cannot reach its site, Playwright fails reading a page) raises an ``EnvError``, so the
-episode is an env error (retried, then counted as a failure by the headline score); a bug
-(``TypeError``, ``KeyError`` …) propagates.
+Errors: a failure of the infrastructure (the judge gives no verdict or does not answer, a
+helper or page cannot reach its site, Playwright fails reading a page) raises an
+``EnvError``, so the episode is an env error (retried, then counted as a failure by the
+headline score). Under ``vab`` any other exception of a check does too, with the reason;
+under ``webarena`` a malformed eval spec (an unknown kind, URL rule or locator) gives 0 with
+the reason and a bug (``TypeError``, ``KeyError`` …) propagates.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import re
 from collections.abc import Awaitable, Callable
@@ -68,6 +77,7 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
+from webagent_r1.browser import BrowserCrashedError
 from webagent_r1.config import ConfigError
 from webagent_r1.env import EnvError, EvalContext, EvalResult
 from webagent_r1.sources.webarena.helpers import call_helper
@@ -77,6 +87,7 @@ from webagent_r1.sources.webarena.judge import (
     not_configured_message,
 )
 from webagent_r1.sources.webarena.sites import WebArenaSites
+from webagent_r1.sources.webarena.vab_tokenize import word_tokenize as nltk_word_tokenize
 
 OR = " |OR| "
 
@@ -113,8 +124,9 @@ def vab_exact_match(ref: str, pred: str) -> bool:
     return vab_clean_answer(pred) == vab_clean_answer(ref)
 
 
-# An approximation of NLTK's ``word_tokenize`` (the improved Treebank rules); punkt's sentence
-# splitting is approximated by splitting a period off a word before whitespace or the end.
+# The ``webarena`` scoring's tokenizer: an approximation of NLTK's ``word_tokenize`` (the
+# improved Treebank rules); punkt's sentence splitting is approximated by splitting a period
+# off a word before whitespace or the end. The ``vab`` scoring uses nltk itself (vab_tokenize).
 _TOKEN_RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(p), r)
     for p, r in (
@@ -162,17 +174,20 @@ def must_include(ref: str, pred: str, tokenize: bool = False) -> bool:
 
 def vab_must_include(ref: str, pred: str) -> bool:
     """VAB's ``must_include``: a reference of one token must be a whole token of ``pred``
-    (a token with ``/`` also counts by its parts); longer references are substrings.
+    (a token with ``/`` also counts by its parts); longer references are substrings. Tokens
+    are nltk 3.8.1's ``word_tokenize`` (``vab_tokenize``), as VAB's.
 
     >>> vab_must_include("914", "914km"), vab_must_include("914", "914 km")
     (False, True)
     >>> vab_must_include("desk", "white desks"), vab_must_include("b", "a/b")
     (False, True)
+    >>> vab_must_include("hollister", "“hollister”")
+    True
     """
     clean_ref, clean_pred = vab_clean_answer(ref), vab_clean_answer(pred)
-    if len(word_tokenize(clean_ref)) != 1:
+    if len(nltk_word_tokenize(clean_ref)) != 1:
         return clean_ref in clean_pred
-    tokens = word_tokenize(clean_pred)
+    tokens = nltk_word_tokenize(clean_pred)
     tokens += [part for tok in tokens if "/" in tok for part in tok.split("/")]
     return clean_ref in tokens
 
@@ -227,7 +242,14 @@ async def string_match(
         if kind == "exact_match":
             score *= rules.exact_match(str(value), pred)
         elif kind == "must_include":
-            value = [value] if isinstance(value, str) else value  # one string in task 81
+            if isinstance(value, str):  # one string in task 81 of WebArena-Lite's file
+                if rules.strict:
+                    raise ValueError(
+                        f"must_include is the string {value!r}, not a list: VisualAgentBench's "
+                        "evaluator asserts a list and records an error (the revised file, "
+                        "tasks.webarena.test_file: webagent-r1, fixes it)"
+                    )
+                value = [value]
             score *= rules.answer_must_include([str(x) for x in value], pred)
         elif kind == "fuzzy_match" and value == "N/A":
             # An unachievable task: "N/A" itself passes; otherwise the reason must match.
@@ -237,7 +259,7 @@ async def string_match(
                 score = float(await _need_judge(judge).ua_match(pred, note, intent))
         elif kind == "fuzzy_match":
             for reference in rules.fuzzy_references([str(x) for x in value]):
-                if score == 0.0:
+                if score == 0.0 and not rules.run_all:
                     break  # stays 0 whatever the judge says: save the call
                 score *= await _judge_fuzzy(judge, pred, reference, intent, rules)
         else:
@@ -245,6 +267,70 @@ async def string_match(
     refs = ev.get("reference_answers")
     verdict = "ok" if score == 1.0 else f"answer {answer!r} does not match {refs!r}"
     return score, f"string_match: {verdict}"
+
+
+# --------------------------------------------------------------------------------------
+# Reading the answer
+# --------------------------------------------------------------------------------------
+
+VAB_EARLY_STOP = "Early stop: Reach max steps {turns}"
+"""The answer VAB's ``run.py`` grades when an episode reaches its step limit without exit."""
+ANSWER_FALLBACK = "answer read as written: not a Python string literal"
+"""Note (in the explanation) of a ``vab`` answer that ``ast.literal_eval`` could not read;
+``results.headline`` counts them (``answer_literal_fallbacks``)."""
+
+_LITERAL_ERRORS = (SyntaxError, ValueError, TypeError, MemoryError, RecursionError)
+
+
+def vab_exit_message(raw: str) -> str | None:
+    r"""The ``message`` of an exit action read as VAB's ``create_webrl_id_based_action`` reads
+    it: the text from the last ``exit(`` parsed as a Python call, its keyword value through
+    ``ast.literal_eval`` (so ``\n`` is a newline and ``\u2019`` a quote). Nothing is executed.
+
+    >>> vab_exit_message(r'exit(message="a\nb \u201cc\u201d")')
+    'a\nb “c”'
+
+    Returns:
+        The message, or None when VAB could not read it (no ``exit(``, not a call, no
+        ``message`` keyword, or a value that is not a string literal).
+    """
+    if "exit(" not in raw:
+        return None
+    text = ("exit(" + raw.split("exit(")[-1]).strip()
+    try:
+        call = ast.parse(text, mode="eval").body
+        if not isinstance(call, ast.Call):
+            return None
+        values = {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords}
+    except _LITERAL_ERRORS:
+        return None
+    message = values.get("message")
+    return message if isinstance(message, str) else None
+
+
+def vab_read_answer(ctx: EvalContext) -> tuple[str, str]:
+    """The answer VAB grades for an episode, and a note on how it was read ("" when plain).
+
+    An exit's message is read again from the action's text with ``vab_exit_message``; one
+    that is not a string literal falls back to our parser's reading (``ANSWER_FALLBACK``).
+    An episode without exit is graded on VAB's early-stop text (``VAB_EARLY_STOP`` with the
+    turns taken), as VAB's ``run.py`` grades it, so an unachievable task still asks the judge.
+    """
+    if ctx.answer is None:
+        text = VAB_EARLY_STOP.format(turns=ctx.turn)
+        return text, f"no exit: graded VAB's {text!r}"
+    last = ctx.history[-1] if ctx.history else None
+    if last is None or last.kind != "exit" or not last.raw:
+        return ctx.answer, ""  # no action text to read again (an answer given directly)
+    message = vab_exit_message(last.raw)
+    if message is None:
+        return ctx.answer, ANSWER_FALLBACK
+    return message, ""
+
+
+def plain_answer(ctx: EvalContext) -> tuple[str | None, str]:
+    """The answer as our action parser read it (None without exit), with no note."""
+    return ctx.answer, ""
 
 
 # --------------------------------------------------------------------------------------
@@ -343,6 +429,15 @@ class Rules:
     """The judge's fuzzy_match prompt (``judge.FUZZY_PROMPTS``)."""
     url_match: Callable[[str, str, str | None], float]
     """``(final URL, reference_url, url_note)`` → 1.0 or 0.0."""
+    read_answer: Callable[[EvalContext], tuple[str | None, str]]
+    """The episode → (the answer ``string_match`` grades, a note on how it was read)."""
+    run_all: bool
+    """Run every check, page target and judge call even after a 0 (VAB), else stop at the
+    first 0 (saves judge calls and page loads; the reward is the same)."""
+    strict: bool
+    """Any exception of a check makes the episode an env error, as VAB records an error and
+    reruns the task (its assertions included: a ``must_include`` string); else a malformed
+    spec scores 0 with the reason and a bug propagates."""
 
 
 RULES: dict[str, Rules] = {
@@ -354,6 +449,9 @@ RULES: dict[str, Rules] = {
         fuzzy_references=_joined,
         judge_prompt="vab",
         url_match=vab_url_match,
+        read_answer=vab_read_answer,
+        run_all=True,
+        strict=True,
     ),
     "webarena": Rules(
         clean=clean_answer,
@@ -363,6 +461,9 @@ RULES: dict[str, Rules] = {
         fuzzy_references=_each,
         judge_prompt="webarena",
         url_match=url_match,
+        read_answer=plain_answer,
+        run_all=False,
+        strict=False,
     ),
 }
 """Scoring name (``tasks.webarena.scoring``) → its rules; ``vab`` scored the paper's numbers."""
@@ -421,11 +522,12 @@ async def program_html(
 ) -> tuple[float, str]:
     """WebArena's ``HTMLContentEvaluator`` under ``sites.scoring``: (score, explanation)."""
     rules = RULES[sites.scoring]
+    failed: str | None = None  # the first target that failed (``rules.run_all`` goes on)
     for i, target in enumerate(ev.get("program_html") or []):
         what = f"program_html[{i}] ({target.get('locator') or 'page'})"
         selected = await select_content(page, target, sites)
-        if selected is None:
-            return 0.0, f"{what}: nothing selected at {page.url}"
+        if selected is None:  # both evaluators stop here
+            return 0.0, failed or f"{what}: nothing selected at {page.url}"
         req = target.get("required_contents") or {}
         if "exact_match" in req:
             ok = rules.exact_match(str(req["exact_match"]), selected)
@@ -438,8 +540,10 @@ async def program_html(
             raise ValueError(f"unknown required_contents {sorted(req)}")
         if not ok:
             shown = selected if len(selected) <= 120 else selected[:117] + "..."
-            return 0.0, f"{what}: {shown!r} does not satisfy {req!r}"
-    return 1.0, "program_html: ok"
+            failed = failed or f"{what}: {shown!r} does not satisfy {req!r}"
+            if not rules.run_all:
+                break
+    return (0.0, failed) if failed else (1.0, "program_html: ok")
 
 
 # --------------------------------------------------------------------------------------
@@ -448,7 +552,9 @@ async def program_html(
 
 
 async def _check_string(ctx: EvalContext, ev: dict[str, Any], sites: WebArenaSites) -> Any:
-    return await string_match(ctx.answer, ev, ctx.task.intent, sites.judge, sites.scoring)
+    answer, how = RULES[sites.scoring].read_answer(ctx)
+    score, note = await string_match(answer, ev, ctx.task.intent, sites.judge, sites.scoring)
+    return score, f"{note} ({how})" if how else note
 
 
 async def _check_url(ctx: EvalContext, ev: dict[str, Any], sites: WebArenaSites) -> Any:
@@ -478,17 +584,20 @@ async def evaluate(ctx: EvalContext) -> EvalResult:
     """The reward of a finished WebArena(-Lite) episode: the product of its checks.
 
     Use with ``WebEnv(backend=WebArenaSites(…))``: the backend gives the site URLs, the REST
-    account and the judge. Checks stop at the first 0 (the product stays 0; it saves judge
-    calls and page loads). The rules are those of ``sites.scoring`` (``RULES``). A malformed
-    eval spec (a ``ValueError``: unknown kind, rule or locator) gives 0 with the reason.
+    account and the judge. The rules are those of ``sites.scoring`` (``RULES``). Under
+    ``vab`` every check runs, and any exception of a check makes the episode an env error
+    with the reason, as VAB records an error and reruns the task. Under ``webarena`` checks
+    stop at the first 0 (the product stays 0; it saves judge calls and page loads), a
+    malformed eval spec (a ``ValueError``: unknown kind, rule or locator) gives 0 with the
+    reason and a bug (``TypeError``, ``KeyError`` …) propagates.
 
     Raises:
         ConfigError: the env's backend is not a ``WebArenaSites``.
         JudgeNotConfiguredError: the task needs the LLM judge and none is configured.
-        EnvError: the judge, a helper's site or Playwright failed (the episode is an env
-            error, not a failure).
+        EnvError: the judge, a helper's site or Playwright failed, or (``vab``) any check
+            raised (the episode is an env error, not a failure).
         BrowserCrashedError: the browser died while reading a page.
-        TypeError, KeyError: a bug of the evaluator; never turned into a score.
+        TypeError, KeyError: (``webarena``) a bug of the evaluator; never turned into a score.
     """
     sites = ctx.backend
     if not isinstance(sites, WebArenaSites):
@@ -496,6 +605,7 @@ async def evaluate(ctx: EvalContext) -> EvalResult:
             "webarena.evaluate needs the WebArena sites: build the env with "
             "WebEnv(backend=WebArenaSites.from_env())"
         )
+    rules = RULES[sites.scoring]
     ev: dict[str, Any] = sites.substitute_all(ctx.task.eval)  # type: ignore[assignment]
     types_ = ev.get("eval_types") or []
     if not types_:
@@ -504,18 +614,29 @@ async def evaluate(ctx: EvalContext) -> EvalResult:
     for t in types_:
         check = CHECKS.get(t)
         if check is None:
-            return EvalResult(0.0, f"unknown eval type {t!r}; known: {', '.join(CHECKS)}")
+            unknown = f"unknown eval type {t!r}; known: {', '.join(CHECKS)}"
+            if rules.strict:  # VAB's evaluator_router raises
+                raise EnvError(f"{unknown} (an error under the vab scoring)")
+            return EvalResult(0.0, unknown)
         try:
             score, note = await check(ctx, ev, sites)
-        except ConfigError:  # a ValueError too: no judge is set, a setup error
+        except (ConfigError, EnvError, BrowserCrashedError):  # a setup error; already env
             raise
-        except ValueError as e:  # the eval spec asks for something no evaluator knows
-            score, note = 0.0, f"{t}: bad eval spec: {e}"
         except PlaywrightError as e:  # the page could not be read: not the agent's doing
             first = (str(e).strip().splitlines() or [type(e).__name__])[0]
             raise EnvError(f"{t}: reading the page failed: {first}") from e
+        except Exception as e:
+            if rules.strict:  # VAB: an exception is an error, the task is run again
+                first = (str(e).strip().splitlines() or [""])[0][:200]
+                raise EnvError(
+                    f"{t}: the evaluator raised {type(e).__name__}: {first} (an env error "
+                    "under the vab scoring, as VisualAgentBench's; rerun the episode)"
+                ) from e
+            if not isinstance(e, ValueError):
+                raise
+            score, note = 0.0, f"{t}: bad eval spec: {e}"  # a spec no evaluator knows
         reward *= score
         notes.append(note)
-        if reward == 0.0:
+        if reward == 0.0 and not rules.run_all:
             break
     return EvalResult(reward, "; ".join(notes))

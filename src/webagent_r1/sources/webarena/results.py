@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from webagent_r1.rollout.trajectories import failure_reason
+from webagent_r1.sources.webarena.evaluators import ANSWER_FALLBACK
 from webagent_r1.stats import success_interval
 from webagent_r1.types import Task, Trajectory, site_of
 
@@ -114,7 +115,8 @@ def headline(tasks: Sequence[Task], trajectories: Sequence[Trajectory]) -> dict[
         ``episodes`` (all), ``env_errors``, ``success_without_env_errors`` (the rate over
         the episodes that were graded), ``denominator``, ``by_site`` (site → success,
         ci, ci_method, n, env_errors; multi-site tasks under ``cross-site``) and ``failures``
-        (reason → episodes, env errors included).
+        (reason → episodes, env errors included), ``answer_literal_fallbacks`` (``vab``
+        answers that were not a Python string literal, read as written).
 
     Raises:
         ValueError: ``tasks`` and ``trajectories`` differ in length.
@@ -148,4 +150,7 @@ def headline(tasks: Sequence[Task], trajectories: Sequence[Trajectory]) -> dict[
         "denominator": DENOMINATOR,
         "by_site": {site: _site_row(counts[site], per_task[site]) for site in sorted(counts)},
         "failures": dict(reasons.most_common(20)),
+        "answer_literal_fallbacks": sum(
+            ANSWER_FALLBACK in str(tr.info.get("explanation") or "") for tr in trajectories
+        ),
     }

