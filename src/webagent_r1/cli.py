@@ -164,8 +164,9 @@ SplitOpt = Annotated[
     str | None,
     typer.Option(
         "--split",
-        help="train, test, heldout, wide (test plus 14 more unseen instances per training "
-        "template) or extra (those alone). Default: train, test and heldout.",
+        help="train, test, heldout, val (up to 14 more unseen instances per training template, "
+        "for choosing settings and checkpoints; extra is its older name) or wide (test plus "
+        "val). Default: train, test and heldout.",
     ),
 ]
 SiteOpt = Annotated[str | None, typer.Option("--site", help="Only tasks of this site.")]
@@ -210,6 +211,7 @@ def tasks_list(
                 "train": n_train,
                 "test": n_test,
                 "extra": n_extra,
+                "val": n_extra,  # the validation split: the instances drawn after train
                 "top_answer": (
                     {"answer": sh[0].answer, "test_successes": sh[1], "test_tasks": sh[2]}
                     if (sh := shares.get(tp.name)) is not None
@@ -223,10 +225,10 @@ def tasks_list(
     table = Table(title=f"{len(tasks)} tasks")
     cols = ["template", "kind", "steps", "heldout", "train", "test"]
     if any(r["extra"] for r in rows):
-        cols.append("extra")
+        cols.append("val")
     cols.append("top answer")
     for col in cols:
-        right = col in ("train", "test", "extra", "top answer")
+        right = col in ("train", "test", "val", "top answer")
         table.add_column(col, justify="right" if right else "left")
     for r in rows:
         top = r["top_answer"]
@@ -237,13 +239,13 @@ def tasks_list(
             "yes" if r["heldout"] else "",
             str(r["train"]),
             str(r["test"]),
-            *([str(r["extra"])] if "extra" in cols else []),
+            *([str(r["extra"])] if "val" in cols else []),
             f"{top['test_successes']}/{top['test_tasks']}" if top else "n/a",
         )
     _table_console().print(table)
     per_site = Counter((t.sites[0] if len(t.sites) == 1 else "cross-site", t.split) for t in tasks)
     for (s, sp), n in sorted(per_site.items()):
-        print(f"{s:16s} {sp:6s} {n}")
+        print(f"{s:16s} {'val' if sp == 'extra' else sp:6s} {n}")
     print(
         "top answer: test tasks of the template that its most common training answer passes "
         "(a policy that ignores the page scores this; docs/grading.md)"
@@ -592,8 +594,9 @@ def eval_cmd(
     split: Annotated[
         str | None,
         typer.Option(
-            help="train, test, heldout, wide or extra (the last three: embedded only; wide is "
-            "test plus 14 more unseen instances per training template, for tighter intervals)."
+            help="train, test, val (MiniWoB++ and embedded: where settings and checkpoints are "
+            "chosen), heldout, wide or extra (embedded only; wide is test plus val, extra the "
+            "older name of val)."
         ),
     ] = None,
     final: Annotated[

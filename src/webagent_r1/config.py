@@ -551,9 +551,15 @@ class RLConfig:
     """A turn beyond ``max_staleness`` (or from weights newer than the trainer's): 'drop'
     leaves it out of the update, counted in ``train/turns_dropped_stale``; 'error' stops."""
     eval_every: int = 0
-    """Evaluate on the fixed test subset every N steps (0: only before and after)."""
+    """Evaluate on the fixed subset of ``eval_split`` every N steps (0: only before and
+    after)."""
+    eval_split: str = "val"
+    """Split of the stage's evaluations and of the recipe's base-model evaluation: 'val' (the
+    validation split, where settings, step counts and checkpoints are chosen) or 'test' (for
+    a configuration fixed beforehand, e.g. the quickstart's demonstration; the protocol
+    otherwise evaluates test once, with ``webagent-r1 eval --split test --final``)."""
     eval_tasks: int = 48
-    """Size of the fixed test subset (0: the whole test split)."""
+    """Size of the fixed evaluation subset of ``eval_split`` (0: the whole split)."""
     eval_samples: int = 1
     """Episodes per evaluation task: 1 is greedy; k > 1 samples k at ``eval_temperature``
     (with the run's seed, so every evaluation draws alike) and adds ``eval/pass_at_k``. A
@@ -644,7 +650,11 @@ class RLConfig:
             f"rl.stale_turns must be 'drop' or 'error', got {self.stale_turns!r}",
         )
         _check(self.eval_every >= 0, "rl.eval_every must be >= 0")
-        _check(self.eval_tasks >= 0, "rl.eval_tasks must be >= 0 (0 = whole test split)")
+        _check(self.eval_tasks >= 0, "rl.eval_tasks must be >= 0 (0 = the whole split)")
+        _check(
+            self.eval_split in ("val", "test"),
+            f"rl.eval_split must be 'val' or 'test', got {self.eval_split!r}",
+        )
         _check(self.eval_samples >= 1, "rl.eval_samples must be >= 1 (1 = greedy)")
         _check(
             self.trainable_layers is None or self.trainable_layers >= 0,
@@ -730,19 +740,27 @@ class MiniWoBConfig:
     """Seeds [start, stop) of the test split: one task instance per (task, seed)."""
     train_seeds: list[int] = field(default_factory=lambda: [1000, 1200])
     """Seeds [start, stop) of the train split; must not overlap ``test_seeds``."""
+    val_seeds: list[int] = field(default_factory=lambda: [2000, 2050])
+    """Seeds [start, stop) of the validation split (``--split val``: where settings, step
+    counts and checkpoints are chosen); must overlap neither of the other two."""
     episode_max_time_ms: int = 0
     """The page's own episode timer (MiniWoB++ ends an episode after 10-30 s with reward -1);
     0 turns it off (24 h), so a slow CPU model is never cut off. The env's ``max_turns``
     bounds the episode either way."""
 
     def __post_init__(self) -> None:
-        test = _seed_range(self.test_seeds, "tasks.miniwob.test_seeds")
-        train = _seed_range(self.train_seeds, "tasks.miniwob.train_seeds")
-        _check(
-            test.stop <= train.start or train.stop <= test.start,
-            f"tasks.miniwob.train_seeds {self.train_seeds} overlap test_seeds "
-            f"{self.test_seeds}: move one range so that train and test instances differ",
-        )
+        ranges = {
+            k: _seed_range(getattr(self, f"{k}_seeds"), f"tasks.miniwob.{k}_seeds")
+            for k in ("test", "train", "val")
+        }
+        for a, b in (("train", "test"), ("val", "test"), ("val", "train")):
+            ra, rb = ranges[a], ranges[b]
+            _check(
+                ra.stop <= rb.start or rb.stop <= ra.start,
+                f"tasks.miniwob.{a}_seeds {getattr(self, f'{a}_seeds')} overlap {b}_seeds "
+                f"{getattr(self, f'{b}_seeds')}: move one range so that {a} and {b} "
+                "instances differ",
+            )
         _check(
             0 <= self.episode_max_time_ms <= 86_400_000,
             "tasks.miniwob.episode_max_time_ms must be in [0, 86400000] (0 = no page timer)",

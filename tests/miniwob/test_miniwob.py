@@ -63,26 +63,31 @@ def test_unsupported_and_unknown_tasks_are_clear_errors() -> None:
 def test_seed_splits_never_overlap() -> None:
     cfg = load_config(None, ["tasks.source=miniwob"])
     source = task_source(cfg)
-    test, train = source.tasks("test"), source.tasks("train")
+    test, train, val = source.tasks("test"), source.tasks("train"), source.tasks("val")
     seeds = {
         split: {t.extra["miniwob"]["seed"] for t in ts}
-        for split, ts in (("test", test), ("train", train))
+        for split, ts in (("test", test), ("train", train), ("val", val))
     }
     assert seeds["test"] == set(range(0, 50)) and min(seeds["train"]) == 1000
+    assert seeds["val"] == set(range(2000, 2050))
     assert not seeds["test"] & seeds["train"]
+    assert not (seeds["test"] | seeds["train"]) & seeds["val"]
     assert not {t.task_id for t in test} & {t.task_id for t in train}
+    assert {t.split for t in val} == {"val"}
     assert len(test) == 50 * len(mw.SUPPORTED)
     assert {t.split for t in test} == {"test"} and {t.split for t in train} == {"train"}
     # Overlapping ranges, in any order, are a config error that says how to fix it.
     for ranges in (
         ["tasks.miniwob.train_seeds=[40, 90]"],
         ["tasks.miniwob.test_seeds=[1100, 1101]"],
+        ["tasks.miniwob.val_seeds=[1150, 1250]"],
+        ["tasks.miniwob.val_seeds=[0, 10]"],
     ):
         with pytest.raises(ConfigError, match="overlap"):
             load_config(None, ranges)
     with pytest.raises(ConfigError, match=r"\[start, stop\)"):
         load_config(None, ["tasks.miniwob.test_seeds=[5, 5]"])
-    with pytest.raises(ValueError, match="train and test"):
+    with pytest.raises(ValueError, match="train, test and val"):
         source.tasks("heldout")
 
 

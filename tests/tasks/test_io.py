@@ -164,6 +164,11 @@ def test_wide_split_adds_unseen_instances_and_leaves_train_and_test_alone() -> N
     assert {t.task_id for t in select(wide, split="wide")} == {
         t.task_id for t in select(wide, split="test") + extra
     }
+    # 'val' (the validation split) is the extra instances, under either name.
+    assert [t.task_id for t in select(wide, split="val")] == [t.task_id for t in extra]
+    assert [t.task_id for t in run_tasks("val", [], [], ["1-2"])] == [
+        t.task_id for t in run_tasks("extra", [], [], ["1-2"])
+    ]
     short = run_tasks("wide", [], [], ["1-2"])
     assert {t.split for t in short} == {"test", "extra"}
     assert len(short) > len(run_tasks("test", [], [], ["1-2"]))

@@ -21,6 +21,7 @@ def test_summary_has_the_baseline_of_the_evaluation_subset(tmp_path: Path) -> No
         [
             f"run_dir={tmp_path}",
             "tasks.templates=[shopping.search_result_count]",
+            "rl.eval_split=test",  # the default, val, holds its 14 other instances
             "rl.eval_tasks=0",
             "bc.steps=0",
             "rl.steps=0",

@@ -24,7 +24,7 @@ class EmbeddedSource(TaskSource):
     """
 
     name = "embedded"
-    splits = ("train", "test", "heldout", "wide", "extra")
+    splits = ("train", "test", "heldout", "val", "wide", "extra")
     grades_mid_episode = True  # graders read the database, the URL, or a page of their own
 
     def __init__(

@@ -264,10 +264,10 @@ def miniwob_tasks(split: str, names: list[str], seeds: range) -> list[Task]:
 
     Raises:
         MiniWoBError: an unknown or unsupported task name.
-        ValueError: a split other than train or test.
+        ValueError: a split other than train, test or val.
     """
-    if split not in ("train", "test"):
-        raise ValueError(f"MiniWoB++ splits are train and test (by seed range), got {split!r}")
+    if split not in ("train", "test", "val"):
+        raise ValueError(f"MiniWoB++ splits are train, test and val (by seed), got {split!r}")
     return [
         Task(
             task_id=f"miniwob.{name}/{seed}",
@@ -521,7 +521,7 @@ class MiniWoBSource(TaskSource):
 
     Args:
         names: task names (empty: every supported task).
-        test_seeds / train_seeds: seed ranges of the two splits (disjoint).
+        test_seeds / train_seeds / val_seeds: seed ranges of the three splits (disjoint).
         episode_max_time_ms: the page timer (0: off).
 
     Raises:
@@ -530,7 +530,7 @@ class MiniWoBSource(TaskSource):
     """
 
     name = "miniwob"
-    splits = ("train", "test")
+    splits = ("train", "test", "val")
     grades_mid_episode = True  # the reward is read from the page's state, nothing changed
 
     def __init__(
@@ -539,23 +539,31 @@ class MiniWoBSource(TaskSource):
         test_seeds: range = range(0, 50),
         train_seeds: range = range(1000, 1200),
         episode_max_time_ms: int = 0,
+        val_seeds: range = range(2000, 2050),
     ) -> None:
-        if set(test_seeds) & set(train_seeds):
-            raise ValueError(f"train seeds {train_seeds} overlap test seeds {test_seeds}")
+        self.seeds = {"test": test_seeds, "train": train_seeds, "val": val_seeds}
+        for a, b in (("train", "test"), ("val", "test"), ("val", "train")):
+            if set(self.seeds[a]) & set(self.seeds[b]):
+                raise ValueError(f"{a} seeds {self.seeds[a]} overlap {b} seeds {self.seeds[b]}")
         self.names = check_task_names(list(names or []))
-        self.seeds = {"test": test_seeds, "train": train_seeds}
         self.episode_max_time_ms = episode_max_time_ms
 
     @classmethod
     def from_config(cls, cfg: Any) -> MiniWoBSource:
         """From a ``Config``'s ``tasks.miniwob`` section."""
         m = cfg.tasks.miniwob
-        return cls(m.tasks, range(*m.test_seeds), range(*m.train_seeds), m.episode_max_time_ms)
+        return cls(
+            m.tasks,
+            range(*m.test_seeds),
+            range(*m.train_seeds),
+            m.episode_max_time_ms,
+            range(*m.val_seeds),
+        )
 
     def tasks(self, split: str) -> list[Task]:
-        """The (task, seed) instances of ``split`` (train | test)."""
+        """The (task, seed) instances of ``split`` (train | test | val)."""
         if split not in self.seeds:
-            raise ValueError(f"MiniWoB++ splits are train and test (by seed), got {split!r}")
+            raise ValueError(f"MiniWoB++ splits are train, test and val (by seed), got {split!r}")
         return miniwob_tasks(split, self.names, self.seeds[split])
 
     @property

@@ -7,10 +7,14 @@ spec), and has a scripted expert. The suite is generated deterministically from 
 - templates marked ``heldout`` appear only in the test split (never seen in training);
 - the other templates give ``n_test`` instances to the test split (unseen instances of
   training templates) and ``n_train`` to the train split, disjoint by parameters;
-- on request (``SuiteSpec.n_extra``, the ``wide`` and ``extra`` splits) up to ``n_extra``
-  more unseen instances of each training template, drawn after the train instances, so that
-  asking for them never changes the train or test split. ``wide`` is the test split plus
-  these: more tasks for comparisons whose intervals the test split leaves too wide.
+- on request (``SuiteSpec.n_extra``, the ``val``, ``wide`` and ``extra`` splits) up to
+  ``n_extra`` more unseen instances of each training template, drawn after the train
+  instances, so that asking for them never changes the train or test split. They are the
+  **validation split** ``val`` (``extra`` is its older name): disjoint from train and test,
+  the split on which settings, step counts and checkpoints are chosen, so that ``test`` is
+  evaluated once per configuration fixed beforehand. A template with no more distinct
+  instances than train and test take has none (``webagent-r1 tasks list --split val``).
+  ``wide`` is the test split plus these, for comparisons that are not choices.
 """
 
 from __future__ import annotations
@@ -46,14 +50,14 @@ WIDE_EXTRA = 14
 """``n_extra`` of the ``wide`` and ``extra`` splits: with the 6 test instances, 20 per template
 (fewer where a template has fewer distinct instances)."""
 
-SPLITS = ("train", "test", "heldout", "wide", "extra")
+SPLITS = ("train", "test", "heldout", "val", "wide", "extra")
 """The splits ``select`` accepts."""
 
 
 def spec_for(split: str | None) -> SuiteSpec:
     """The suite spec that holds ``split``: the default one, with ``WIDE_EXTRA`` extra
     instances for ``wide`` and ``extra`` (its train and test splits are the default ones)."""
-    return SuiteSpec(n_extra=WIDE_EXTRA) if split in ("wide", "extra") else SuiteSpec()
+    return SuiteSpec(n_extra=WIDE_EXTRA) if split in ("val", "wide", "extra") else SuiteSpec()
 
 
 def public_params(params: dict[str, Any]) -> dict[str, Any]:
@@ -203,14 +207,17 @@ def select(
 ) -> list[Task]:
     """Filter tasks by split (one of ``SPLITS``), site and template name.
 
-    ``heldout`` is the test instances of held-out templates; ``wide`` is ``test`` plus
-    ``extra`` (present only in a suite built with ``spec_for("wide")``).
+    ``heldout`` is the test instances of held-out templates; ``val`` (or its older name
+    ``extra``) the instances after the train ones, and ``wide`` is ``test`` plus those (both
+    present only in a suite built with ``spec_for("val")``).
     """
     out = tasks
     if split == "heldout":
         out = [t for t in out if t.heldout_template]
     elif split == "wide":
         out = [t for t in out if t.split in ("test", "extra")]
+    elif split == "val":  # the validation instances keep the label they were drawn with
+        out = [t for t in out if t.split == "extra"]
     elif split is not None:
         if split not in SPLITS:
             raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")

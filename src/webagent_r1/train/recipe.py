@@ -7,7 +7,8 @@ The three variants of the paper are configurations of one driver (see ``configs/
 - **R1-CoT**: BC on long chain-of-thought demonstrations (``bc.cot: true``), then M-GRPO.
 
 Each stage writes into ``<run_dir>/<stage>/`` and ``summary.json`` records the success of the
-base model, after BC and after RL on the same fixed test subset, with each stage's wall time,
+base model, after BC and after RL on the same fixed subset of ``rl.eval_split`` (validation
+unless a config fixes test), with each stage's wall time,
 and (embedded suite) ``guess_baseline``: what each template's most common training answer
 would score on that subset (``tasks.guess``).
 ``resume=True`` continues where a killed run stopped: finished stages are skipped, a stage in
@@ -123,7 +124,7 @@ def run_recipe(cfg: Config, resume: bool = False, progress: bool = True) -> dict
     summary = _load_summary(cfg) if resume else {"stages": {}}
     summary["run_dir"] = cfg.run_dir
     if cfg.tasks.source == "embedded":  # the evaluations' fixed subset (see the base stage)
-        subset = eval_subset(tasks_for(cfg, "test"), cfg.rl.eval_tasks, cfg.seed)
+        subset = eval_subset(tasks_for(cfg, cfg.rl.eval_split), cfg.rl.eval_tasks, cfg.seed)
         summary["guess_baseline"] = baseline(subset).to_dict()
     t_all = time.time()
     init: str | None = cfg.init_from
@@ -138,7 +139,7 @@ def run_recipe(cfg: Config, resume: bool = False, progress: bool = True) -> dict
 
     if cfg.rl.eval_base and cfg.bc.steps > 0 and "base" not in summary["stages"]:
         t0 = time.time()
-        tasks = eval_subset(tasks_for(cfg, "test"), cfg.rl.eval_tasks, cfg.seed)
+        tasks = eval_subset(tasks_for(cfg, cfg.rl.eval_split), cfg.rl.eval_tasks, cfg.seed)
         report = asyncio.run(eval_model(cfg, tasks, init, progress))
         write_trajectories(report.trajectories, Path(cfg.run_dir) / "base" / "eval.jsonl")
         summary["stages"]["base"] = {"wall_s": time.time() - t0, **report.metrics()}

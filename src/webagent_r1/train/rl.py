@@ -769,7 +769,8 @@ async def train_rl(
     progress: bool = True,
 ) -> RLResult:
     """M-GRPO on the training split of the run's task source (``tasks.source``: the embedded
-    suite by default, or MiniWoB++ training seeds), evaluating on a fixed test subset.
+    suite by default, or MiniWoB++ training seeds), evaluating on a fixed subset of
+    ``rl.eval_split``.
 
     Args:
         cfg: the run's config.
@@ -806,7 +807,8 @@ def bc_term_samples(cfg: Config) -> list[Sample]:
 
 class RLStage(Stage):
     """The M-GRPO stage (``train_rl``): a step rolls out groups in browsers and updates on
-    them; the evaluation on the test subset is logged as a row of its own.
+    them; the evaluation on the fixed subset of ``rl.eval_split`` is logged as a row of its
+    own.
 
     The stage trains with ``cfg.rl_train()`` as its ``train`` section (M-GRPO may train other
     layers than BC). Its time budget (``rl.time_budget_min``) counts the stage's wall time over
@@ -885,7 +887,7 @@ class RLStage(Stage):
         saved_curriculum = self.resumed.get("curriculum")  # absent in older runs' checkpoints
         if saved_curriculum is not None:
             self.curriculum.load_state_dict(saved_curriculum)
-        test = source.tasks("test")
+        test = source.tasks(rl.eval_split)  # 'val' unless the config fixed 'test'
         self.eval_tasks = eval_subset(test, rl.eval_tasks, cfg.seed)
         # a resumed run evaluates the tasks it started with (the main process reads them),
         # unless rl.eval_tasks changed their number
@@ -897,7 +899,7 @@ class RLStage(Stage):
             self.eval_tasks = [by_id[i] for i in ids]
             if self.dist.main:
                 print(
-                    f"note: the run's evaluations go on with the {len(ids)} test tasks it "
+                    f"note: the run's evaluations go on with the {len(ids)} tasks it "
                     "started with (rl/eval/), not the subset this version picks",
                     flush=True,
                 )
@@ -979,7 +981,7 @@ class RLStage(Stage):
             self.log(0, await self.evaluate(0))
 
     async def evaluate(self, step: int) -> dict[str, float]:
-        """The policy on the test subset (each process its share), merged over processes;
+        """The policy on the evaluation subset (each process its share), merged over processes;
         kept in the history, its episodes written to ``eval/step-<step>.jsonl``."""
         cfg, rl, dist = self.cfg, self.cfg.rl, self.dist
         e0 = time.time()
