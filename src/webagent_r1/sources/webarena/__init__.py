@@ -13,7 +13,8 @@ Typical use (what the ``webarena-lite`` task source does)::
 Public API:
 
 - ``load_tasks(split, path=None) -> list[Task]``: ``"test"`` = the 165 Lite configs (from
-  ``path`` or an installed ``browsergym-webarenalite``); ``"train"`` = WebArena's 812 minus
+  ``path``, an installed ``browsergym-webarenalite``, or ``path="webagent-r1"``: WebAgent-R1's
+  revised file, shipped and checksummed); ``"train"`` = WebArena's 812 minus
   the 165 (``path`` = WebArena's ``config_files/test.raw.json``). Raises
   ``WebArenaDataError`` (a ``TaskError``) saying how to get the file.
 - ``WebArenaSites``: the env's ``SiteBackend`` (``resolve_url``, ``origins``, ``begin`` =
