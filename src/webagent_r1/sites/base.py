@@ -61,6 +61,7 @@ from starlette.routing import BaseRoute, Route
 
 from webagent_r1.config import home_dir
 from webagent_r1.sites.seed_utils import check_password, fmt_dt
+from webagent_r1.validation import MAX_DEPTH, json_depth_ok
 
 INSTANCE_COOKIE = "wa_instance"
 """Cookie that selects the instance (shared by all sites on one host)."""
@@ -339,13 +340,15 @@ class InstanceStore:
             return list(self._instances)
 
     def resolve(self, instance_id: str | None) -> tuple[str, Path]:
-        """The instance a request uses: ``instance_id``, or the default one when None or empty.
+        """The instance a request uses: ``instance_id``, or the default one when None.
 
         Raises:
             KeyError: ``instance_id`` names no live instance (never replaced by the default:
                 a stale episode's writes must not land in the shared instance).
         """
-        instance_id = instance_id or DEFAULT_INSTANCE
+        # Only a request with no cookie browses the default: an empty cookie (a cleared value,
+        # a forged one) names no instance.
+        instance_id = DEFAULT_INSTANCE if instance_id is None else instance_id
         with self._lock:
             inst = self._get(instance_id)
             inst.last_used = time.monotonic()
@@ -871,7 +874,10 @@ def page(
         app: SiteApp = request.app.state.site_app
         if app.latency_s:
             await asyncio.sleep(app.latency_s)
-        form = await _read_form(request)  # the body arrives through the event loop
+        try:
+            form = await _read_form(request)  # the body arrives through the event loop
+        except BodyTooLarge:
+            return error_page(app, request, 413, FORM_TOO_LARGE)
         return await run_in_threadpool(serve, request, app, form)
 
     def serve(request: Request, app: SiteApp, form: dict[str, str]) -> Response:
@@ -913,11 +919,57 @@ UNKNOWN_INSTANCE = (
 """Message of the page a request with a stale or forged instance cookie gets."""
 
 
+MAX_BODY = 2**20
+"""Most bytes of a request body any page or control endpoint reads (1 MiB). A form of every
+text field at its cap (:data:`TEXT_MAX` characters, up to 12 bytes each percent-encoded) is
+far below; a larger body is refused with a 413 before it is parsed, so one request can never
+hold more than this (300 fields of 1 MB each once held 370 MB)."""
+
+FORM_TOO_LARGE = (
+    f"The form is larger than the site accepts ({MAX_BODY // 2**20} MiB in all); shorten "
+    "the text you entered and submit it again."
+)
+"""Message of the 413 page."""
+
+
+class BodyTooLarge(Exception):
+    """A request body over :data:`MAX_BODY` (answered with a 413)."""
+
+
+async def read_body(request: Request, limit: int = MAX_BODY) -> bytes:
+    """The request body, read up to ``limit`` bytes.
+
+    Raises:
+        BodyTooLarge: the declared ``Content-Length`` or the bytes that arrived exceed it
+            (what arrived so far is dropped; the rest is never read).
+    """
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 async def _read_form(request: Request) -> dict[str, str]:
-    """The form fields of a POST as stripped strings (uploaded files are ignored)."""
+    """The form fields of a POST as stripped strings (uploaded files are ignored).
+
+    Raises:
+        BodyTooLarge: the body is over :data:`MAX_BODY`.
+    """
     if request.method in ("GET", "HEAD"):
         return {}
-    async with request.form() as form:
+    body = await read_body(request)
+
+    async def replay() -> dict[str, Any]:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async with Request(request.scope, replay).form(max_part_size=MAX_BODY) as form:
         return {k: v.strip() for k, v in form.items() if isinstance(v, str)}
 
 
@@ -1011,10 +1063,25 @@ def _forbidden() -> JSONResponse:
 
 
 async def _json_body(request: Request) -> dict[str, Any]:
-    body = await request.body()
+    """The JSON object of a control request's body.
+
+    Raises:
+        ValueError: over :data:`MAX_BODY`, not JSON, nested deeper than ``MAX_DEPTH``
+            levels (which would exhaust the parser's stack: a 500 before), or not an object.
+    """
+    try:
+        body = await read_body(request)
+    except BodyTooLarge:
+        raise ValueError(f"the JSON body is over {MAX_BODY} bytes") from None
     if not body.strip():
         return {}
-    data = json.loads(body)
+    try:
+        data = json.loads(body)
+        deep = not json_depth_ok(data)
+    except RecursionError:
+        deep = True
+    if deep:
+        raise ValueError(f"the JSON body is nested deeper than {MAX_DEPTH} levels")
     if not isinstance(data, dict):
         raise ValueError("the JSON body must be an object")
     return data

@@ -85,6 +85,12 @@ def _bind(host: str, port: int, allow_fallback: bool) -> socket.socket:
     return sock
 
 
+def _instance_cookie(instance_id: str, url: str) -> dict[str, Any]:
+    """The Playwright cookie selecting ``instance_id`` on ``url``'s host: HttpOnly, so no page
+    script reads or rewrites it (it would move the browser to another episode's instance)."""
+    return {"name": INSTANCE_COOKIE, "value": instance_id, "url": url, "httpOnly": True}
+
+
 class RunningSites:
     """Sites served in a background thread; created by :func:`start_sites`.
 
@@ -176,7 +182,7 @@ class RunningSites:
         seen: dict[str, dict[str, Any]] = {}
         for url in self.urls.values():
             host = urllib.parse.urlsplit(url).hostname or ""
-            seen.setdefault(host, {"name": INSTANCE_COOKIE, "value": instance_id, "url": url})
+            seen.setdefault(host, _instance_cookie(instance_id, url))
         return list(seen.values())
 
     def sites_cookies(self, site_names: list[str]) -> list[dict[str, Any]]:
@@ -348,27 +354,36 @@ def serve_forever(
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
     latency_ms: float = 0.0,
 ) -> None:
-    """Serve the sites until Ctrl-C or SIGTERM, printing URLs, accounts and the control token.
+    """Serve the sites until Ctrl-C, SIGTERM or SIGHUP, printing URLs, accounts and the
+    control token.
 
-    Humans browsing without an instance cookie use the ``default`` instance. Either signal
-    stops the servers and deletes the instance folders (``kill``, a service manager and
-    ``timeout`` send SIGTERM, which would otherwise end the process with no cleanup).
+    Humans browsing without an instance cookie use the ``default`` instance. Each of these
+    signals stops the servers and deletes the instance folders (``kill``, a service manager
+    and ``timeout`` send SIGTERM, a closed terminal SIGHUP, which would otherwise end the
+    process with no cleanup), also while the sites are still starting: such a signal is noted
+    and acted on once the handle that cleans up exists.
     """
-    running = start_sites(
-        site_names,
-        host=host,
-        ports=ports,
-        port_offset=port_offset,
-        control_token=control_token,
-        idle_timeout_s=idle_timeout_s,
-        latency_ms=latency_ms,
-    )
-    # the handler is in place and the loop entered before the banner: a signal sent as soon
-    # as the banner is read must find them (it would otherwise kill the process uncleaned)
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-    # Ctrl-C too, even when started with SIGINT ignored (a background job of a script)
-    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
+    stops = [signal.SIGTERM, signal.SIGINT] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+    pending: list[int] = []  # a signal sent while the sites start: acted on once they run
+    previous = {sig: signal.signal(sig, lambda n, _f: pending.append(n)) for sig in stops}
     try:
+        running = start_sites(
+            site_names,
+            host=host,
+            ports=ports,
+            port_offset=port_offset,
+            control_token=control_token,
+            idle_timeout_s=idle_timeout_s,
+            latency_ms=latency_ms,
+        )
+    except BaseException:
+        _restore(previous)
+        raise
+    try:
+        for sig in stops:  # Ctrl-C too, even when started with SIGINT ignored (a script's job)
+            signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else _stop)
+        if pending:
+            raise KeyboardInterrupt
         print("Embedded sites are running (Ctrl-C to stop):")
         for name, url in running.urls.items():
             site = running.sites[name]
@@ -378,18 +393,24 @@ def serve_forever(
         while running.running:
             time.sleep(0.5)
     except KeyboardInterrupt:
-        print("Stopping.")
+        print("Stopping.", flush=True)
     finally:
         # a second signal must not cut the cleanup short
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for sig in stops:
+            signal.signal(sig, signal.SIG_IGN)
         running.stop()
-        signal.signal(signal.SIGTERM, previous)
-        signal.signal(signal.SIGINT, previous_int)
+        _restore(previous)
 
 
-def _raise_interrupt(signum: int, frame: object) -> None:
-    """SIGTERM handler: stop as Ctrl-C does (the main loop cleans up on KeyboardInterrupt)."""
+def _restore(handlers: dict[signal.Signals, Any]) -> None:
+    """Put back the signal handlers ``serve_forever`` replaced."""
+    for sig, handler in handlers.items():
+        signal.signal(sig, handler)
+
+
+def _stop(signum: int, frame: object) -> None:
+    """SIGTERM and SIGHUP handler: stop as Ctrl-C does (``serve_forever`` cleans up on
+    KeyboardInterrupt)."""
     raise KeyboardInterrupt
 
 
@@ -430,7 +451,7 @@ class SitesClient:
         seen: dict[str, dict[str, Any]] = {}
         for url in self.urls.values():
             host = urllib.parse.urlsplit(url).hostname or ""
-            seen.setdefault(host, {"name": INSTANCE_COOKIE, "value": instance_id, "url": url})
+            seen.setdefault(host, _instance_cookie(instance_id, url))
         return list(seen.values())
 
     def login_cookie(self, site: str, instance_id: str, username: str) -> dict[str, Any]:

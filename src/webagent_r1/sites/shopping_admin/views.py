@@ -203,6 +203,10 @@ async def order_view(ctx: Ctx) -> Response:
     )
 
 
+COMMENT_MAX = 2_000
+"""Most characters of an order's status comment."""
+
+
 async def order_status(ctx: Ctx) -> Response:
     """POST status, comment: change an order's status and log the comment."""
     order = get_order(ctx.db, ctx.path_int("order_id") or 0)
@@ -214,6 +218,10 @@ async def order_status(ctx: Ctx) -> Response:
     if status not in ORDER_STATUSES:
         return ctx.redirect(url, "Please choose a valid order status.", "error")
     comment = form.get("comment", "") or f"Status changed to {status}."
+    if len(comment) > COMMENT_MAX:  # refused whole, never cut: nothing of the form is stored
+        return ctx.redirect(
+            url, f"Comment is too long: use at most {COMMENT_MAX:,} characters.", "error"
+        )
     now = ctx.now()
     ctx.db.execute(
         "UPDATE orders SET status = ?, updated_at = ? WHERE id = ?", (status, now, order["id"])
@@ -221,7 +229,7 @@ async def order_status(ctx: Ctx) -> Response:
     ctx.db.execute(
         "INSERT INTO order_comments (order_id, status, comment, author, created_at) "
         "VALUES (?, ?, ?, ?, ?)",
-        (order["id"], status, comment[:2000], ctx.user["username"] if ctx.user else "", now),
+        (order["id"], status, comment, ctx.user["username"] if ctx.user else "", now),
     )
     ctx.db.commit()
     return ctx.redirect(url, f"Order # {order['increment_id']} was updated to {status}.")
