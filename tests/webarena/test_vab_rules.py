@@ -29,8 +29,11 @@ from typing import Any
 import pytest
 
 from tests.webarena.conftest import FakeJudge, by_id
+from tests.webarena.fakesites import FakeSite
 from webagent_r1.agent.actions import parse_action
-from webagent_r1.env import EnvError, EvalContext
+from webagent_r1.browser import Browser
+from webagent_r1.config import EnvConfig
+from webagent_r1.env import EnvError, EvalContext, WebEnv
 from webagent_r1.sources.webarena import OpenAIJudge, WebArenaSites, evaluate
 from webagent_r1.sources.webarena.evaluators import (
     ANSWER_FALLBACK,
@@ -225,3 +228,51 @@ async def test_no_exit_is_graded_on_vabs_early_stop_text(
     assert await _reward(by_id(lite_tasks)[33], None, turn=25) == 1.0
     assert await _reward(by_id(lite_tasks)[33], None, turn=24) == 0.0
     assert await _reward(by_id(lite_tasks)[33], None, "webarena", turn=25) == 0.0
+
+
+# -- through WebEnv: the episode's turns, its action text and its env error ---------------
+
+
+@pytest.mark.browser
+async def test_vab_rules_through_webenv(browser: Browser, fake_sites: dict[str, FakeSite]) -> None:
+    """A whole episode on the fake reddit: the env hands the evaluator the exit's text and
+    the turns taken, and a raising judge ends the episode as an env error."""
+    sites = WebArenaSites({"reddit": fake_sites["reddit"].base_url})
+    task = Task(
+        task_id="vab-episode",
+        intent="How many posts are on the front page?",
+        start_url="__REDDIT__/",
+        sites=["reddit"],
+        eval={"eval_types": ["string_match"], "reference_answers": {"must_include": ["3"]}},
+        evaluator=evaluate,
+    )
+    env = WebEnv(browser, EnvConfig(max_turns=3), backend=sites)
+    try:
+        # "\n" written as a backslash and an n: VAB reads "Posts:", a newline, "3" →
+        # ['posts', ':', '3'] → 1.0 (as written: ['posts', ':', '\\n3'] → 0).
+        await env.reset(task)
+        done = await env.step(r'<answer>exit(message="Posts:\n3")</answer>')
+        assert done.done and done.reward == 1.0, done.info
+        # Out of 3 turns: VAB grades "early stop: reach max steps 3", whose tokens end in
+        # "3" → 1.0 (the turn count reaches the evaluator).
+        await env.reset(task)
+        for _ in range(3):
+            last = await env.step('<answer>do(action="Scroll Down")</answer>')
+        assert last.done and last.info["status"] == "max_turns"
+        assert last.reward == 1.0 and "Reach max steps 3" in last.info["explanation"]
+        # A judge that raises: the episode is an env error, never a 0.
+        sites.judge = RaisingJudge()
+        judged = Task(
+            task_id="vab-judged",
+            intent=task.intent,
+            start_url=task.start_url,
+            sites=["reddit"],
+            eval={"eval_types": ["string_match"], "reference_answers": {"fuzzy_match": ["3"]}},
+            evaluator=evaluate,
+        )
+        await env.reset(judged)
+        failed = await env.step('<answer>exit(message="3")</answer>')
+        assert failed.done and failed.info["status"] == "env_error"
+        assert "the evaluator raised RuntimeError" in failed.info["error"]
+    finally:
+        await env.close()

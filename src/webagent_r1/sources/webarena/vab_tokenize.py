@@ -70,8 +70,8 @@ def sent_tokenize(text: str) -> list[str]:
 def word_tokenize(text: str) -> list[str]:
     """``nltk.word_tokenize(text)`` of nltk 3.8.1: Punkt sentences, then Treebank words.
 
-    >>> word_tokenize("“Hollister” isn't 3.5 in. long.")
-    ['“', 'Hollister', '”', 'is', "n't", '3.5', 'in', '.', 'long', '.']
+    >>> word_tokenize("“Hollister” isn't here. Dr. No is.")
+    ['“', 'Hollister', '”', 'is', "n't", 'here', '.', 'Dr.', 'No', 'is', '.']
     """
     words = _words()
     return [tok for sent in sent_tokenize(text) for tok in words.tokenize(sent)]
