@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests.experiment.support import write_plan
-from webagent_r1.experiment import PlanError, load_plan
+from webagent_r1.experiment import PlanError, load_plan, run_experiment
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_valid_plan_loads_with_its_defaults(tmp_path: Path) -> None:
@@ -54,7 +56,6 @@ def test_one_seed_and_bc_before_a_start_checkpoint_are_warnings(tmp_path: Path) 
         ({"eval": {"engine": "openai"}}, "eval.engine: is 'openai'"),
         ({"results": "out/results.json"}, "results: needs a .md file"),
         ({"recipe": "configs/nope.yaml"}, "recipe: configs/nope.yaml does not exist"),
-        ({"init_from": "runs/nope/model"}, "init_from: runs/nope/model does not exist"),
     ],
 )
 def test_malformed_plans_name_the_key(tmp_path: Path, change: dict, message: str) -> None:
@@ -62,6 +63,21 @@ def test_malformed_plans_name_the_key(tmp_path: Path, change: dict, message: str
         load_plan(write_plan(tmp_path, **change))
     assert message in str(e.value)
     assert "\n" not in str(e.value)
+
+
+def test_a_missing_start_checkpoint_is_refused_when_the_plan_runs(tmp_path: Path) -> None:
+    plan = load_plan(write_plan(tmp_path, init_from="runs/nope/model"))
+    with pytest.raises(PlanError, match="init_from: runs/nope/model does not exist"):
+        run_experiment(plan, log=lambda m: None)
+
+
+def test_the_example_plans_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)  # their paths are relative to the repository, as configs' are
+    plans = sorted((ROOT / "configs" / "experiments").glob("*.yaml"))
+    assert plans
+    for p in plans:
+        plan = load_plan(p)
+        assert plan.split == "val" and len(plan.seeds) >= 2
 
 
 def test_not_yaml_and_missing_files(tmp_path: Path) -> None:

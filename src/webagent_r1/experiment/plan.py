@@ -109,6 +109,21 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
     """Things worth saying that do not stop the plan (e.g. a single seed)."""
 
+    def check_start(self) -> None:
+        """Refuse a start checkpoint that is not there (checked when the plan runs, so that
+        a plan can be written, and its keys checked, before its start checkpoint exists).
+
+        Raises:
+            PlanError: ``init_from`` names no folder.
+        """
+        if self.init_from is not None and not Path(self.init_from).exists():
+            raise _fail(
+                self.path,
+                "init_from",
+                f"{self.init_from} does not exist: train the start checkpoint first (the "
+                "plan's header shows how), or set init_from: null",
+            )
+
     def run_dir(self, arm: str, seed: int) -> Path:
         """The run folder of ``arm`` at ``seed``."""
         return self.out_dir / arm / f"seed-{seed}"
@@ -272,7 +287,8 @@ def load_plan(path: str | Path) -> Plan:
 
     Raises:
         PlanError: unreadable YAML, an unknown or missing key, a bad value, an arm's override
-            the config rejects, or a recipe / start checkpoint that does not exist.
+            the config rejects, or a recipe that does not exist (a missing start checkpoint
+            is refused when the plan runs: ``Plan.check_start``).
     """
     p = Path(path)
     try:
@@ -311,8 +327,6 @@ def load_plan(path: str | Path) -> Plan:
         reps=_int(p, "reps", raw.get("reps", 2000), optional=False) or 2000,
         warnings=warnings,
     )
-    if init_from is not None and not Path(init_from).exists():
-        raise _fail(p, "init_from", f"{init_from} does not exist: name a model folder or null")
     for arm in arms:
         try:
             cfg = load_config(recipe, plan.run_overrides(arm, seeds[0]))

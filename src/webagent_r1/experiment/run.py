@@ -217,9 +217,11 @@ def run_experiment(
         log: where the one line per stage goes.
 
     Raises:
-        PlanError: the split is not one of the task source's, or a run folder or evaluation
-            was made with other settings than the plan's.
+        PlanError: no start checkpoint at ``init_from``, the split is not one of the task
+            source's, or a run folder or evaluation was made with other settings than the
+            plan's.
     """
+    plan.check_start()
     for w in plan.warnings:
         log(f"note: {w}")
     trainer = trainer or recipe_trainer(progress)
