@@ -89,3 +89,28 @@ def test_a_test_plan_logs_every_evaluation_and_lists_them(tmp_path: Path) -> Non
     assert "## Checkpoints evaluated on test" in done.results.read_text()
     _run(plan, FakeTrainer(), FakeEvaluator())  # nothing evaluated again: nothing logged
     assert sum(len(read_ledger(p)) for p in ledgers) == 2
+
+
+def test_the_cli_runs_a_plan(monkeypatch, tmp_path: Path) -> None:
+    """``webagent-r1 experiment PLAN`` with the recipe's trainer and evaluator replaced."""
+    from typer.testing import CliRunner
+
+    import webagent_r1.cli as cli
+    import webagent_r1.experiment.run as run
+
+    monkeypatch.setattr(run, "recipe_trainer", lambda progress=True: FakeTrainer())
+    monkeypatch.setattr(run, "recipe_evaluator", lambda *a, **k: FakeEvaluator())
+    res = CliRunner().invoke(cli.app, ["experiment", str(write_plan(tmp_path))])
+    assert res.exit_code == 0, res.output
+    assert "[4/4] no-pg seed 1: evaluation evaluated" in res.output
+    assert (
+        f"trained 4 run(s), evaluated 4; results: {tmp_path / 'exp' / 'results.md'}" in res.output
+    )
+
+
+def test_an_unfinished_evaluation_of_other_settings_is_a_plan_error(tmp_path: Path) -> None:
+    def refuses(*args):
+        raise ValueError("--resume: the folder holds an evaluation with other settings")
+
+    with pytest.raises(PlanError, match="eval: .*eval-val: --resume: the folder holds"):
+        run_experiment(load_plan(write_plan(tmp_path)), FakeTrainer(), refuses, log=lambda m: None)

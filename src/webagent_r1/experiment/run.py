@@ -179,7 +179,12 @@ def _evaluate(
         return out, "done before"
     resume = (out / PROGRESS_FILE).is_file()
     cfg = load_config(plan.recipe, plan.run_overrides(arm, seed))
-    summary = evaluator(cfg, tasks, model, out, resume)
+    try:
+        summary = evaluator(cfg, tasks, model, out, resume)
+    except PlanError:
+        raise
+    except ValueError as e:  # run_evaluation's refusals: an unfinished folder of other settings
+        raise PlanError(f"{plan.path}: eval: {out}: {e}") from None
     if plan.split == "test":
         last = (summary.get("results") or [{}])[-1]
         append_test_evaluation(
