@@ -11,6 +11,7 @@ import dataclasses
 import difflib
 import math
 import os
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from typing import Any
 import yaml
 
 from webagent_r1.errors import LoadError
-from webagent_r1.validation import json_depth_ok, read_text
+from webagent_r1.validation import json_depth_ok, read_text, show
 
 
 class ConfigError(LoadError):
@@ -963,8 +964,8 @@ def _to_float(value: Any, where: str, example: Any = None) -> float:
 
 
 def _show(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    """``value`` for a message, cut to 60 characters before it is written out whole."""
+    return show(value)
 
 
 def _coerce(value: Any, tp: Any, where: str, example: Any = None) -> Any:
@@ -1099,6 +1100,55 @@ def _key_lines(node: yaml.Node, prefix: str = "") -> dict[str, int]:
     return out
 
 
+MAX_YAML_VALUES = 100_000
+"""Most values (scalars, lists, mappings) a YAML config may hold once its aliases are
+expanded; a recipe holds a few hundred. Aliases let 287 bytes stand for billions of values
+(an "alias bomb"), which took minutes and gigabytes to walk after they were built."""
+
+
+def _check_expansion(root: yaml.Node, p: Path) -> None:
+    """Refuse a document whose aliases expand past ``MAX_YAML_VALUES`` values, or refer to a
+    node inside itself, before any value is built: the composed graph shares an aliased node,
+    so its expanded size is counted once per node (memoised), in time of its own size.
+
+    Raises:
+        ConfigError: too many values, or a recursive alias.
+    """
+    sizes: dict[int, int] = {}
+    pending = object()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:  # post-order without recursion: children's sizes first
+        node, children_done = stack.pop()
+        key = id(node)
+        if isinstance(node, yaml.ScalarNode):
+            sizes[key] = 1
+            continue
+        kids = (
+            [v for kv in node.value for v in kv]
+            if isinstance(node, yaml.MappingNode)
+            else node.value
+        )
+        if children_done:
+            sizes[key] = 1 + sum(sizes[id(k)] for k in kids)
+            if sizes[key] > MAX_YAML_VALUES:
+                line = node.start_mark.line + 1
+                raise ConfigError(
+                    f"{p}:{line}: config file expands to more than {MAX_YAML_VALUES:,} values "
+                    "through its aliases (&anchor / *alias): write the values out"
+                )
+            continue
+        if sizes.get(key) is pending:
+            raise ConfigError(
+                f"{p}:{node.start_mark.line + 1}: config file has an alias inside the value it "
+                "names (a recursive structure): write the values out"
+            )
+        if key in sizes:
+            continue
+        sizes[key] = pending  # type: ignore[assignment]
+        stack.append((node, True))
+        stack.extend((k, False) for k in kids if id(k) not in sizes or sizes[id(k)] is pending)
+
+
 def _read_yaml(p: Path) -> tuple[dict[str, Any], dict[str, int]]:
     """A recipe file as a dict, with the line of each key: UTF-8 (or UTF-16/32) text, valid
     YAML, no key given twice."""
@@ -1109,6 +1159,8 @@ def _read_yaml(p: Path) -> tuple[dict[str, Any], dict[str, int]]:
         loader.name = str(p)  # marks (and so messages) name the file
         try:
             node = loader.get_single_node()
+            if node is not None:
+                _check_expansion(node, p)
             data = loader.construct_document(node) if node is not None else None
             lines = _key_lines(node) if node is not None else {}
         finally:
@@ -1134,10 +1186,27 @@ def _read_yaml(p: Path) -> tuple[dict[str, Any], dict[str, int]]:
     return data, lines
 
 
+_NAMED_KEY = re.compile(r"unknown config key '([^']*)'|([A-Za-z_][\w.]*)[ =:]")
+"""The key a config error is about: the one it calls unknown, or the one it starts with."""
+
+
 def _located(e: ConfigError, p: Path, lines: dict[str, int], overridden: set[str]) -> ConfigError:
     """``e`` prefixed with ``file:line`` of the key it names, when that key's value came from
-    the file (an override names itself)."""
+    the file (an override names itself: a key of the command line is never blamed on a line
+    of the file, not even on a key its message suggests instead)."""
     msg = str(e)
+    m = _NAMED_KEY.match(msg)
+    if m:
+        named = m.group(1) or m.group(2)
+        from_override = named in overridden or (
+            named not in lines and any(o.startswith(named + ".") for o in overridden)
+        )
+        if from_override:
+            return e
+        for key in sorted(lines, key=len, reverse=True):  # rl.lr before rl
+            if named == key or named.startswith(key + "."):
+                return ConfigError(f"{p}:{lines[key]}: {msg}")
+        return e
     for key in sorted(lines, key=len, reverse=True):  # rl.lr before rl
         if key in overridden:
             continue

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import reprlib
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -43,9 +44,31 @@ MISSING: Any = object()
 """Default of ``Fields`` checks: the field must be present."""
 
 
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxdict, _SHORT.maxlong, _SHORT.maxstring, _SHORT.maxother = (
+    3,
+    4,
+    40,
+    80,
+    80,
+)
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxset = _SHORT.maxfrozenset = 6
+
+
 def show(value: Any, limit: int = 60) -> str:
-    """``repr(value)`` cut to ``limit`` characters (a message stays one short line)."""
-    text = repr(value)
+    """``repr(value)`` cut to ``limit`` characters (a message stays one short line).
+
+    The value is cut before it is written out: a string to its first ``limit`` characters,
+    a container to its first few items (``reprlib``), so quoting a value of gigabytes (a YAML
+    alias bomb) costs no more than quoting a short one.
+    """
+    if isinstance(value, str | bytes):
+        text = repr(value[: limit + 1])
+    else:
+        try:
+            text = _SHORT.repr(value)
+        except ValueError:  # an integer past Python's 4,300-digit limit
+            text = f"<an integer of {value.bit_length()} bits>" if isinstance(value, int) else "?"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
