@@ -91,6 +91,14 @@ async def _reward(task: Task, action: str | None, scoring: str = "vab", turn: in
         (33, 'exit(message="25. That is the total.")', 0.0),
         # The same answer without the period: ['25', 'that', …] → 1.0.
         (33, 'exit(message="25 That is the total.")', 1.0),
+        # The same rule on task 49 (must_include "1"): "1. kilian made one commit." →
+        # ['1.', 'kilian', …] → 0.0 (WebArena's regex splits the period off: 1.0).
+        (49, 'exit(message="1. Kilian made one commit.")', 0.0),
+        # An abbreviation of the English model (u.s) keeps its period and does not end the
+        # sentence: "maine, vermont and massachusetts (u.s. states)." → ['maine', ',',
+        # 'vermont', 'and', 'massachusetts', '(', 'u.s.', 'states', ')', '.'] → all three
+        # references of task 20 are tokens → 1.0.
+        (20, 'exit(message="Maine, Vermont and Massachusetts (U.S. states).")', 1.0),
     ],
 )
 async def test_must_include_tokens_are_nltks(
