@@ -114,3 +114,16 @@ def test_an_unfinished_evaluation_of_other_settings_is_a_plan_error(tmp_path: Pa
 
     with pytest.raises(PlanError, match="eval: .*eval-val: --resume: the folder holds"):
         run_experiment(load_plan(write_plan(tmp_path)), FakeTrainer(), refuses, log=lambda m: None)
+
+
+def test_final_model_is_rl_then_bc_then_the_start() -> None:
+    from webagent_r1.config import load_config
+    from webagent_r1.experiment.run import final_model
+
+    cfg = load_config(None, ["init_from=runs/bc/model"])
+    rl = {"rl": {"checkpoint": "r/rl/checkpoints/step-000010"}, "bc": {"checkpoint": "r/bc/x"}}
+    assert final_model({"stages": rl}, cfg) == str(Path("r/rl/checkpoints/step-000010/model"))
+    assert final_model({"stages": {"bc": {"checkpoint": "r/bc/x"}}}, cfg) == str(
+        Path("r/bc/x/model")
+    )
+    assert final_model({"stages": {}}, cfg) == "runs/bc/model"
