@@ -783,11 +783,16 @@ class WebArenaConfig:
     """
 
     test_file: str = ""
-    """Configs of the test split (JSON list or JSONL, WebArena format, e.g. WebAgent-R1's
-    revised Lite file); empty: the 165 configs of the installed ``browsergym-webarenalite``."""
+    """Configs of the test split (JSON list or JSONL, WebArena format); 'webagent-r1':
+    WebAgent-R1's revised Lite file, shipped with this package (checksum checked); empty:
+    the 165 configs of the installed ``browsergym-webarenalite``."""
     train_file: str = ""
-    """WebArena's ``config_files/test.raw.json`` (812 tasks): the train split is those minus
-    the 165 Lite tasks. Empty: no train split."""
+    """WebArena's ``config_files/test.raw.json`` (812 tasks): the train and val splits are
+    those minus the 165 Lite tasks. Empty: no train or val split."""
+    val_fraction: float = 0.1
+    """Share of those 647 tasks in the val split (by a stable hash of the task id; about 65),
+    where settings and checkpoints are chosen; the rest are train. 0: the paper's 647
+    training tasks and no val split."""
     sites: list[str] = field(default_factory=list)
     """Keep tasks whose sites are all in this list (empty keeps all), so that a run on some
     sites needs only their URLs."""
@@ -818,6 +823,11 @@ class WebArenaConfig:
         _check(
             self.login in WEBARENA_LOGINS,
             f"tasks.webarena.login must be one of {', '.join(WEBARENA_LOGINS)}; got {self.login!r}",
+        )
+        _check(
+            math.isfinite(self.val_fraction) and 0 <= self.val_fraction < 1,
+            f"tasks.webarena.val_fraction must be in [0, 1) (0: no val split), "
+            f"got {self.val_fraction}",
         )
 
 

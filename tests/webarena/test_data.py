@@ -138,10 +138,21 @@ def _full_file(lite_tasks: list[Task], path: Path) -> Path:
 
 
 def test_train_split_is_webarena_minus_lite(lite_tasks: list[Task], tmp_path: Path) -> None:
-    train = load_tasks("train", _full_file(lite_tasks, tmp_path / "test.raw.json"))
-    assert len(train) == 812 - 165
-    assert not {t.task_id for t in train} & LITE_OLD_TASK_IDS
+    full = _full_file(lite_tasks, tmp_path / "test.raw.json")
+    train, val = load_tasks("train", full), load_tasks("val", full)
+    ids = {"train": {t.task_id for t in train}, "val": {t.task_id for t in val}}
+    assert not ids["train"] & ids["val"]
+    assert len(ids["train"] | ids["val"]) == 812 - 165
+    assert 40 <= len(val) <= 90  # a tenth of the 647, by a hash of the id
+    assert not (ids["train"] | ids["val"]) & LITE_OLD_TASK_IDS
     assert all(t.split == "train" and t.evaluator is evaluate for t in train)
+    assert all(t.split == "val" and t.evaluator is evaluate for t in val)
+    assert [t.task_id for t in load_tasks("val", full)] == [t.task_id for t in val]  # stable
+    assert len(load_tasks("train", full, val_fraction=0.0)) == 812 - 165  # the paper's 647
+    wider = {t.task_id for t in load_tasks("val", full, val_fraction=0.2)}
+    assert ids["val"] < wider  # a larger share only moves tasks into val
+    with pytest.raises(WebArenaDataError, match="leaves the val split empty"):
+        load_tasks("val", full, val_fraction=0.0)
 
 
 def test_train_split_errors(tmp_path: Path) -> None:
@@ -149,6 +160,8 @@ def test_train_split_errors(tmp_path: Path) -> None:
         load_tasks("train")
     with pytest.raises(WebArenaDataError, match="is a WebArena-Lite file"):
         load_tasks("train", find_lite_file())
+    with pytest.raises(WebArenaDataError, match="val split is drawn from"):
+        load_tasks("val")
     with pytest.raises(WebArenaDataError, match="unknown WebArena-Lite split 'dev'"):
         load_tasks("dev")
 

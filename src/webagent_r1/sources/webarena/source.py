@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -15,16 +16,34 @@ from webagent_r1.sources.webarena.results import headline, warn_shared_state
 from webagent_r1.sources.webarena.sites import LoginPolicy, WebArenaSites, check_configured
 from webagent_r1.types import Task, Trajectory
 
+VAL_FRACTION = 0.1
+"""Share of WebArena's 647 non-Lite tasks in the ``val`` split (about 65), the rest ``train``."""
 
-def load_tasks(split: str = "test", path: str | Path | None = None) -> list[Task]:
+
+def in_val(task_id: Any, val_fraction: float) -> bool:
+    """Whether a non-Lite task belongs to ``val``: a stable hash of its id below the fraction
+    (the same tasks on every machine; growing the fraction only moves tasks into ``val``)."""
+    h = int(hashlib.sha256(f"webarena-val:{task_id}".encode()).hexdigest()[:12], 16)
+    return h / 16**12 < val_fraction
+
+
+def load_tasks(
+    split: str = "test",
+    path: str | Path | None = None,
+    val_fraction: float = VAL_FRACTION,
+) -> list[Task]:
     """The WebArena-Lite tasks of one split, each with ``webarena.evaluate`` attached.
 
     Args:
-        split: ``"test"`` (the 165 Lite tasks) or ``"train"`` (WebArena's 812 minus those).
+        split: ``"test"`` (the 165 Lite tasks), ``"train"`` (WebArena's 812 minus those and
+            minus ``val``) or ``"val"`` (``val_fraction`` of those 647, chosen by a stable
+            hash of the task id: where settings and checkpoints are chosen).
         path: for ``test``, a Lite-format file (default: the one in an installed
             ``browsergym-webarenalite``; ``"webagent-r1"``: WebAgent-R1's revised file,
-            shipped with webagent-r1); for ``train``, WebArena's ``test.raw.json``
-            (required).
+            shipped with webagent-r1); for ``train`` and ``val``, WebArena's
+            ``test.raw.json`` (required).
+        val_fraction: share of the 647 in ``val``; 0 gives the paper's 647 training tasks
+            and no ``val``.
 
     Raises:
         WebArenaDataError: unknown split, no file, the wrong file for the split, or an
@@ -37,12 +56,16 @@ def load_tasks(split: str = "test", path: str | Path | None = None) -> list[Task
                 f"the WebArena-Lite test configs were not found: {data.HOW_TO_GET}"
             )
         tasks = data.load_configs(file)
-    elif split == "train":
+    elif split in ("train", "val"):
         if path is None:
             raise data.WebArenaDataError(
-                "the WebArena-Lite train split is WebArena's 812 tasks minus the 165 Lite "
-                "tasks: pass the path of WebArena's config_files/test.raw.json "
-                "(github.com/web-arena-x/webarena); no package ships it"
+                f"the WebArena-Lite {split} split is drawn from WebArena's 812 tasks minus the "
+                "165 Lite tasks: pass the path of WebArena's config_files/test.raw.json "
+                "(github.com/web-arena-x/webarena; tasks.webarena.train_file); no package ships it"
+            )
+        if not 0 <= val_fraction < 1:
+            raise data.WebArenaDataError(
+                f"tasks.webarena.val_fraction must be in [0, 1), got {val_fraction}"
             )
         tasks = data.load_configs(path)
         if any("old_task_id" in t.extra for t in tasks):
@@ -51,9 +74,14 @@ def load_tasks(split: str = "test", path: str | Path | None = None) -> list[Task
                 "the train split needs WebArena's full config_files/test.raw.json (812 tasks)"
             )
         tasks = [t for t in tasks if t.task_id not in data.LITE_OLD_TASK_IDS]
+        tasks = [t for t in tasks if in_val(t.task_id, val_fraction) == (split == "val")]
+        if not tasks:
+            raise data.WebArenaDataError(
+                f"tasks.webarena.val_fraction={val_fraction:g} leaves the {split} split empty"
+            )
     else:
         raise data.WebArenaDataError(
-            f"unknown WebArena-Lite split {split!r}; use 'test' or 'train'"
+            f"unknown WebArena-Lite split {split!r}; use 'test', 'train' or 'val'"
         )
     for t in tasks:
         t.split = split
@@ -71,7 +99,8 @@ class WebArenaSource(TaskSource):
     Args:
         test_file: Lite-format configs for ``test`` (default: the installed package's file;
             ``"webagent-r1"``: WebAgent-R1's revised file, shipped).
-        train_file: WebArena's ``config_files/test.raw.json`` for ``train``.
+        train_file: WebArena's ``config_files/test.raw.json`` for ``train`` and ``val``.
+        val_fraction: share of its non-Lite tasks in ``val`` (``load_tasks``).
         sites: keep only tasks whose sites are all in this list (empty keeps all), so a run
             on some sites needs only their URLs.
         login: ``WebArenaSites`` login policy (``storage_state`` | ``all`` | ``none``).
@@ -82,7 +111,7 @@ class WebArenaSource(TaskSource):
     """
 
     name: ClassVar[str] = "webarena-lite"
-    splits: ClassVar[tuple[str, ...]] = ("train", "test")
+    splits: ClassVar[tuple[str, ...]] = ("train", "test", "val")
 
     def __init__(
         self,
@@ -94,10 +123,12 @@ class WebArenaSource(TaskSource):
         check: bool = True,
         scoring: str = "vab",
         backend: WebArenaSites | None = None,
+        val_fraction: float = VAL_FRACTION,
     ) -> None:
         if scoring not in SCORINGS:
             raise ValueError(f"scoring must be one of {', '.join(SCORINGS)}, not {scoring!r}")
-        self.files = {"test": test_file, "train": train_file}
+        self.files = {"test": test_file, "train": train_file, "val": train_file}
+        self.val_fraction = val_fraction
         self.sites = list(sites or [])
         self.login = login
         self.reset = reset
@@ -110,7 +141,7 @@ class WebArenaSource(TaskSource):
     def from_config(cls, cfg: Any) -> WebArenaSource:
         """From a ``Config``: the optional ``tasks.webarena`` section (fields as the
         arguments above: ``test_file``, ``train_file``, ``sites``, ``login``, ``reset``,
-        ``check``, ``scoring``); defaults when the config has none."""
+        ``check``, ``scoring``, ``val_fraction``); defaults when the config has none."""
         section = getattr(getattr(cfg, "tasks", None), "webarena", None)
 
         def get(key: str, default: Any) -> Any:
@@ -125,6 +156,7 @@ class WebArenaSource(TaskSource):
             reset=get("reset", True),
             check=get("check", True),
             scoring=get("scoring", "vab"),
+            val_fraction=get("val_fraction", VAL_FRACTION),
         )
 
     def _backend_for_checks(self) -> WebArenaSites:
@@ -133,7 +165,7 @@ class WebArenaSource(TaskSource):
         return self._sites
 
     def tasks(self, split: str) -> list[Task]:
-        tasks = load_tasks(split, self.files.get(split))
+        tasks = load_tasks(split, self.files.get(split), self.val_fraction)
         if self.sites:
             tasks = [t for t in tasks if set(t.sites) <= set(self.sites)]
             if not tasks:
