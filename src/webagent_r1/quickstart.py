@@ -104,8 +104,14 @@ def run_quickstart(config: str | None = None, overrides: list[str] | None = None
     console.print(
         "[dim]Base → + BC is what cloning the experts taught. M-GRPO trained on the groups "
         f"with mixed rewards counted above; {cfg.rl.steps} step(s) on {cfg.rl.eval_tasks} "
-        "test tasks rarely move greedy success beyond noise.[/dim]\n"
+        "test tasks rarely move greedy success beyond noise. Whether the policy gradient adds "
+        "anything beyond more behaviour cloning is not yet measured under the protocol "
+        "(settings chosen on val, a control without the policy gradient, test once): "
+        "docs/experiments.md.[/dim]\n"
         "The longer recipe (ten templates, 70 minutes of M-GRPO):\n"
-        "  [bold].venv/bin/webagent-r1 train -c configs/r1.yaml[/bold]"
+        "  [bold].venv/bin/webagent-r1 train -c configs/r1.yaml[/bold]\n"
+        "The controlled comparison, M-GRPO against the same run without its policy gradient:\n"
+        "  [bold].venv/bin/webagent-r1 experiment "
+        "configs/experiments/r1-multiturn-pg.yaml[/bold]"
     )
     return run_dir
