@@ -1090,8 +1090,9 @@ def failures(
         if left_out:
             out.print(f"templates without a failed episode: {left_out}", markup=False)
         if t.bad_lines:
+            first = f" (first: {t.first_bad})" if t.first_bad else ""
             console.print(
-                f"note: {t.label}: {t.bad_lines} line(s) that were not trajectories skipped",
+                f"note: {t.label}: {t.bad_lines} line(s) that were not trajectories skipped{first}",
                 markup=False,
             )
 

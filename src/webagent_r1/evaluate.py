@@ -38,6 +38,7 @@ from webagent_r1.rollout.trajectories import (
     cut_to_budget,
     failure_reason,
     read_trajectories,
+    read_trajectory_records,
     write_trajectories,
 )
 from webagent_r1.sources import TaskSource, task_source
@@ -454,14 +455,11 @@ def read_partial(path: Path, samples: int) -> dict[int, list[Trajectory]]:
     by: dict[int, dict[int, Trajectory]] = defaultdict(dict)
     if not path.exists():
         return {}
-    # split on newlines only: page text may hold U+2028 and other line separators
-    for line in path.read_text(encoding="utf-8", errors="replace").split("\n"):
-        if not line.strip():
-            continue
+    # read as every command reads JSONL; a line cut short (or otherwise bad) is left out
+    for _, tr in read_trajectory_records(path, skipped=[]):
         try:
-            tr = Trajectory.from_dict(json.loads(line))
             by[int(tr.group_id)][int(tr.info.get("member", 0))] = tr
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, TypeError):  # a group id or member that is not a number
             continue
     return {
         i: [members[k] for k in range(samples)]

@@ -10,8 +10,13 @@ one-line message ``<file>:<line>: <field> <what is wrong>``: never a ``TypeError
 - JSON: at most ``MAX_DEPTH`` levels of nesting (deeper input would exhaust the interpreter's
   stack in the parser or in whatever walks the value later); integers of any length are
   refused past ``MAX_INT_DIGITS`` digits by Python itself and reported here.
+- JSONL: one reader, ``read_jsonl``, for every command (loaders, ``report``, ``failures``,
+  ``view``, ``credit``): records are separated by ``\\n`` only, as they are written
+  (``str.splitlines`` would also split a record inside a string at U+2028, U+0085 or a form
+  feed), so what a writer wrote always reads back.
 - Numbers: ``bool`` is never a number; NaN and infinities are refused wherever a field
-  feeds a computation.
+  feeds a computation; integers are bounded by what a 64-bit integer (an SQLite INTEGER, a
+  tensor's ``int64``) holds.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from __future__ import annotations
 import json
 import math
 import reprlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,18 +32,25 @@ from webagent_r1.errors import LoadError
 
 __all__ = [
     "MAX_DEPTH",
+    "MAX_INT",
     "MISSING",
     "Fields",
     "decode_text",
     "json_depth_ok",
+    "jsonl_lines",
     "parse_json",
     "read_json_entries",
+    "read_jsonl",
     "read_text",
     "show",
 ]
 
 MAX_DEPTH = 64
 """Deepest nesting of lists and objects a loaded file may have (real files use under 10)."""
+
+MAX_INT = 2**63 - 1
+"""Largest integer a field may hold (and ``-MAX_INT`` the smallest): what an SQLite INTEGER
+and an ``int64`` tensor hold; 2**70 would pass a type check and fail deep inside."""
 
 MISSING: Any = object()
 """Default of ``Fields`` checks: the field must be present."""
@@ -165,13 +177,9 @@ def read_json_entries(
         error: missing file, not text, not JSON, too deep, or not a list.
     """
     p = Path(path)
-    text = read_text(p, error, what)
     if p.suffix == ".jsonl":
-        return [
-            (f"{p.name}:{i}", parse_json(line, f"{p.name}:{i}", error))
-            for i, line in enumerate(text.splitlines(), 1)
-            if line.strip()
-        ]
+        return [(f"{p.name}:{i}", v) for i, v in read_jsonl(p, error, what, name=p.name)]
+    text = read_text(p, error, what)
     data = parse_json(text, p.name, error)
     if isinstance(data, dict) and single_object:
         data = [data]
@@ -180,8 +188,63 @@ def read_json_entries(
     return [(f"{p.name}[{i}]", d) for i, d in enumerate(data)]
 
 
+def jsonl_lines(text: str) -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` of every non-blank line of JSONL text, split at ``\\n`` only:
+    a record's strings may hold U+2028, U+0085 and the other characters ``str.splitlines``
+    also splits at."""
+    for lineno, line in enumerate(text.split("\n"), 1):
+        if line.strip():
+            yield lineno, line
+
+
+def read_jsonl(
+    path: str | Path,
+    error: type[LoadError],
+    what: str = "file",
+    convert: Callable[[Any], Any] | None = None,
+    skipped: list[str] | None = None,
+    name: str | None = None,
+) -> list[tuple[int, Any]]:
+    """The records of a JSONL file: the one reader of every command.
+
+    Text as ``read_text`` reads it (UTF-8, or UTF-16/32), records split by ``jsonl_lines``,
+    each parsed by ``parse_json`` (nesting and integer limits) and then by ``convert``.
+
+    Args:
+        path: the file.
+        error: the loader's error class.
+        what: what the file holds, for messages (``"trajectory file"``).
+        convert: checks and converts one parsed record; raises ``error`` (a ``LoadError``)
+            with a message without the location, which is added here.
+        skipped: None: the first bad record raises; a list: each bad record's one-line error
+            (``file:line: …``) is appended and the record left out (a report over a run
+            still writing its last line).
+        name: how messages name the file (default: the path as given).
+
+    Returns:
+        ``(line number, record)`` of every record read.
+
+    Raises:
+        error: the file is missing, unreadable or not text (even with ``skipped``), or, without
+            ``skipped``, a record is malformed: ``<file>:<line>: <what is wrong>``.
+    """
+    p = Path(path)
+    label = str(p) if name is None else name
+    out: list[tuple[int, Any]] = []
+    for lineno, line in jsonl_lines(read_text(p, error, what)):
+        try:
+            value = parse_json(line, "", error)
+            out.append((lineno, value if convert is None else convert(value)))
+        except LoadError as e:
+            message = f"{label}:{lineno}: {e}"
+            if skipped is None:
+                raise error(message) from None
+            skipped.append(message)
+    return out
+
+
 def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+    return isinstance(v, int) and not isinstance(v, bool) and -MAX_INT <= v <= MAX_INT
 
 
 def _is_number(v: Any) -> bool:
@@ -255,7 +318,7 @@ class Fields:
     def integer(
         self, key: str, lo: int | None = None, hi: int | None = None, default: Any = MISSING
     ) -> int:
-        """An integer in [lo, hi] (either bound optional)."""
+        """An integer in [lo, hi] (either bound optional; never past ±``MAX_INT``)."""
         want = "an integer" + _bounds(lo, hi)
         return self.check(
             key,

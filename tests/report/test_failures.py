@@ -477,7 +477,7 @@ def test_report_section_only_with_failures(tmp_path: Path) -> None:
 
 
 def test_odd_lines_are_skipped_or_counted_without_a_crash(tmp_path: Path) -> None:
-    # files are read without validation: odd field types must not break the classifier
+    # files are read as the loaders read them: a line they refuse is counted, with its error
     odd = {
         "task_id": "x/0",
         "group_id": 0,
@@ -498,8 +498,16 @@ def test_odd_lines_are_skipped_or_counted_without_a_crash(tmp_path: Path) -> Non
     }
     f = tmp_path / "odd.jsonl"
     f.write_text(json.dumps(odd) + "\n" + json.dumps({"task_id": 1, "turns": [5]}) + "\n")
+    with pytest.raises(ReportError, match=r"no readable trajectory .*\(2 line\(s\)"):
+        collect_failures(f, kinds=KINDS)
+    turn = {**odd["turns"][0], "prompt_ids": [1], "completion_ids": [2]}
+    turn.update(completion_logprobs=[-0.1], text="", observation={})
+    turn["action"] = {"kind": "Click", "element": "1", "argument": None}
+    fine = {**odd, "info": {}, "turns": [turn] * 4}
+    f.write_text("\n".join(json.dumps(d) for d in (odd, fine, {"task_id": 1, "turns": [5]})))
     [t], _ = collect_failures(f, kinds=KINDS)
-    assert t.overall.kinds["loop"] == 1 and t.bad_lines == 1
+    assert t.overall.kinds["loop"] == 1 and t.bad_lines == 2
+    assert t.first_bad == f"{f}:1: info must be an object, got 'not a dict'"
     assert list(t.by_template) == ["?"]
 
 

@@ -93,9 +93,13 @@ def test_rows_join_metrics_and_rollouts(tmp_path: Path) -> None:
     assert r3.groups_used is None and r3.step_s is None
     # only environment errors: nothing scored, nothing in the metrics
     assert r4.episodes is None and r4.success_rate is None
-    assert data.problems == [
-        "rl/rollouts/step-000002-rank1.jsonl: skipped 1 line(s) that were not trajectories"
-    ]
+    [problem] = data.problems
+    assert problem.startswith(
+        "rl/rollouts/step-000002-rank1.jsonl: skipped 1 line(s) that were not trajectories (first: "
+    )
+    assert problem.endswith(
+        "step-000002-rank1.jsonl:1: not valid JSON (Expecting ':' delimiter at line 1))"
+    )
 
 
 def test_markdown_table_and_totals(tmp_path: Path) -> None:

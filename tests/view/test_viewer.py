@@ -81,7 +81,7 @@ def test_build_viewer_writes_one_self_contained_page(run_dir: Path) -> None:
     assert data["bad_lines"] == 1 and data["skipped_files"] == 1
     notes = " ".join(data["notes"])
     assert "rl/metrics.jsonl: skipped, not a trajectory file" in notes
-    assert "rl/rollouts/step-000001-rank0.jsonl: line 3" in notes
+    assert "rl/rollouts/step-000001-rank0.jsonl:3: not valid JSON" in notes
 
 
 def test_out_path_and_notes_callback(run_dir: Path, tmp_path: Path) -> None:

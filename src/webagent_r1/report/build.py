@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from webagent_r1.errors import LoadError
 from webagent_r1.report import plots
 from webagent_r1.report.failures import failures_markdown
 from webagent_r1.report.load import (
@@ -365,12 +366,15 @@ def _turn_sources(data: RunData, skipped: list[str]) -> list[EpisodeStats]:
     """The final RL evaluation and, per eval.json, its largest turn budget."""
     sources, notes = trajectory_sources(data, rollouts=False)
     skipped.extend(notes)
-    out = [read_episode_stats(src.files[0], src.label) for src in sources]
+    out = []
+    for src in sources:
+        try:
+            out.append(read_episode_stats(src.files[0], src.label))
+        except (OSError, LoadError) as e:
+            data.problems.append(f"{data.rel(src.files[0])}: unreadable ({e}); skipped")
     for st in out:
         if st.bad_lines:
-            data.problems.append(
-                f"{data.rel(st.path)}: skipped {st.bad_lines} line(s) that were not trajectories"
-            )
+            data.problems.append(f"{data.rel(st.path)}: skipped {st.bad_note}")
     return [st for st in out if st.turns]
 
 

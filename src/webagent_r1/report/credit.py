@@ -35,10 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from webagent_r1.config import Config
+from webagent_r1.errors import LoadError
 from webagent_r1.report.failures import template_of
 from webagent_r1.report.load import ReportError, load_run
 from webagent_r1.rollout.collect import Group
-from webagent_r1.rollout.trajectories import TrajectoryFileError, parse_trajectory_line
+from webagent_r1.rollout.trajectories import read_trajectory_records
 from webagent_r1.types import Trajectory, Turn
 
 __all__ = [
@@ -310,19 +311,16 @@ def run_credit(
     notes: list[str] = []
 
     def read(step: int, path: Path) -> list[Trajectory]:
-        trajs, bad = [], 0
-        with path.open(encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if not line.strip():
-                    continue
-                try:
-                    trajs.append(parse_trajectory_line(line))
-                except TrajectoryFileError:
-                    bad += 1
-        if bad:
+        skipped: list[str] = []
+        try:
+            trajs = [t for _, t in read_trajectory_records(path, skipped=skipped)]
+        except LoadError as e:  # not text: the whole file
+            notes.append(f"{data.rel(path)}: unreadable ({e}); skipped")
+            return []
+        if skipped:
             notes.append(
-                f"{data.rel(path)}: {bad} line(s) not trajectories, skipped "
-                f"(step {step + 1}'s credit is approximate)"
+                f"{data.rel(path)}: {len(skipped)} line(s) not trajectories, skipped "
+                f"(step {step + 1}'s credit is approximate); the first: {skipped[0]}"
             )
         return trajs
 

@@ -317,6 +317,8 @@ class FailureTable:
     by_template: dict[str, FailureCounts] = field(default_factory=dict)
     bad_lines: int = 0
     """Lines of the files that were not trajectories (skipped)."""
+    first_bad: str = ""
+    """The loaders' one-line error of the first of them (``file:line: …``)."""
 
     def add(self, traj: Trajectory) -> str | None:
         """Count one episode (unless it is of another template than ``template``).
@@ -457,5 +459,6 @@ def failures_markdown(tables: list[FailureTable]) -> list[str]:
         if left_out:
             lines += [f"Templates without a failed episode: {left_out}.", ""]
         if t.bad_lines:
-            lines += [f"Lines that were not trajectories, skipped: {t.bad_lines}.", ""]
+            first = f" The first: {t.first_bad}" if t.first_bad else ""
+            lines += [f"Lines that were not trajectories, skipped: {t.bad_lines}.{first}", ""]
     return lines

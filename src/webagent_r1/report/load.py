@@ -20,20 +20,22 @@ or of a partly copied folder.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from webagent_r1.errors import LoadError
 from webagent_r1.report.failures import (
     LOOP_REPEATS,
     FailureTable,
     embedded_template_kinds,
     template_of,
 )
+from webagent_r1.rollout.trajectories import read_trajectory_records
 from webagent_r1.types import Trajectory
+from webagent_r1.validation import parse_json, read_jsonl, read_text
 
 __all__ = [
     "EpisodeStats",
@@ -51,6 +53,7 @@ __all__ = [
     "load_run",
     "metric_series",
     "num",
+    "bad_lines_note",
     "read_episode_stats",
     "read_jsonl_rows",
     "rows_by_step",
@@ -141,6 +144,13 @@ class EpisodeStats:
     or the page ending the episode)."""
     bad_lines: int = 0
     """Lines that were not a trajectory (e.g. a half-written last line)."""
+    first_bad: str = ""
+    """The loaders' one-line error of the first of them (``file:line: …``)."""
+
+    @property
+    def bad_note(self) -> str:
+        """``N line(s) that were not trajectories (first: file:line: why)``."""
+        return bad_lines_note(self.bad_lines, self.first_bad)
 
 
 @dataclass
@@ -190,61 +200,67 @@ def read_jsonl_rows(
 ) -> list[dict[str, Any]]:
     """The JSON objects of a JSONL file, skipping (and counting into ``problems``) bad lines.
 
-    Same rows as ``train.metrics.read_metrics``, but a line that is not a JSON object (the
-    last line of a file being written, say) is skipped instead of raising.
+    Read by ``validation.read_jsonl`` as every loader reads (``\\n`` separates records; UTF-8
+    or UTF-16 text; nesting bounded), but a line that is not a JSON object (the last line of
+    a file being written, say) is skipped instead of raising.
+
+    Raises:
+        LoadError: the file is missing, unreadable or not text.
     """
-    rows: list[dict[str, Any]] = []
-    bad = 0
-    with path.open() as f:
-        for line in f:
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                bad += 1
-                continue
-            if isinstance(row, dict):
-                rows.append(row)
-            else:
-                bad += 1
-    if bad and problems is not None:
-        problems.append(f"{name or path}: skipped {bad} line(s) that were not JSON objects")
-    return rows
+    label = name or str(path)
+    skipped: list[str] = []
+    records = read_jsonl(path, LoadError, "file", _json_object, skipped=skipped, name=label)
+    if skipped and problems is not None:
+        problems.append(
+            f"{label}: skipped {len(skipped)} line(s) that were not JSON objects "
+            f"(first: {skipped[0]})"
+        )
+    return [row for _, row in records]
+
+
+def _json_object(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise LoadError(f"a line must hold one JSON object, got {type(value).__name__}")
+    return value
+
+
+def bad_lines_note(count: int, first: str) -> str:
+    """``N line(s) that were not trajectories`` with the first one's error, if known."""
+    note = f"{count} line(s) that were not trajectories"
+    return f"{note} (first: {first})" if first else note
 
 
 def read_episode_stats(path: Path, label: str) -> EpisodeStats:
     """Turns per episode and success of a trajectory JSONL file.
 
-    Only ``turns``, ``reward`` and ``status`` of each line are looked at: the files hold every
-    prompt's token ids, and building and validating ``Trajectory`` objects (as
-    ``trajectories.read_trajectories`` does) would cost far more than the report needs.
-    Episodes with ``status == "env_error"`` are left out, as in ``EvalReport``'s rates.
+    Each line is read and checked as the loaders read it (``read_trajectory_records``): a
+    ``reward`` of ``"1"`` or a NaN log-prob is not an episode, it is a bad line, counted with
+    its one-line error. Episodes with ``status == "env_error"`` are left out, as in
+    ``EvalReport``'s rates.
+
+    Raises:
+        OSError: the file is missing or cannot be read.
+        LoadError: the file is not text (latin-1 …).
     """
     st = EpisodeStats(label=label, path=path)
-    with path.open() as f:
-        for line in f:
-            if not line.strip():
-                continue
-            try:
-                d = json.loads(line)
-                turns = len(d["turns"])
-                reward = float(d.get("reward", 0.0))
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-                st.bad_lines += 1
-                continue
-            if d.get("status") == "env_error":
-                continue
-            st.turns.append(turns)
-            st.success.append(reward == 1.0)
-            st.ended.append(d.get("status") != "max_turns")
+    if not path.is_file():
+        raise FileNotFoundError(f"no file {str(path)!r}")
+    skipped: list[str] = []
+    for _, traj in read_trajectory_records(path, skipped=skipped):
+        if traj.status == "env_error":
+            continue
+        st.turns.append(len(traj.turns))
+        st.success.append(traj.reward == 1.0)
+        st.ended.append(traj.status != "max_turns")
+    st.bad_lines = len(skipped)
+    st.first_bad = skipped[0] if skipped else ""
     return st
 
 
 def _read_json(path: Path, problems: list[str], rel: str) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
+    try:  # as the loaders read JSON: UTF-8 or UTF-16, nesting bounded, one-line errors
+        return parse_json(read_text(path, LoadError), rel, LoadError)
+    except LoadError as e:
         problems.append(f"{rel}: unreadable ({e}); skipped")
         return None
 
@@ -373,7 +389,11 @@ def load_run(run_dir: str | Path) -> RunData:
     for stage in ("bc", "rl"):
         p = root / stage / "metrics.jsonl"
         if p.is_file():
-            rows = read_jsonl_rows(p, probs, f"{stage}/metrics.jsonl")
+            try:
+                rows = read_jsonl_rows(p, probs, f"{stage}/metrics.jsonl")
+            except LoadError as e:
+                probs.append(f"{stage}/metrics.jsonl: unreadable ({e}); skipped")
+                rows = []
             rows = [r for r in rows if _is_num(r.get("step"))]
             setattr(data, f"{stage}_metrics", rows)
 
@@ -483,33 +503,30 @@ def trajectory_sources(
     return out, notes
 
 
-def scan_trajectories(path: Path, on_trajectory: Callable[[Trajectory], Any]) -> int:
+def scan_trajectories(
+    path: Path, on_trajectory: Callable[[Trajectory], Any], errors: list[str] | None = None
+) -> int:
     """Call ``on_trajectory`` with each trajectory of a JSONL file, in file order.
 
-    Lines are parsed with ``Trajectory.from_dict`` and not validated (token ids are not looked
-    at); a line that is not a trajectory (a half-written last line, say) is skipped.
+    Lines are read and checked as the loaders read them (``read_trajectory_records``); a line
+    that is not a trajectory (a half-written last line, a ``reward`` of ``"1"``, a NaN
+    log-prob) is skipped, and its one-line error appended to ``errors``.
 
     Returns:
         How many lines were skipped.
 
     Raises:
-        OSError: the file cannot be read.
+        OSError: the file is missing or cannot be read.
+        LoadError: the file is not text (latin-1 …).
     """
-    bad = 0
-    with path.open(encoding="utf-8", errors="replace") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            try:
-                d = json.loads(line)
-                if not isinstance(d, dict) or not isinstance(d.get("turns"), list):
-                    raise ValueError("not a trajectory")
-                traj = Trajectory.from_dict(d)
-            except (TypeError, KeyError, ValueError, AttributeError):
-                bad += 1
-                continue
-            on_trajectory(traj)
-    return bad
+    if not path.is_file():
+        raise FileNotFoundError(f"no file {str(path)!r}")
+    skipped: list[str] = []
+    for _, traj in read_trajectory_records(path, skipped=skipped):
+        on_trajectory(traj)
+    if errors is not None:
+        errors.extend(skipped)
+    return len(skipped)
 
 
 def failure_tables(
@@ -547,11 +564,13 @@ def failure_tables(
             loop_repeats=loop_repeats,
             template=template,
         )
+        errors: list[str] = []
         for p in src.files:
             try:
-                table.bad_lines += scan_trajectories(p, lambda tr, t=table: add(t, tr))
-            except OSError as e:
+                table.bad_lines += scan_trajectories(p, lambda tr, t=table: add(t, tr), errors)
+            except (OSError, LoadError) as e:
                 notes.append(f"{data.rel(p)}: unreadable ({e}); skipped")
+        table.first_bad = errors[0] if errors else ""
         tables.append(table)
     return tables, notes, seen
 
@@ -600,9 +619,11 @@ def collect_failures(
     where = str(path)
     if not seen:
         bad = sum(t.bad_lines for t in tables)
+        first = next((t.first_bad for t in tables if t.first_bad), "")
+        why = [bad_lines_note(bad, first)] if bad else []
+        why += [n for n in notes if "unreadable" in n]
         raise ReportError(
-            f"no readable trajectory in {where!r}"
-            + (f" ({bad} line(s) that were not trajectories)" if bad else "")
+            f"no readable trajectory in {where!r}" + (f" ({'; '.join(why)})" if why else "")
         )
     if template is not None:
         tables = [t for t in tables if t.overall.episodes]

@@ -31,7 +31,6 @@ The statistics themselves live in ``webagent_r1.stats``.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from collections.abc import Sequence
@@ -39,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from webagent_r1.errors import LoadError
 from webagent_r1.report.load import ReportError, read_jsonl_rows
 from webagent_r1.report.markdown import md_table
 from webagent_r1.stats import (
@@ -49,6 +49,7 @@ from webagent_r1.stats import (
     success_interval,
 )
 from webagent_r1.tasks.guess import baseline_line, baseline_of_ids
+from webagent_r1.validation import parse_json, read_text
 
 __all__ = [
     "EvalOutcomes",
@@ -95,9 +96,9 @@ def _trajectory_file(path: Path, max_turns: int | None) -> Path:
             f"{str(path)!r} has no eval.json: pass the --out-dir of `webagent-r1 eval` or a "
             "trajectory JSONL file (e.g. RUN/rl/eval/step-000012.jsonl)"
         )
-    try:
-        d = json.loads(ej.read_text())
-    except (OSError, ValueError) as e:  # ValueError: bad JSON or bad UTF-8
+    try:  # as the loaders read JSON: UTF-8 or UTF-16, nesting bounded
+        d = parse_json(read_text(ej, LoadError), str(ej), LoadError)
+    except LoadError as e:
         raise ReportError(f"{ej}: cannot read it as JSON ({e})") from None
     listed = d.get("results") if isinstance(d, dict) else None
     results = [

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from webagent_r1.errors import LoadError
 from webagent_r1.report.load import GROUP_KEYS, RunData, num, read_episode_stats
 from webagent_r1.report.markdown import MISSING, duration, md_table
 
@@ -85,13 +86,11 @@ def step_rows(data: RunData) -> list[StepRow]:
         for path in files.get(step, []):
             try:
                 st = read_episode_stats(path, "")
-            except OSError as e:
+            except (OSError, LoadError) as e:
                 data.problems.append(f"{data.rel(path)}: unreadable ({e}); skipped")
                 continue
             if st.bad_lines:
-                data.problems.append(
-                    f"{data.rel(path)}: skipped {st.bad_lines} line(s) that were not trajectories"
-                )
+                data.problems.append(f"{data.rel(path)}: skipped {st.bad_note}")
             turns += st.turns
             success += st.success
             ended += st.ended

@@ -26,13 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from webagent_r1.rollout.trajectories import (
-    TrajectoryFileError,
-    parse_trajectory_line,
-    read_trajectories,
-)
+from webagent_r1.errors import LoadError
+from webagent_r1.rollout.trajectories import TrajectoryFileError, trajectory_from_value
 from webagent_r1.tasks.suite import build_suite, spec_for
 from webagent_r1.types import Task, Trajectory, describe_task
+from webagent_r1.validation import read_jsonl
 
 __all__ = [
     "NoTrajectoriesError",
@@ -93,27 +91,22 @@ def extract_thinking(text: str) -> str:
     return text[opener.end() : answer.start() if answer else len(text)].strip()
 
 
-def _read_file(path: Path) -> tuple[list[tuple[int, Trajectory]], list[str]]:
-    """Trajectories of one JSONL file with their line numbers, and one error per bad line.
-
-    The whole-file reader of ``webagent_r1.rollout.trajectories`` is tried first (the common case);
-    when it stops at a bad line the file is read again line by line with the same checks, so
-    one bad line costs that line only.
-    """
-    try:
-        return list(enumerate(read_trajectories(path), 1)), []
-    except TrajectoryFileError:
-        pass
-    good: list[tuple[int, Trajectory]] = []
+def _read_file(path: Path, rel: str) -> tuple[list[tuple[int, Trajectory]], list[str]]:
+    """Trajectories of one JSONL file with their line numbers, and one error per bad line
+    (``rel:line: …``, the loaders' one-line errors), read as every command reads JSONL
+    (``read_trajectory_records``); a file that is not text gives one error and no lines."""
     errors: list[str] = []
-    with path.open(encoding="utf-8", errors="replace") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                good.append((lineno, parse_trajectory_line(line)))
-            except TrajectoryFileError as e:
-                errors.append(f"line {lineno}: {e}")
+    try:
+        good = read_jsonl(
+            path,
+            TrajectoryFileError,
+            "trajectory file",
+            trajectory_from_value,
+            skipped=errors,
+            name=rel,
+        )
+    except LoadError as e:
+        return [], [str(e)]
     return good, errors
 
 
@@ -213,14 +206,14 @@ def load_run(
     found: list[tuple[str, Path, int, Trajectory]] = []
     for path in sorted(p for p in root.rglob("*.jsonl") if p.is_file()):
         rel = path.relative_to(root).as_posix()
-        good, errors = _read_file(path)
+        good, errors = _read_file(path, rel)
         if not good and errors:
             run.skipped_files += 1
             note(f"{rel}: skipped, not a trajectory file ({errors[0]})")
             continue
         run.bad_lines += len(errors)
         for e in errors:
-            note(f"{rel}: {e} (line skipped)")
+            note(f"{e} (line skipped)")
         found.extend((rel, path.parent, line, traj) for line, traj in good)
     if not found:
         raise NoTrajectoriesError(

@@ -19,10 +19,12 @@ from typing import Any
 
 from webagent_r1.errors import LoadError
 from webagent_r1.types import Trajectory, Turn
-from webagent_r1.validation import Fields, parse_json, read_text, show
+from webagent_r1.validation import MAX_INT, Fields, parse_json, read_jsonl, show
 
 __all__ = [
     "parse_trajectory_line",
+    "read_trajectory_records",
+    "trajectory_from_value",
     "IGNORE_INDEX",
     "STATUSES",
     "Sample",
@@ -49,8 +51,17 @@ class TrajectoryFileError(LoadError):
     """A trajectory file (or object) is malformed; the message names the line and the field."""
 
 
+MAX_TOKEN_ID = 2**31 - 1
+"""Largest token id a file may hold: every tokenizer's vocabulary is far smaller, and an id of
+2**70 would pass an integer check and fail later, when a tensor is made of it."""
+
+
 def _is_id(i: Any) -> bool:
-    return isinstance(i, int) and not isinstance(i, bool) and i >= 0
+    return isinstance(i, int) and not isinstance(i, bool) and 0 <= i <= MAX_INT
+
+
+def _is_token_id(i: Any) -> bool:
+    return isinstance(i, int) and not isinstance(i, bool) and 0 <= i <= MAX_TOKEN_ID
 
 
 _INT = {int}
@@ -59,7 +70,11 @@ _NUMBER = {int, float}
 
 def _is_ids(x: Any) -> bool:
     # builtins over the whole list (a file holds millions of ids); type() is not bool's int
-    return isinstance(x, list) and set(map(type, x)) <= _INT and (not x or min(x) >= 0)
+    return (
+        isinstance(x, list)
+        and set(map(type, x)) <= _INT
+        and (not x or (min(x) >= 0 and max(x) <= MAX_TOKEN_ID))
+    )
 
 
 def _are_logprobs(x: Any) -> bool:
@@ -107,7 +122,7 @@ def _check_raw(d: Any) -> None:
         # the fast whole-list check first; the item-by-item one only to name a bad item
         for key in ("prompt_ids", "completion_ids"):
             if not _is_ids(t.get(key)):
-                tf.items(key, _is_id, "token ids (integers >= 0)")
+                tf.items(key, _is_token_id, f"token ids (integers in [0, {MAX_TOKEN_ID}])")
         if not _are_logprobs(t.get("completion_logprobs")):
             tf.items("completion_logprobs", _is_logprob, f"finite log-probs <= {LOGPROB_SLACK:g}")
         tf.text("text")
@@ -214,8 +229,16 @@ def parse_trajectory_line(line: str) -> Trajectory:
     Raises:
         TrajectoryFileError: what is wrong with the line (without its location).
     """
+    return trajectory_from_value(parse_json(line, "", TrajectoryFileError))
+
+
+def trajectory_from_value(d: Any) -> Trajectory:
+    """One parsed JSONL record as a validated ``Trajectory`` (``read_jsonl``'s ``convert``).
+
+    Raises:
+        TrajectoryFileError: what is wrong with the record (without its location).
+    """
     try:
-        d = parse_json(line, "", TrajectoryFileError)
         if not isinstance(d, dict):
             raise TrajectoryFileError("a line must hold one JSON object")
         missing = [k for k in ("task_id", "group_id", "turns") if k not in d]
@@ -241,18 +264,26 @@ def read_trajectories(path: str | Path) -> list[Trajectory]:
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"trajectory file {str(p)!r} not found")
-    out: list[Trajectory] = []
-    text = read_text(p, TrajectoryFileError, "trajectory file")
-    # split on "\n" only, as the file is written: str.splitlines would also split a line
-    # inside a JSON string at U+2028 and give wrong line numbers
-    for lineno, line in enumerate(text.split("\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            out.append(parse_trajectory_line(line))
-        except TrajectoryFileError as e:
-            raise TrajectoryFileError(f"{p}:{lineno}: {e}") from None
-    return out
+    return [t for _, t in read_trajectory_records(p)]
+
+
+def read_trajectory_records(
+    path: str | Path, skipped: list[str] | None = None
+) -> list[tuple[int, Trajectory]]:
+    """``(line number, trajectory)`` of a JSONL trajectory file, read by ``read_jsonl``.
+
+    Args:
+        path: the file.
+        skipped: None: a bad line raises; a list: each bad line's one-line error
+            (``file:line: …``) is appended and the line left out.
+
+    Raises:
+        TrajectoryFileError: the file is missing or not text, or (without ``skipped``) a line
+            is malformed: ``<path>:<line>: <what is wrong>``.
+    """
+    return read_jsonl(
+        path, TrajectoryFileError, "trajectory file", trajectory_from_value, skipped=skipped
+    )
 
 
 @dataclass

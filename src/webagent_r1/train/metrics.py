@@ -21,6 +21,9 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from webagent_r1.errors import LoadError
+from webagent_r1.validation import read_jsonl
+
 __all__ = [
     "MemoryWatch",
     "MetricLogger",
@@ -107,11 +110,18 @@ def _num(v: Any) -> Any:
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
-    """The rows of a ``metrics.jsonl`` file."""
+    """The rows of a ``metrics.jsonl`` file, read as every command reads JSONL
+    (``validation.read_jsonl``); a row that is not a JSON object (a line cut short by a
+    kill) is left out.
+
+    Raises:
+        LoadError: the file is not text.
+    """
     p = Path(path)
     if not p.is_file():
         return []
-    return [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+    rows = read_jsonl(p, LoadError, "metrics file", skipped=[])
+    return [row for _, row in rows if isinstance(row, dict)]
 
 
 def proc_status_bytes(field: str) -> int | None:
