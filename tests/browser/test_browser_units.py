@@ -172,6 +172,16 @@ def test_allow_list() -> None:
     ]
 
 
+def test_proxy_bypass_names_each_origin_for_pages_and_sockets() -> None:
+    allow = AllowList(["http://127.0.0.1:7770/", "https://Shop.local", "http://[::1]:80"])
+    assert allow.proxy_bypass() == (
+        "http://127.0.0.1:7770,ws://127.0.0.1:7770,http://[::1]:80,ws://[::1]:80,"
+        "https://shop.local:443,wss://shop.local:443"
+    )
+    # empty: the local hosts on any port (Playwright then keeps loopback unproxied)
+    assert AllowList().proxy_bypass() == "127.0.0.1,localhost,[::1]"
+
+
 def test_empty_allow_list_means_local_hosts() -> None:
     allow = AllowList()
     assert allow.allows("http://127.0.0.1:1234/")

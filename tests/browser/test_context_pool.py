@@ -167,6 +167,33 @@ async def test_pool_off_and_max_uses(site: str) -> None:
         await capped.close()
 
 
+async def test_a_context_serves_only_its_own_allow_list(site: str, other_site: str) -> None:
+    """A context's proxy rules are fixed when it opens: a session with another allow-list
+    gets another context, and a full pool gives up the context idle longest for it."""
+    browser = await _fresh_browser(context_pool=1)
+    try:
+        first = await browser.new_session([site])
+        context = first._context
+        await first.close()
+        await browser.pool_ready()
+        wider = await browser.new_session([site, other_site])
+        assert wider._context is not context and browser.contexts_reused == 0
+        assert await wider.goto(f"{other_site}/index.html") is None
+        await wider.close()
+        await browser.pool_ready()
+        # the pool holds one: the newer context replaced the older
+        assert browser.pooled_contexts == 1
+        again = await browser.new_session([site, other_site])
+        assert again._context is wider._context and browser.contexts_reused == 1
+        await again.close()
+        narrow = await browser.new_session([site])
+        assert narrow._context not in (context, wider._context)
+        assert await narrow.goto(f"{other_site}/index.html") is not None
+        await narrow.close()
+    finally:
+        await browser.close()
+
+
 async def test_pooled_contexts_of_a_dead_browser_are_dropped(site: str) -> None:
     browser = await _fresh_browser()
     try:

@@ -7,14 +7,17 @@ episode. Sessions are safe to use concurrently from asyncio tasks.
 Safety: every session has an allow-list of origins. Requests to other origins (other hosts
 or ports, ``file://``, ``chrome://``) are aborted by a context-wide route, WebSockets to them
 are closed by a context-wide WebSocket route before they connect, links to them are refused
-before they are clicked, downloads are refused, and a page that still ends up off the list
-(every tab is checked before each observation, the first one too: a timer may send it to a
-``blob:`` page no request route sees) is sent back to where it was, and a page read while off
-the list is read again after that. Known gap: Playwright does not route the hops of an HTTP
-redirect, so an allowed site that redirects elsewhere (an open redirect) makes one request
-leave before the page is sent back. A crashed browser raises ``BrowserCrashedError`` from
-every session method, so the env can end the episode as ``env_error`` instead of blaming the
-agent; ``Browser.ensure_alive`` relaunches it.
+before they are clicked, downloads and service workers are refused, and a page that still
+ends up off the list (every tab is checked before each observation, the first one too: a
+timer may send it to a ``blob:`` page no request route sees) is sent back to where it was,
+and a page read while off the list is read again after that. Under the routes, Chromium's
+network stack holds each context to its list too: the context's proxy is a local port that
+refuses every connection and only the allowed origins bypass it, so what no route sees (a
+WebSocket opened in a worker, the hop of an HTTP redirect, a TURN allocation over TCP,
+WebTransport) fails before a byte leaves, and WebRTC may send no UDP that bypasses that proxy
+(no STUN). A crashed browser raises ``BrowserCrashedError`` from every session method, so the
+env can end the episode as ``env_error`` instead of blaming the agent; ``Browser.ensure_alive``
+relaunches it.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import glob
 import os
 import shutil
 import signal
+import socket
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
@@ -36,6 +40,7 @@ from playwright.async_api import (
     BrowserContext,
     Page,
     Playwright,
+    Request,
     Route,
     WebSocketRoute,
     async_playwright,
@@ -50,7 +55,9 @@ from webagent_r1.types import Action, Observation
 
 # Flags that keep a headless Chromium quiet and container-friendly: no sandbox (we often run
 # as root in containers), no GPU, no QUIC / background traffic / updates / sync (nothing may
-# leave the machine), and /tmp instead of the small /dev/shm of containers.
+# leave the machine), and /tmp instead of the small /dev/shm of containers. WebRTC's UDP
+# (STUN, direct peer traffic) ignores proxies; this policy lets WebRTC use only what goes
+# through the context's proxy, which refuses it (``Browser.refusing_proxy``).
 CHROMIUM_ARGS: tuple[str, ...] = (
     "--no-sandbox",
     "--disable-gpu",
@@ -60,6 +67,7 @@ CHROMIUM_ARGS: tuple[str, ...] = (
     "--disable-component-update",
     "--disable-sync",
     "--disable-dev-shm-usage",
+    "--webrtc-ip-handling-policy=disable_non_proxied_udp",
 )
 
 _SYSTEM_CHROMIUMS = ("/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome")
@@ -88,6 +96,11 @@ _POPUP_READ_JS = (
 _POPUP_WAIT_S = 2.0
 _BLOCKED_COMMIT_S = 0.5
 """How long to wait for an aborted navigation's error page to replace an allowed page."""
+_REFUSED_COMMIT_S = 3.0
+"""The same after a ``goto`` the refusing proxy failed (its error page commits ~0.1 s later,
+over 0.5 s on a loaded machine)."""
+_PROXY_REFUSED = "net::ERR_PROXY_CONNECTION_FAILED"
+"""A request's failure when the context's refusing proxy turned it away: it was off the list."""
 
 
 class BrowserError(RuntimeError):
@@ -187,6 +200,20 @@ class AllowList:
         """The allowed origins as strings, sorted."""
         return sorted(f"{s}://{h}:{p}" for s, h, p in self._origins)
 
+    def proxy_bypass(self) -> str:
+        """Chromium's proxy bypass rules for these origins: what may connect directly while
+        everything else goes to a proxy that refuses it. An empty list allows the local hosts
+        on any port, as ``allows`` does."""
+        if not self._origins:
+            return ",".join(f"[{h}]" if ":" in h else h for h in _LOCAL_HOSTS)
+        # WebSockets are matched by their own scheme: ws:// beside http://, wss:// beside https://.
+        sockets = {"http": "ws", "https": "wss"}
+        return ",".join(
+            f"{scheme}://{f'[{h}]' if ':' in h else h}:{p}"
+            for s, h, p in sorted(self._origins)
+            for scheme in (s, sockets[s])
+        )
+
     def allows_socket(self, url: str) -> bool:
         """Whether a WebSocket to ``url`` (``ws://`` or ``wss://``) may connect: when its
         origin, read as ``http://`` or ``https://``, is allowed."""
@@ -245,10 +272,13 @@ class _PooledContext:
     """A browser context with its route, listeners and init script installed once, lent to
     one ``BrowserSession`` at a time: the unit the context pool keeps and reuses."""
 
-    def __init__(self, context: BrowserContext, generation: int) -> None:
+    def __init__(self, context: BrowserContext, generation: int, bypass: str) -> None:
         self.context = context
         self.generation = generation
         """``Browser.launches`` when it was opened: a relaunch makes it unusable."""
+        self.bypass = bypass
+        """Its proxy bypass rules (``AllowList.proxy_bypass``), fixed when it was opened: it
+        serves only sessions with that allow-list."""
         self.session: BrowserSession | None = None
         self.uses = 0
         self.closed = False
@@ -260,6 +290,7 @@ class _PooledContext:
         ctx.set_default_navigation_timeout(cfg.navigation_timeout_ms)
         ctx.on("page", self._on_page)
         ctx.on("close", self._on_close)
+        ctx.on("requestfailed", self._on_request_failed)
         await ctx.route("**/*", self._route)
         # ctx.route sees HTTP only: a page script could reach any port by WebSocket.
         await ctx.route_web_socket(lambda _url: True, self._route_socket)
@@ -277,6 +308,10 @@ class _PooledContext:
 
     def _on_crash(self, _: Page) -> None:
         self.crashed = True
+
+    def _on_request_failed(self, request: Request) -> None:
+        if self.session is not None:
+            self.session._on_request_failed(request)
 
     def _on_close(self, ctx: BrowserContext) -> None:
         self.closed = True
@@ -324,6 +359,9 @@ class Browser:
         """Sessions served by a pooled context instead of a new one."""
         self._probe: asyncio.Future[bool] | None = None
         self._slots: asyncio.Semaphore | None = None
+        self._refuser: socket.socket | None = None
+        self.refusing_proxy = ""
+        """The proxy of every context (set at launch): what bypasses no rule is refused here."""
 
     @classmethod
     async def launch(cls, cfg: BrowserConfig | None = None) -> Browser:
@@ -339,6 +377,12 @@ class Browser:
 
     async def _start(self) -> None:
         exe = find_chromium(self.cfg.executable)
+        if self._refuser is None:
+            # A local port bound and never listened on: every connection to it is refused at
+            # once, and no other process can listen there while this Browser holds it.
+            self._refuser = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            self._refuser.bind(("127.0.0.1", 0))
+            self.refusing_proxy = f"http://127.0.0.1:{self._refuser.getsockname()[1]}"
         if self._pw is None:
             self._pw = await async_playwright().start()
         try:
@@ -401,8 +445,10 @@ class Browser:
         if not self.is_alive or self._browser is None:
             raise BrowserCrashedError("the browser is not running; call ensure_alive() first")
         allow = AllowList(allowed_origins)
-        while self._idle:
-            pooled = self._idle.pop()
+        bypass = allow.proxy_bypass()
+        # A pooled context's proxy rules are its allow-list: reuse only one opened for the same.
+        for pooled in [p for p in reversed(self._idle) if p.bypass == bypass]:
+            self._idle.remove(pooled)
             self._held.discard(pooled)
             if pooled.usable(self.launches) and len(pooled.context.pages) == 1:
                 self.contexts_reused += 1
@@ -416,11 +462,16 @@ class Browser:
                     accept_downloads=False,
                     # Service workers could serve or fetch around the route below.
                     service_workers="block",
+                    # Routes see HTTP requests only; the network stack sends everything else
+                    # (workers' WebSockets, TURN, WebTransport) to a port that refuses it,
+                    # except to the allowed origins. Playwright adds "<-loopback>", so other
+                    # local ports are proxied too.
+                    proxy={"server": self.refusing_proxy, "bypass": bypass},
                 )
         except PlaywrightError as e:
             raise BrowserCrashedError(f"could not open a browser context: {error_text(e)}") from e
         self.contexts_opened += 1
-        session = BrowserSession(self, _PooledContext(context, self.launches), allow)
+        session = BrowserSession(self, _PooledContext(context, self.launches, bypass), allow)
         try:
             async with self.hang_bound("setting up a browser context"):
                 await session._setup()
@@ -521,6 +572,19 @@ class Browser:
         """A session ended: clean its context for reuse in the background, or close it."""
         if (
             self.cfg.context_pool > 0
+            and len(self._held) >= self.cfg.context_pool
+            and self._idle
+            and self.is_alive
+            and pooled.usable(self.launches)
+            and pooled.uses < self.cfg.context_max_uses
+        ):
+            # Full: the context idle longest (likely of an allow-list no task asks for now)
+            # makes room for this one.
+            oldest = self._idle.pop(0)
+            self._held.discard(oldest)
+            await _close_context(oldest.context)
+        if (
+            self.cfg.context_pool > 0
             and self.is_alive
             and pooled.usable(self.launches)
             and pooled.uses < self.cfg.context_max_uses
@@ -557,6 +621,9 @@ class Browser:
                 await self._browser.close()
             self._browser = None
         await self._stop_driver()
+        if self._refuser is not None:
+            self._refuser.close()
+            self._refuser = None
 
     async def _stop_driver(self) -> None:
         if self._pw is not None:
@@ -639,7 +706,9 @@ class BrowserSession:
         pooled.session = self
         pooled.uses += 1
         self.allow = allow
-        """The origins this session may load (``session.allow.add(origin)`` extends it)."""
+        """The origins this session may load. ``session.allow.add(origin)`` extends it for
+        HTTP loads only: the context's proxy rules, which hold WebSockets and every other
+        channel to the list, stay those of the origins the session was opened with."""
         self._cfg = browser.cfg
         self._pages: list[Page] = []
         self._active: Page | None = None
@@ -711,6 +780,18 @@ class BrowserSession:
             await route.abort("blockedbyclient")
         except PlaywrightError:
             pass  # the page or context closed while the request was in flight
+
+    def _on_request_failed(self, request: Request) -> None:
+        """A request the context's proxy refused is off the list: no route saw it (the hop of
+        an HTTP redirect). A main-frame navigation counts as blocked, like one the route
+        aborted, so the page is sent back and the agent told."""
+        if request.failure != _PROXY_REFUSED:
+            return
+        with contextlib.suppress(PlaywrightError):
+            frame = request.frame
+            if request.is_navigation_request() and frame.parent_frame is None:
+                self._blocked.append(request.url)
+                self._blocked_pages.append(frame.page)
 
     async def _route_socket(self, ws: WebSocketRoute) -> None:
         if self.allow.allows_socket(ws.url):
@@ -844,13 +925,19 @@ class BrowserSession:
             return f"loading {url!r} timed out after {self._cfg.navigation_timeout_ms / 1000:g} s"
         except PlaywrightError as e:
             await self._raise_if_crashed(e)
-            if self._blocked:  # e.g. a script on the page sent it elsewhere
+            # A script on the page sent it elsewhere, or the proxy refused a redirect's hop.
+            if self._blocked or _PROXY_REFUSED in error_text(e):
+                blocked = self._blocked[0] if self._blocked else url
+                # The failed navigation's error page is sure to commit: wait for it longer
+                # than after an action, where there may be none to wait for.
+                await self._error_page_committed(page, _REFUSED_COMMIT_S)
                 await self._restore(page, previous)
-                return blocked_message(self._blocked[0])
+                return blocked_message(blocked)
             return f"could not load {url!r}: {error_text(e)}"
         if not self.allow.allows(page.url):
-            # Playwright does not route the hops of an HTTP redirect: a redirect off the list
-            # is only seen here, after the fact. Undo it so the agent never works there.
+            # Playwright does not route the hops of an HTTP redirect (the refusing proxy stops
+            # one off the list, see ``_on_request_failed``); should a page land off the list
+            # anyway, undo it so the agent never works there.
             landed = page.url
             await self._restore(page, previous)
             return blocked_message(landed)
@@ -944,6 +1031,15 @@ class BrowserSession:
         except PlaywrightError as e:
             await self._raise_if_crashed(e)
 
+    async def _error_page_committed(self, page: Page, wait_s: float = _BLOCKED_COMMIT_S) -> None:
+        """Wait (at most ``wait_s``) for a blocked navigation's error page: it can commit a
+        moment after the navigation failed, and restoring before it would leave the agent on
+        the error page."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        while not page.is_closed() and self.allow.allows(page.url) and loop.time() < deadline:
+            await asyncio.sleep(0.02)
+
     async def _after_action(self, page: Page, previous: str, tabs_before: int) -> str | None:
         """Follow a new tab, undo blocked navigations; returns a blocked-navigation error."""
         nav_ms = self._cfg.navigation_timeout_ms
@@ -968,12 +1064,7 @@ class BrowserSession:
         if page.is_closed():
             return None
         if self._blocked:
-            # The aborted navigation's error page can commit a moment after the action
-            # returned: restoring before it would leave the agent on the error page.
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + _BLOCKED_COMMIT_S
-            while not page.is_closed() and self.allow.allows(page.url) and loop.time() < deadline:
-                await asyncio.sleep(0.02)
+            await self._error_page_committed(page)
             if page.is_closed():
                 return blocked_message(self._blocked[0])
         if self._blocked or not self.allow.allows(page.url):
