@@ -686,3 +686,37 @@ def test_a_resumed_run_keeps_the_evaluation_tasks_it_started_with(tmp_path: Path
     assert _started_subset(tmp_path, test[:2]) is None  # t2 is not in this split
     (tmp_path / "step-000000.jsonl").write_text("{not json\n")
     assert _started_subset(tmp_path, test) is None
+
+
+@pytest.mark.parametrize("share", ["true", "false"])
+def test_mu1_takes_pi_old_from_the_training_forward(tiny_dir: Path, share: str) -> None:
+    """μ = 1, π_old recomputed: one forward fewer, and the same loss, metrics and gradients
+    as the separate no-grad forward of π_old."""
+    cfg = _cfg(
+        tiny_dir,
+        "rl.mu=1",
+        "rl.old_logprobs=recompute",
+        "model.autocast_bf16=false",
+        f"train.share_prompts={share}",
+        "train.max_grad_norm=1000",  # compare the raw gradients, not clipped ones
+    )
+    torch.manual_seed(0)
+    base, _ = load_policy(cfg)
+    batch = build_rl_batch([_group([1.0, 0.0, 0.0], seed=7), _group([0.0, 1.0], seed=8)])
+    results = []
+    for fuse in (False, True):
+        model = copy.deepcopy(base)
+        calls = [0]
+        embed = model.get_input_embeddings()  # every forward starts there
+        hook = embed.register_forward_hook(lambda *_, c=calls: c.__setitem__(0, c[0] + 1))
+        opt = torch.optim.SGD(model.parameters(), lr=0.0)  # keep the weights: compare grads
+        m = mgrpo_update(model, opt, copy.deepcopy(batch), cfg, 1, fuse_old=fuse)
+        hook.remove()
+        results.append((m, [p.grad.clone() for p in model.parameters()], calls[0]))
+    (m2, g2, n2), (m1, g1, n1) = results
+    assert n1 < n2, "the fused path must not run a separate forward for π_old"
+    assert m1["train/loss"] == pytest.approx(m2["train/loss"], rel=1e-6, abs=1e-7)
+    assert m1["train/ratio_mean"] == 1.0 and m2["train/ratio_mean"] == pytest.approx(1.0)
+    assert m1["train/grad_norm"] == pytest.approx(m2["train/grad_norm"], rel=1e-6)
+    for a, b in zip(g1, g2, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)

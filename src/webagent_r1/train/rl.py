@@ -18,6 +18,8 @@ One training step (WebAgent-R1, Sec. 3.2; docs/design.md, "M-GRPO"):
 4. compute π_old once (``rl.old_logprobs``: recomputed by the trainer's own forward, or the
    sampler's stored log-probs) and the reference log-probs when β > 0; the whole update runs
    without dropout, so a recomputed π_old gives a ratio of exactly 1 at the first iteration;
+   with μ = 1 that is the only iteration, so π_old is not recomputed at all: the training
+   forward's own log-probs, detached, are π_old (ratio ``exp(logp - logp.detach())``);
 5. μ policy iterations over the batch, each one optimizer step of ``rl.pg_coef`` times the
    clipped surrogate with the chosen normalisation (``algos/mgrpo.py``), gradients
    accumulated over micro-batches, plus ``rl.bc_coef`` times the token-mean NLL (at
@@ -361,9 +363,11 @@ def _old_and_ref_logprobs(
     temp: float,
     bf16: bool,
     dist: Dist,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
+    fused: bool = False,
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """(N,) π_old log-probs of every completion token of ``samples``, and the reference
-    policy's when β > 0 (else None), in flat token order.
+    policy's when β > 0 (else None), in flat token order. π_old is None when ``fused`` and
+    recomputed: the training forward then gives it (``mgrpo_update``, μ = 1).
 
     Raises:
         ValueError: β > 0 without a reference model.
@@ -372,9 +376,10 @@ def _old_and_ref_logprobs(
     budget, share, prefix = tcfg.token_budget, tcfg.share_prompts, tcfg.share_prefix
     # π_old: the trainer's own forward (so ratio = 1 exactly at the first iteration) or the
     # sampler's log-probs as stored (cheaper; ratios then include sampler numerics).
+    old = None
     if rl.old_logprobs == "sampler":
         old = torch.tensor([lp for s in samples for lp in s.old_logprobs], dtype=torch.float)
-    else:  # (sharded, a process without samples still takes part in the forwards)
+    elif not fused:  # (sharded, a process without samples still takes part in the forwards)
         old = _all_logprobs(model, samples, pad_id, budget, temp, bf16, dist, share, prefix)
     ref = None
     if rl.beta > 0:
@@ -401,8 +406,14 @@ def mgrpo_update(
     ref_model: Any = None,
     lock: Any = None,
     bc_samples: list[Sample] | None = None,
+    *,
+    fuse_old: bool = True,
 ) -> dict[str, float]:
     """μ policy iterations of M-GRPO on ``batch`` (this process's share).
+
+    With μ = 1 and π_old recomputed (``rl.old_logprobs`` not 'sampler'), π_old is the one
+    iteration's own forward, detached: the separate no-grad forward would
+    compute the same numbers, so it is skipped.
 
     The model runs without dropout throughout (LoRA's included; ``_eval_mode``: eval mode,
     the checkpointing layers excepted) and gets its previous mode back after: π_old and the
@@ -424,6 +435,8 @@ def mgrpo_update(
         bc_samples: this process's demonstration turns for the behaviour-cloning term
             (``rl.bc_coef`` times their token-mean NLL over all processes, added to every
             iteration's loss); None, or ``rl.bc_coef`` = 0: no BC term.
+        fuse_old: take π_old from the training forward where μ = 1 (False: a separate
+            no-grad forward first, as for μ > 1; tests and benchmarks compare the two).
 
     Returns:
         ``train/…`` metrics (means over the μ iterations).
@@ -456,7 +469,7 @@ def mgrpo_update(
             counts = (max(int(g_traj), 1), int(g_tok), int(g_turns))  # trajectories, tokens, turns
             weights = _batch_weights(traj_t, turn_t, cfg, *counts) * rl.pg_coef  # (N,)
             old, ref = _old_and_ref_logprobs(
-                model, ref_model, samples, cfg, pad_id, temp, bf16, dist
+                model, ref_model, samples, cfg, pad_id, temp, bf16, dist, fuse_old and rl.mu == 1
             )
             tokens = TokenTensors(old, ref, adv_t, weights)
             groups = _plan(model, samples, budget, share)
@@ -571,7 +584,8 @@ class TokenTensors(NamedTuple):
     has no token: an update of the BC term alone)."""
 
     old: torch.Tensor | None
-    """log π_old."""
+    """log π_old (None with M-GRPO tokens: the training forward's own log-probs, detached,
+    which is π_old when μ = 1)."""
     ref: torch.Tensor | None
     """log π_ref (β > 0)."""
     adv: torch.Tensor
@@ -606,13 +620,14 @@ def _surrogate_backward(
         if k >= len(groups):  # sharded: keep step with the other processes, add nothing
             (completion_logprobs(model, padding_batch(pad_id), temp, bf16).sum() * 0).backward()
             continue
-        assert old is not None and weights is not None  # a token to train on
+        assert weights is not None  # a token to train on
         mb = collate_rows(samples, groups[k], pad_id, prefix)
         flat = starts[mb.sample] + mb.offset  # (n,) positions in the batch's token order
         logp = completion_logprobs(model, mb, temp, bf16).cpu()  # (n,)
         loss, stats = mgrpo_loss(
             logp,
-            old[flat],
+            # μ = 1 and recomputed: this forward is π_old's, so ratio = exp(logp - logp.detach())
+            old[flat] if old is not None else logp.detach(),
             adv_t[flat],
             weights[flat],
             clip_eps=rl.clip_eps,
