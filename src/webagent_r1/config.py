@@ -401,6 +401,11 @@ class TrainConfig:
     one process works too (nothing is split). With 'hf' generation each process samples from
     its own full copy of the weights, refreshed after every update."""
 
+    memory_check: bool = True
+    """``train`` on a GPU: before any stage, check the recipe's memory plan (``plan-memory``)
+    against the GPU (its total less what other processes hold) and refuse, with the plan's
+    table, when the peak does not fit. The plan is an upper bound: false starts anyway."""
+
     def __post_init__(self) -> None:
         _check(
             self.sharding in SHARDING_MODES,
@@ -436,6 +441,24 @@ class TrainConfig:
             self.schedule in ("constant", "linear", "cosine"),
             f"train.schedule must be constant, linear or cosine, got {self.schedule!r}",
         )
+
+
+@dataclass
+class DistConfig:
+    """Several training processes (``accelerate launch``): the process group, the
+    gradient all-reduce."""
+
+    timeout_min: int = 60
+    """Minutes a collective may wait for the slowest process before the job aborts
+    (``init_process_group``'s timeout; NCCL's default is 10, shorter than an evaluation
+    share can take)."""
+    grad_bucket_mb: int = 256
+    """Unsharded training (``train.sharding: none``): gradients are summed over the
+    processes in buckets of at most this many MB, in place (one bucket's copy at a time)."""
+
+    def __post_init__(self) -> None:
+        _check(self.timeout_min >= 1, "dist.timeout_min must be >= 1 (minutes, e.g. 60)")
+        _check(self.grad_bucket_mb >= 1, "dist.grad_bucket_mb must be >= 1 (MB, e.g. 256)")
 
 
 @dataclass
@@ -890,6 +913,7 @@ class Config:
     rl: RLConfig = field(default_factory=RLConfig)
     tasks: TasksConfig = field(default_factory=TasksConfig)
     vllm: VLLMConfig = field(default_factory=VLLMConfig)
+    dist: DistConfig = field(default_factory=DistConfig)
     init_from: str | None = None
     """Start from this checkpoint or model folder instead of ``model.name`` (e.g. a BC run)."""
 

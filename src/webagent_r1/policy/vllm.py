@@ -55,6 +55,7 @@ import torch
 
 from webagent_r1.config import VLLMConfig
 from webagent_r1.policy.base import Completion, Engine, SamplingParams
+from webagent_r1.policy.cuda_memory import CudaMemory, free_cuda_memory
 from webagent_r1.policy.models import resolve_model
 
 __all__ = [
@@ -63,6 +64,7 @@ __all__ = [
     "VLLMEngine",
     "VLLMUnavailableError",
     "WeightLoaderExtension",
+    "check_startup_memory",
     "engine_devices",
     "engine_kwargs",
     "max_model_len_for",
@@ -409,6 +411,32 @@ class WeightLoaderExtension:
 # --------------------------------------------------------------------------------------
 
 
+def check_startup_memory(mem: CudaMemory | None, cfg: VLLMConfig) -> None:
+    """Refuse to start an engine that vLLM would refuse: it needs
+    ``gpu_memory_utilization`` x the GPU's total free when it starts.
+
+    Args:
+        mem: the device's memory after freeing (``free_cuda_memory``); None: no CUDA here,
+            nothing to check.
+        cfg: the ``vllm`` section.
+
+    Raises:
+        RuntimeError: too little is free; the message says how much and what to change.
+    """
+    if mem is None:
+        return
+    need = cfg.gpu_memory_utilization * mem.total_gib
+    if mem.free_gib + 1e-9 >= need:
+        return
+    raise RuntimeError(
+        f"vLLM needs vllm.gpu_memory_utilization={cfg.gpu_memory_utilization:g} x "
+        f"{mem.total_gib:.1f} GiB = {need:.1f} GiB free to start, but {mem.free_gib:.1f} GiB "
+        f"is ({mem.reserved_gib:.1f} GiB held by this process, {mem.others_gib:.1f} GiB "
+        "elsewhere): lower vllm.gpu_memory_utilization, set vllm.enable_sleep_mode=true, or "
+        "free the GPU (webagent-r1 plan-memory -c <recipe> shows the plan)"
+    )
+
+
 def _visible_gpus() -> list[str]:
     """This machine's GPUs as the parent process sees them."""
     env = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -493,6 +521,9 @@ class VLLMEngine(Engine):
             needs_logprobs_mode=needs_logprobs_mode,
             max_model_len=max_model_len_for(cfg, token_budget),
         )
+        # vLLM refuses to start below gpu_memory_utilization x total free: hand back what an
+        # earlier stage (BC, an evaluation) left in the caching allocator, and say what is free
+        check_startup_memory(free_cuda_memory("before the vLLM engine starts"), cfg)
         with _engine_gpus(cfg.tensor_parallel_size):  # the child processes see these GPUs
             llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**kw))
         extra: dict[str, Any] = {}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime
 import json
 import math
 import os
@@ -32,6 +33,7 @@ __all__ = [
     "backend_device",
     "build_optimizer",
     "frozen_copy_dtype",
+    "grad_buckets",
     "grad_norm_and_clip",
     "load_policy",
     "load_reference",
@@ -79,6 +81,8 @@ class Dist:
     rank: int = 0
     world: int = 1
     device: torch.device = dataclasses.field(default_factory=lambda: torch.device("cpu"))
+    grad_bucket_mb: int = 256
+    """Largest buffer ``all_reduce_grads`` builds, in MB (``dist.grad_bucket_mb``)."""
 
     @property
     def main(self) -> bool:
@@ -86,11 +90,18 @@ class Dist:
         return self.rank == 0
 
     @classmethod
-    def init(cls) -> Dist:
-        """Join the process group that ``accelerate launch`` / ``torchrun`` describe, if any."""
+    def init(cls, timeout_min: int = 60, grad_bucket_mb: int = 256) -> Dist:
+        """Join the process group that ``accelerate launch`` / ``torchrun`` describe, if any.
+
+        Args:
+            timeout_min: how long a collective waits for the slowest process before the job
+                aborts (``dist.timeout_min``; NCCL's own default is 10 minutes, less than a
+                rank's evaluation share can take).
+            grad_bucket_mb: ``all_reduce_grads``' bucket size (``dist.grad_bucket_mb``).
+        """
         world = int(os.environ.get("WORLD_SIZE", "1"))
         if world <= 1:
-            return cls()
+            return cls(grad_bucket_mb=grad_bucket_mb)
         # heavy: torch.distributed loads only when this runs
         import torch.distributed as dist
 
@@ -99,9 +110,11 @@ class Dist:
             torch.cuda.set_device(local)
         if not dist.is_initialized():
             backend = "nccl" if torch.cuda.is_available() else "gloo"
-            dist.init_process_group(backend=backend)
+            timeout = datetime.timedelta(minutes=timeout_min)
+            dist.init_process_group(backend=backend, timeout=timeout)
         device = backend_device(str(dist.get_backend()), local)
-        return cls(rank=dist.get_rank(), world=dist.get_world_size(), device=device)
+        rank, world = dist.get_rank(), dist.get_world_size()
+        return cls(rank=rank, world=world, device=device, grad_bucket_mb=grad_bucket_mb)
 
     def _on_device(self, t: torch.Tensor) -> torch.Tensor:
         """``t`` itself, after checking it lives where this backend reduces.
@@ -139,20 +152,34 @@ class Dist:
         return int(t.item())
 
     def all_reduce_grads(self, params: list[torch.nn.Parameter]) -> None:
-        """Sum gradients over processes (one flat buffer: one collective per step)."""
+        """Sum gradients over processes, in place, in buckets of ``grad_bucket_mb``.
+
+        Each bucket of consecutive same-dtype gradients is flattened into one buffer,
+        reduced and copied back into the gradients themselves; a gradient at least a bucket
+        large is reduced where it lies, without a copy. Extra memory: one bucket (the old
+        whole flat copy plus per-parameter clones held about 3x the gradients).
+        """
         if self.world == 1:
             return
         # heavy: torch.distributed loads only when this runs
         import torch.distributed as dist
 
-        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
-        flat = torch.cat([g.reshape(-1) for g in grads])  # (sum of numels,)
-        dist.all_reduce(self._on_device(flat))
-        i = 0
-        for p, g in zip(params, grads, strict=True):
-            n = g.numel()
-            p.grad = flat[i : i + n].view_as(p).clone()
-            i += n
+        for p in params:
+            if p.grad is None:  # every process must hand the collective the same layout
+                p.grad = torch.zeros_like(p)
+        grads = [p.grad for p in params if p.grad is not None]
+        for bucket in grad_buckets(grads, self.grad_bucket_mb * 2**20):
+            if len(bucket) == 1 and bucket[0].is_contiguous():
+                dist.all_reduce(self._on_device(bucket[0]))  # in place: no copy at all
+                continue
+            flat = torch.cat([g.reshape(-1) for g in bucket])  # (bucket numels,)
+            dist.all_reduce(self._on_device(flat))
+            i = 0
+            for g in bucket:
+                n = g.numel()
+                g.copy_(flat[i : i + n].view_as(g))
+                i += n
+            del flat
 
     def barrier(self) -> None:
         if self.world > 1:
@@ -194,6 +221,24 @@ class Dist:
         box = [obj]
         dist.broadcast_object_list(box, src=0)
         return box[0]
+
+
+def grad_buckets(grads: list[torch.Tensor], limit_bytes: int) -> list[list[torch.Tensor]]:
+    """``grads`` in order, grouped into buckets of at most ``limit_bytes`` each, one dtype
+    and device a bucket; a tensor larger than the limit is a bucket of its own."""
+    out: list[list[torch.Tensor]] = []
+    size = 0
+    for g in grads:
+        n = g.numel() * g.element_size()
+        last = out[-1] if out else None
+        same = last is not None and (last[0].dtype, last[0].device) == (g.dtype, g.device)
+        if last is not None and same and size + n <= limit_bytes:
+            last.append(g)
+            size += n
+        else:
+            out.append([g])
+            size = n
+    return out
 
 
 def load_policy(cfg: Config, path: str | None = None) -> tuple[Any, Any]:

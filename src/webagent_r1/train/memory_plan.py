@@ -34,14 +34,18 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from webagent_r1.config import Config
+from webagent_r1.config import Config, ConfigError
 
 __all__ = [
     "KNOWN_SHAPES",
     "MemoryPlan",
+    "MemoryPlanError",
+    "check_plan_fits",
     "ModelShape",
     "format_plan",
     "plan_memory",
@@ -336,3 +340,58 @@ def format_plan(plan: MemoryPlan) -> str:
     verdict = "fits" if plan.fits else "does NOT fit"
     lines.append(f"  peak {plan.peak:.1f} GiB of {plan.gpu_mem_gib:g} GiB: {verdict}")
     return "\n".join(lines)
+
+
+class MemoryPlanError(ConfigError):
+    """The recipe's memory plan does not fit the GPU ``train`` runs on.
+
+    The message is one line (the CLI prints it as an error); ``table`` holds the plan's
+    table (``format_plan``), which ``check_plan_fits`` prints first."""
+
+    def __init__(self, message: str, table: str = "") -> None:
+        super().__init__(message)
+        self.table = table
+
+
+def check_plan_fits(
+    cfg: Config,
+    gpus: int,
+    total_gib: float,
+    others_gib: float = 0.0,
+    say: Callable[[str], None] | None = None,
+) -> MemoryPlan | None:
+    """Refuse a recipe whose plan does not fit this GPU, before any stage starts.
+
+    Args:
+        cfg: the recipe.
+        gpus: training processes (``WORLD_SIZE``), one GPU each.
+        total_gib: the GPU's memory (``torch.cuda.mem_get_info``'s total).
+        others_gib: memory other processes already hold on it (not available to the run).
+        say: where the plan's table goes when it does not fit (default: standard error).
+
+    Returns:
+        The plan (computed for ``total_gib``, as vLLM's share is a fraction of it); None when
+        the model's shape is unknown (a hub id without a local ``config.json``: no plan).
+
+    Raises:
+        MemoryPlanError: the peak exceeds ``total_gib - others_gib``; the table is printed
+            first, the message says what to change.
+    """
+    try:
+        plan = plan_memory(cfg, gpus, total_gib)
+    except ValueError:
+        return None
+    available = total_gib - others_gib
+    if plan.peak <= available:
+        return plan
+    table = format_plan(plan)
+    (say or (lambda text: print(text, file=sys.stderr, flush=True)))(table)
+    held = f", {others_gib:.1f} GiB of it held by other processes" if others_gib >= 0.05 else ""
+    raise MemoryPlanError(
+        f"the memory plan's peak, {plan.peak:.1f} GiB per GPU, does not fit the "
+        f"{available:.1f} GiB available on this GPU ({total_gib:.1f} GiB{held}; the plan is "
+        "above): shrink the recipe (train.token_budget, vllm.gpu_memory_utilization, "
+        "vllm.enable_sleep_mode=true, train.lora_r, train.sharding=fsdp on more GPUs), or set "
+        "train.memory_check=false to start anyway (the plan is an upper bound)",
+        table,
+    )

@@ -28,17 +28,19 @@ from typing import Any
 from webagent_r1.config import Config
 from webagent_r1.demos import collect_demos, pick_demo_tasks
 from webagent_r1.evaluate import eval_model, eval_subset
-from webagent_r1.policy.precision import resolve_old_logprobs
+from webagent_r1.policy.cuda_memory import cuda_memory, free_cuda_memory
+from webagent_r1.policy.precision import pick_device, resolve_old_logprobs
 from webagent_r1.report.load import ReportError, rows_by_step
 from webagent_r1.report.paired import compare_paired, load_outcomes
 from webagent_r1.rollout.trajectories import write_trajectories
 from webagent_r1.tasks.guess import baseline
 from webagent_r1.tasks.suite import tasks_for
 from webagent_r1.train.checkpoint import latest_checkpoint
+from webagent_r1.train.memory_plan import MemoryPlan, check_plan_fits
 from webagent_r1.train.metrics import read_metrics
 from webagent_r1.train.runconfig import save_run_config
 
-__all__ = ["RunExistsError", "run_recipe"]
+__all__ = ["RunExistsError", "check_device_memory", "run_recipe"]
 
 
 class RunExistsError(RuntimeError):
@@ -72,6 +74,27 @@ def check_fresh(cfg: Config, resume: bool) -> None:
                 f"{cfg.run_dir} already has {stage} checkpoints: pass --resume to continue it, "
                 "or set run_dir=<new folder> to start another run"
             )
+
+
+def check_device_memory(cfg: Config) -> MemoryPlan | None:
+    """Check the recipe's memory plan against this process's GPU before any stage runs.
+
+    Skipped (None) on a CPU, with ``train.memory_check: false``, for a recipe without an
+    M-GRPO stage (the plan is M-GRPO's step; BC needs less), and for a model whose shape is
+    unknown. ``gpus`` is the launcher's ``WORLD_SIZE``.
+
+    Raises:
+        MemoryPlanError: the plan's peak exceeds what the GPU has free for the run.
+    """
+    if not cfg.train.memory_check or cfg.rl.steps <= 0:
+        return None
+    if pick_device(cfg.model.device).type != "cuda":
+        return None
+    mem = cuda_memory()
+    if mem is None:
+        return None
+    gpus = int(os.environ.get("WORLD_SIZE", "1"))
+    return check_plan_fits(cfg, gpus, mem.total_gib, mem.others_gib)
 
 
 def ensure_demos(cfg: Config, progress: bool = True) -> Path:
@@ -118,6 +141,7 @@ def run_recipe(cfg: Config, resume: bool = False, progress: bool = True) -> dict
     check_fresh(cfg, resume)
     if cfg.rl.steps > 0:  # refused settings fail now, not after the demonstrations and BC
         resolve_old_logprobs(cfg)
+    check_device_memory(cfg)  # a recipe too large for this GPU fails before any stage
     if int(os.environ.get("RANK", "0")) == 0:  # one writer under accelerate / torchrun
         for note in save_run_config(cfg, resume):
             print(f"note: {note}", flush=True)
@@ -159,6 +183,8 @@ def run_recipe(cfg: Config, resume: bool = False, progress: bool = True) -> dict
             _save_summary(cfg, summary)
 
     if cfg.rl.steps > 0:
+        # BC's and the base evaluation's blocks go back to the driver before the engine starts
+        free_cuda_memory("before M-GRPO")
         res_rl = asyncio.run(train_rl(cfg, resume=resume, init=init, progress=progress))
         hist = res_rl.eval_history
         summary["stages"]["rl"] = {

@@ -80,7 +80,7 @@ class Stage:
         progress: bool = True,
     ) -> None:
         self.t0 = time.time()
-        self.dist = Dist.init()
+        self.dist = Dist.init(cfg.dist.timeout_min, cfg.dist.grad_bucket_mb)
         self.cfg = cfg
         self.section = section
         self.resume = resume
