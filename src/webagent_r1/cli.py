@@ -33,7 +33,12 @@ from webagent_r1.env import EnvError
 from webagent_r1.errors import LoadError
 from webagent_r1.evaluate import eval_subset, run_evaluation
 from webagent_r1.experiment import PlanError, load_plan, run_experiment
-from webagent_r1.experiment.guard import TestSplitError, check_test_split, log_test_eval
+from webagent_r1.experiment.guard import (
+    TEST_SPLITS,
+    TestSplitError,
+    check_test_split,
+    log_test_eval,
+)
 from webagent_r1.policy.models import (
     REGISTRY,
     GGUFSource,
@@ -677,11 +682,11 @@ def eval_cmd(
     try:
         source = task_source(cfg)
         split = split or ("val" if "val" in source.splits else "test")
-        check_test_split(split, final)
         if split not in source.splits:
             raise ValueError(
                 f"--split {split}: the {source.name} tasks have splits {', '.join(source.splits)}"
             )
+        check_test_split(split, final)
         if engine == "expert" and source.name != "embedded":
             raise ValueError(
                 f"the scripted experts solve embedded tasks only, not {source.name}; "
@@ -720,7 +725,7 @@ def eval_cmd(
         )
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
-    if split == "test":
+    if split in TEST_SPLITS:
         ledger = log_test_eval(cfg, summary, engine, out_dir, len(tasks))
         console.print(f"test evaluation logged in {ledger}", markup=False, soft_wrap=True)
     stdout = _table_console()

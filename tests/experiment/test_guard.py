@@ -24,6 +24,10 @@ def test_check_test_split() -> None:
     check_test_split("test", True)
     with pytest.raises(TestSplitError, match="add --final"):
         check_test_split("test", False)
+    for split in ("wide", "heldout"):  # they hold test instances too
+        with pytest.raises(TestSplitError, match=f"--split {split} .*holds test instances"):
+            check_test_split(split, False)
+        check_test_split(split, True)
 
 
 def test_eval_on_test_without_final_is_a_one_line_error(tmp_path: Path) -> None:
@@ -69,6 +73,35 @@ def test_eval_final_on_test_is_logged(monkeypatch, tmp_path: Path) -> None:
     res = CliRunner().invoke(cli.app, args[:5] + ["--subset", "4", f"run_dir={tmp_path}"])
     assert res.exit_code == 0, res.output
     assert len(read_ledger(tmp_path / LEDGER_FILE)) == 1
+
+
+def test_a_model_of_another_run_is_logged_in_that_run_too(monkeypatch, tmp_path: Path) -> None:
+    """``eval --final --model <a checkpoint of run R>`` under another config's run_dir: the
+    line goes to both ledgers, so R's results pages list it."""
+    from typer.testing import CliRunner
+
+    import webagent_r1.cli as cli
+
+    async def fake_run_evaluation(cfg, tasks, **kw):
+        res = {"max_turns": 5, "success": 0.25, "ci": [0.0, 0.6], "episodes": len(tasks)}
+        res |= {"pass_at_k": None, "by_site": {}, "failures": {}}
+        return {"model": kw["model_path"], "engine": "expert", "samples": 1,
+                "temperature": 0.0, "results": [res]}  # fmt: skip
+
+    monkeypatch.setattr(cli, "run_evaluation", fake_run_evaluation)
+    run = tmp_path / "runs" / "r"
+    model = run / "rl" / "checkpoints" / "step-000010" / "model"
+    model.mkdir(parents=True)
+    (run / "config.yaml").write_text("seed: 0\n")
+    here = tmp_path / "elsewhere"
+    args = ["eval", "--engine", "expert", "--model", str(model), "--split", "wide"]
+    res = CliRunner().invoke(cli.app, args + ["--subset", "2", f"run_dir={here}"])
+    assert res.exit_code != 0 and not (here / LEDGER_FILE).exists()  # wide needs --final
+    res = CliRunner().invoke(cli.app, args + ["--final", "--subset", "2", f"run_dir={here}"])
+    assert res.exit_code == 0, res.output
+    for ledger in (here / LEDGER_FILE, run / LEDGER_FILE):
+        (entry,) = read_ledger(ledger)
+        assert entry.checkpoint == str(model) and entry.success == 0.25
 
 
 def test_ledgers_are_found_below_a_folder_and_above_a_checkpoint(tmp_path: Path) -> None:
