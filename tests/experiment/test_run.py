@@ -127,3 +127,40 @@ def test_final_model_is_rl_then_bc_then_the_start() -> None:
         Path("r/bc/x/model")
     )
     assert final_model({"stages": {}}, cfg) == "runs/bc/model"
+
+
+def test_a_recipe_edited_after_its_runs_is_refused(tmp_path: Path) -> None:
+    """A finished run is reused only under the settings it was trained with: an edit of the
+    recipe file (same path, same overrides) is refused, not mixed in silently."""
+    from tests.experiment.support import RECIPE
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(Path(RECIPE).read_text())
+    plan = write_plan(tmp_path, recipe=str(recipe))
+    _run(plan, FakeTrainer(), FakeEvaluator())
+    assert (_run(plan, FakeTrainer(), FakeEvaluator()).trained) == 0  # unchanged: reused
+    recipe.write_text(recipe.read_text().replace("lr: 2.0e-5", "lr: 3.0e-5"))
+    with pytest.raises(PlanError, match="arms.mgrpo: .* was trained before .* changed"):
+        _run(plan, FakeTrainer(), FakeEvaluator())
+
+
+class ShortTrainer(FakeTrainer):
+    """A fake trainer whose runs of one arm stop after 7 of their M-GRPO updates (a time
+    budget), as the recipe's summary.json records it."""
+
+    def __call__(self, cfg, resume: bool) -> str:
+        model = super().__call__(cfg, resume)
+        steps = 7 if "mgrpo" in str(cfg.run_dir) else cfg.rl.steps
+        summary = {"stages": {"rl": {"steps": steps}}}
+        (Path(cfg.run_dir) / "summary.json").write_text(json.dumps(summary))
+        return model
+
+
+def test_a_run_stopped_short_of_its_updates_is_flagged(tmp_path: Path) -> None:
+    lines: list[str] = []
+    done = run_experiment(
+        load_plan(write_plan(tmp_path)), ShortTrainer(), FakeEvaluator(), False, lines.append
+    )
+    assert sum("made 7 of rl.steps=10" in m for m in lines) == 2  # both mgrpo seeds
+    page = done.results.read_text()
+    assert page.count("7/10 (short)") == 2 and page.count("10/10") == 2

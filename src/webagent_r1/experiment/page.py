@@ -293,9 +293,26 @@ def _comparisons_md(d: dict[str, Any]) -> list[str]:
     ]
 
 
+def _updates(run_dir: str) -> str:
+    """'made/planned' M-GRPO updates from the run's mark (``n/a`` without one), flagged when
+    a time budget stopped the run short of its configuration."""
+    try:
+        mark = json.loads((Path(run_dir) / "experiment-run.json").read_text())
+    except (OSError, ValueError):
+        return "n/a"
+    made, planned = mark.get("rl_steps"), mark.get("rl_steps_planned")
+    if made is None or planned is None:
+        return "n/a" if not planned else f"?/{planned}"
+    return f"{made}/{planned}" + (" (short)" if made < planned else "")
+
+
 def _runs_md(d: dict[str, Any]) -> list[str]:
-    rows = [[r["arm"], str(r["seed"]), f"`{r['run_dir']}`", f"`{r['model']}`"] for r in d["runs"]]
-    return ["## Runs", "", *md_table(["arm", "seed", "run folder", "final model"], rows), ""]
+    rows = [
+        [r["arm"], str(r["seed"]), _updates(r["run_dir"]), f"`{r['run_dir']}`", f"`{r['model']}`"]
+        for r in d["runs"]
+    ]
+    head = ["arm", "seed", "M-GRPO updates", "run folder", "final model"]
+    return ["## Runs", "", *md_table(head, rows), ""]
 
 
 def _ledger_md(d: dict[str, Any]) -> list[str]:

@@ -20,13 +20,14 @@ Then the results page is (re)written from every run's evaluation (``experiment/p
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from webagent_r1.config import Config, load_config
+from webagent_r1.config import Config, load_config, to_dict
 from webagent_r1.evaluate import PROGRESS_FILE, eval_subset, run_evaluation
 from webagent_r1.experiment.page import RunRecord, write_results
 from webagent_r1.experiment.plan import EvalSettings, Plan, PlanError
@@ -130,10 +131,30 @@ def plan_tasks(plan: Plan) -> list[Task]:
     return eval_subset(tasks, plan.eval.subset or 0, seed=0)
 
 
-def _train(plan: Plan, arm: str, seed: int, trainer: Trainer) -> tuple[str, str]:
+def config_sha(cfg: Config) -> str:
+    """A hash of every resolved setting of a run: an edit of the recipe file changes it."""
+    text = json.dumps(to_dict(cfg), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def rl_steps_done(run_dir: Path) -> int | None:
+    """The M-GRPO updates a finished recipe made (``summary.json``), None without that stage:
+    a time budget may stop a run before ``rl.steps``."""
+    try:
+        rl = json.loads((run_dir / "summary.json").read_text())["stages"].get("rl") or {}
+    except (OSError, ValueError, KeyError, AttributeError):
+        return None
+    steps = rl.get("steps")
+    return int(steps) if isinstance(steps, int) else None
+
+
+def _train(
+    plan: Plan, arm: str, seed: int, trainer: Trainer, log: Callable[[str], None]
+) -> tuple[str, str]:
     """Train one run unless done; returns ``(model, what happened)``."""
     run_dir = plan.run_dir(arm, seed)
     overrides = plan.run_overrides(arm, seed)
+    cfg = load_config(plan.recipe, overrides)
     done = run_dir / DONE_FILE
     if done.is_file():
         mark = json.loads(done.read_text())
@@ -143,12 +164,26 @@ def _train(plan: Plan, arm: str, seed: int, trainer: Trainer) -> tuple[str, str]
                 f"({mark.get('recipe')} {' '.join(mark.get('overrides', []))}); give the arm "
                 "a new name or the plan a new out_dir"
             )
+        if mark.get("config_sha", config_sha(cfg)) != config_sha(cfg):
+            raise PlanError(
+                f"{plan.path}: arms.{arm}: {run_dir} was trained before {plan.recipe} (or a "
+                "default) changed: its settings differ from this plan's; give the plan a new "
+                "out_dir, or restore the recipe"
+            )
         return str(mark["model"]), "done before"
     resume = (run_dir / CONFIG_FILE).is_file() or (run_dir / "summary.json").is_file()
-    model = trainer(load_config(plan.recipe, overrides), resume)
+    model = trainer(cfg, resume)
     run_dir.mkdir(parents=True, exist_ok=True)
+    steps = rl_steps_done(run_dir)
+    if steps is not None and steps < cfg.rl.steps:
+        log(
+            f"note: {arm} seed {seed} made {steps} of rl.steps={cfg.rl.steps} M-GRPO updates "
+            "(a time budget stopped it); its arm is not the plan's configuration"
+        )
+    mark = {"model": model, "recipe": plan.recipe, "overrides": overrides}
+    mark |= {"config_sha": config_sha(cfg), "rl_steps": steps, "rl_steps_planned": cfg.rl.steps}
     tmp = done.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"model": model, "recipe": plan.recipe, "overrides": overrides}))
+    tmp.write_text(json.dumps(mark))
     tmp.replace(done)
     return model, "resumed" if resume else "trained"
 
@@ -237,7 +272,7 @@ def run_experiment(
     for i, (arm, seed) in enumerate(pairs, 1):
         head = f"[{i}/{len(pairs)}] {arm} seed {seed}"
         log(f"{head}: training in {plan.run_dir(arm, seed)}")
-        model, how = _train(plan, arm, seed, trainer)
+        model, how = _train(plan, arm, seed, trainer, log)
         trained += how != "done before"
         log(f"{head}: training {how}; final model {model}")
         log(f"{head}: evaluating on {len(tasks)} {plan.split} tasks x {plan.eval.samples}")
