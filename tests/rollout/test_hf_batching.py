@@ -473,23 +473,28 @@ def test_prefill_falls_back_to_one_batch_when_caches_cannot_be_merged(model, mon
 
 
 @needs_layers
-def test_merged_prefill_cache_equals_one_padded_batch_where_unmasked(model) -> None:
-    """The merged cache has the one batch's layout: equal masks, positions and length, and
-    equal keys and values at every position a row attends to."""
+@pytest.mark.parametrize("cache_mb", [0.0, 64.0])
+def test_merged_prefill_cache_equals_one_padded_batch_where_unmasked(model, cache_mb) -> None:
+    """The merged cache holds what one padded batch holds: equal keys and values at every
+    position a row attends to, in order, and the same next positions; without the prefix
+    cache the very same layout (masks, positions, length)."""
     head = TOK.encode("you are a web agent " * 5)
     prompts = [head + TOK.encode(s) for s in ("zz", "find the red mug " * 6, "q " * 30, "a")]
     out = {}
     for ratio in (1.1, float("inf")):
-        engine = _engine(model)
+        engine = _engine(model, prefix_cache_mb=cache_mb)
         engine.max_pad_ratio = ratio
         with torch.no_grad():
             out[ratio] = engine._prefill(prompts)
     (lg_a, mask_a, pos_a, past_a), (lg_b, mask_b, pos_b, past_b) = out[1.1], out[float("inf")]
-    assert torch.equal(mask_a, mask_b) and torch.equal(pos_a, pos_b)
-    assert past_a.get_seq_length() == past_b.get_seq_length() == mask_a.shape[1]
+    if not cache_mb:
+        assert torch.equal(mask_a, mask_b) and torch.equal(pos_a, pos_b)
+    assert torch.equal(pos_a[:, -1], pos_b[:, -1])
+    assert torch.equal(mask_a.sum(1), mask_b.sum(1))
+    assert past_a.get_seq_length() == mask_a.shape[1] and past_b.get_seq_length() == mask_b.shape[1]
     torch.testing.assert_close(lg_a, lg_b, atol=1e-5, rtol=1e-5)
-    seen = mask_a.bool()  # (B, T)
     for la, lb in zip(past_a.layers, past_b.layers, strict=True):
         for a, b in ((la.keys, lb.keys), (la.values, lb.values)):  # (B, H, T, D)
-            sel_a, sel_b = a.transpose(1, 2)[seen], b.transpose(1, 2)[seen]  # (N, H, D)
+            sel_a = a.transpose(1, 2)[mask_a.bool()]  # (N, H, D) real positions, row by row
+            sel_b = b.transpose(1, 2)[mask_b.bool()]
             torch.testing.assert_close(sel_a, sel_b, atol=1e-5, rtol=1e-5)

@@ -10,6 +10,15 @@ The calls are queued and one worker thread gathers them (up to ``max_batch_size`
 whatever arrived within ``batch_wait_ms`` of the first) into a single batched decode, then
 routes each row back to its caller's future. Only requests with equal sampling parameters
 (the seed aside: each row has its own generator) share a batch.
+
+Prefix cache (``rollout.prefix_cache``): the KV cache of every finished request (its prompt
+and the completion tokens fed back) is kept, keyed by its token ids, in a least-recently-used
+store bounded in bytes (``PrefixCache``). A later prompt that shares a prefix with a kept
+request (the next turn of an episode, up to where context compression changed the text;
+another episode of the same task) prefills only the rest: each row's cached prefix is copied
+into a left-padded batch (``[padding | cached prefix | padding | own suffix]``, the padding
+masked, positions counting real tokens only), and the suffixes run in length groups as
+before. The store is emptied whenever the weights the engine samples from change.
 """
 
 from __future__ import annotations
@@ -22,8 +31,9 @@ import inspect
 import queue
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -162,6 +172,97 @@ def prefill_chunks(lengths: list[int], max_pad_ratio: float) -> list[list[int]]:
     return groups
 
 
+def common_prefix(a: torch.Tensor, b: torch.Tensor) -> int:
+    """Length of the longest common prefix of the 1-D id tensors ``a`` and ``b``."""
+    n = min(len(a), len(b))
+    diff = (a[:n] != b[:n]).nonzero()  # (k, 1) positions that differ
+    return int(diff[0, 0]) if len(diff) else n
+
+
+@dataclass(eq=False)
+class CacheEntry:
+    """The KV cache of one token sequence, as one row: every layer's keys and values."""
+
+    ids: torch.Tensor
+    """(n,) the token ids whose keys and values are held (int64, CPU)."""
+    keys: list[torch.Tensor]
+    """Per layer (H, n, D)."""
+    values: list[torch.Tensor]
+    """Per layer (H, n, D)."""
+    nbytes: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.nbytes = sum(t.numel() * t.element_size() for t in (*self.keys, *self.values))
+
+
+class PrefixCache:
+    """KV caches of finished requests, keyed by their token ids, least recently used evicted
+    first so that the held bytes stay within ``budget_bytes``.
+
+    Only a model's plain per-layer key/value caches are stored (``rows_can_be_dropped``). The
+    keys and values at position t depend on the ids up to t alone (causal attention, positions
+    from 0), so any prefix of an entry serves any prompt that starts with the same ids.
+
+    Args:
+        budget_bytes: most bytes of keys and values held; an entry larger than that is not
+            kept.
+    """
+
+    def __init__(self, budget_bytes: int) -> None:
+        self.budget_bytes = budget_bytes
+        self.entries: OrderedDict[int, CacheEntry] = OrderedDict()  # oldest use first
+        self.nbytes = 0
+        self.evicted = 0
+        """Entries dropped to stay within the budget."""
+        self._next = 0
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def lookup(self, prompt: torch.Tensor) -> tuple[CacheEntry | None, int]:
+        """The entry sharing the longest prefix with ``prompt`` (n,) and that length, at most
+        ``n - 1`` (a prompt's last token is always run: its logits start decoding); (None, 0)
+        without one. The entry found counts as used (moves to the back of the eviction line).
+        """
+        best, best_n, best_key = None, 0, None
+        for key, e in self.entries.items():
+            n = common_prefix(e.ids, prompt)
+            if n > best_n:
+                best, best_n, best_key = e, n, key
+        if best_key is not None:
+            self.entries.move_to_end(best_key)
+        return best, min(best_n, len(prompt) - 1)
+
+    def insert(self, entry: CacheEntry) -> None:
+        """Keep ``entry``, dropping the entries it extends (every prompt they serve, it
+        serves as far) and then the least recently used until the budget holds. An entry
+        larger than the budget, or one that an entry held already extends, is not kept."""
+        if entry.nbytes > self.budget_bytes:
+            return
+        n = len(entry.ids)
+        for key, e in list(self.entries.items()):
+            shared = common_prefix(e.ids, entry.ids)
+            if shared == n and len(e.ids) >= n:  # held already: use it
+                self.entries.move_to_end(key)
+                return
+            if shared == len(e.ids):  # a prefix of the new one
+                self._drop(key)
+        while self.entries and self.nbytes + entry.nbytes > self.budget_bytes:
+            self._drop(next(iter(self.entries)))
+            self.evicted += 1
+        self.entries[self._next] = entry
+        self._next += 1
+        self.nbytes += entry.nbytes
+
+    def clear(self) -> None:
+        """Drop every entry (the weights changed: the keys and values are stale)."""
+        self.entries.clear()
+        self.nbytes = 0
+
+    def _drop(self, key: int) -> None:
+        self.nbytes -= self.entries.pop(key).nbytes
+
+
 def load_tokenizer(name: str) -> Any:
     """Tokenizer of a registry name / local folder / hub id (offline for bundled models)."""
     # heavy: transformers loads only when this runs
@@ -239,6 +340,10 @@ class HFEngine(Engine):
         batch_wait_fraction: or up to this fraction of the previous batch's decode time, when
             longer: on CPU a decode takes tens of seconds and an env step well under one, so
             a short wait for the episodes still stepping fills the batch at a bounded cost.
+        prefix_cache_mb: keep finished requests' KV caches up to this many MiB for later
+            prompts that extend them (``PrefixCache``; 0: off). Emptied whenever the weights
+            change: a new ``weight_version``, or any in-place change of a parameter (its
+            version counter) or a parameter replaced, seen before the next batch decodes.
     """
 
     def __init__(
@@ -249,9 +354,17 @@ class HFEngine(Engine):
         max_batch_size: int = 16,
         batch_wait_ms: float = 5.0,
         batch_wait_fraction: float = 0.0,
+        prefix_cache_mb: float = 2048.0,
     ) -> None:
         if max_batch_size < 1:
             raise ValueError("max_batch_size must be >= 1")
+        if prefix_cache_mb < 0:
+            raise ValueError("prefix_cache_mb must be >= 0 (0 turns the prefix cache off)")
+        self.prefix_cache: PrefixCache | None = None
+        """Finished requests' KV caches (None: off)."""
+        if prefix_cache_mb > 0:
+            self.prefix_cache = PrefixCache(int(prefix_cache_mb * 2**20))
+        self._weights_seen: tuple | None = None  # the weights the prefix cache was made with
         self.model = model
         self.tokenizer = tokenizer
         self.autocast_bf16 = autocast_bf16
@@ -264,8 +377,7 @@ class HFEngine(Engine):
         self.eos_ids = {tokenizer.eos_token_id}
         self.lock = threading.Lock()
         """Held while the model decodes or its weights change: it is not thread-safe."""
-        self.weight_version = 0
-        """Version of the weights in force (``VersionedEngine``); change it under ``lock``."""
+        self._weight_version = 0
         # transformers 5 renamed the KV-cache argument from past_key_values to cache.
         params = inspect.signature(model.forward).parameters
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
@@ -298,6 +410,49 @@ class HFEngine(Engine):
         """Finished rows dropped from decoding batches so far."""
         self.answer_early = True
         """Answer a request as soon as its rows stop (False: when its whole batch ends)."""
+        self.cached_prefix_tokens = 0
+        """Prompt tokens taken from the prefix cache instead of computed (in
+        ``saved_prefill_tokens`` too)."""
+
+    @property
+    def weight_version(self) -> int:
+        """Version of the weights in force (``VersionedEngine``); change it under ``lock``.
+        A new version empties the prefix cache at once (its memory is free for the update)."""
+        return self._weight_version
+
+    @weight_version.setter
+    def weight_version(self, version: int) -> None:
+        if version != self._weight_version and self.prefix_cache is not None:
+            self.prefix_cache.clear()
+        self._weight_version = version
+
+    def _weights_key(self) -> tuple | None:
+        """What identifies the weights sampled from: the version, the precision, and every
+        parameter's storage and in-place version counter (an optimizer step or a
+        ``load_state_dict`` bumps it), so a trainer sharing the model that steps without
+        telling the engine still invalidates the cache. None when unknowable (inference
+        tensors keep no counter): the cache is then never reused."""
+        try:
+            params = tuple((p.data_ptr(), p._version) for p in self.model.parameters())
+        except RuntimeError:
+            return None
+        return (self._weight_version, self.autocast_bf16, params)
+
+    def _check_weights(self) -> None:
+        """Empty the prefix cache when the weights changed since it was filled (under
+        ``lock``)."""
+        if self.prefix_cache is None:
+            return
+        key = self._weights_key()
+        if key is None or key != self._weights_seen:
+            self.prefix_cache.clear()
+        self._weights_seen = key
+
+    def clear_prefix_cache(self) -> None:
+        """Free the prefix cache's memory now (e.g. before an update that needs it)."""
+        with self.lock:
+            if self.prefix_cache is not None:
+                self.prefix_cache.clear()
 
     @classmethod
     def from_config(cls, cfg: ModelConfig, **kw: Any) -> HFEngine:
@@ -489,7 +644,8 @@ class HFEngine(Engine):
         runs every row for as many steps as its longest one). Only caches whose layers hold
         keys and values alone are cut (``rows_can_be_dropped``). A batch of fewer rows can
         round a matrix product differently in the last bit, so log-probs may differ by
-        ~1e-6 from a run that keeps every row.
+        ~1e-6 from a run that keeps every row. With the prefix cache on, each row's keys and
+        values (its prompt and the completion tokens fed back) are kept when it finishes.
 
         Args:
             prompts: B prompts of token ids.
@@ -512,8 +668,12 @@ class HFEngine(Engine):
         done: list[Completion | None] = [None] * B
 
         self.batch_sizes.append(B)  # counted first: callers may be answered before the end
+        self._check_weights()  # stale keys and values must never be reused
 
-        def complete(b: int) -> None:
+        def complete(b: int, i: int) -> None:
+            """Row ``b`` (row ``i`` of the decoding batch now) is final."""
+            if keep_kv:
+                self._remember(prompts[b] + tokens[b][:-1], past, mask, i)
             self.generated_tokens += len(tokens[b])
             done[b] = Completion(
                 token_ids=tokens[b],
@@ -533,6 +693,7 @@ class HFEngine(Engine):
             # the loop below runs at most max_new_tokens - 1 forwards: room for that many
             reserve_cache(past, params.max_new_tokens - 1)  # decoding writes in place
             droppable = rows_can_be_dropped(past)
+            keep_kv = droppable and self.prefix_cache is not None
             for t in range(params.max_new_tokens):
                 nxt, lp = self._sample(logits, params, [gens[b] for b in rows])  # (R,), (R,)
                 # 2) record, then stop sequences on eos or a stop string
@@ -545,7 +706,7 @@ class HFEngine(Engine):
                     if tok in self.eos_ids or self._hit_stop(tokens[b], params.stop):
                         alive[i] = False
                         finish[b] = "stop"
-                        complete(b)
+                        complete(b, i)
                 if not alive.any() or t == params.max_new_tokens - 1:
                     break
                 n_dead = len(rows) - int(alive.sum())
@@ -571,10 +732,22 @@ class HFEngine(Engine):
                 )
                 past = getattr(out, self._cache_kw)
                 logits = out.logits[:, -1, :].float()  # (R, V)
-        for b in range(B):
-            if done[b] is None:  # stopped by max_new_tokens
-                complete(b)
+        for i, b in enumerate(rows):
+            if done[b] is None:  # stopped by max_new_tokens (finished rows were answered)
+                complete(b, i)
         return [c for c in done if c is not None]
+
+    def _remember(self, ids: list[int], past: Any, mask: torch.Tensor, i: int) -> None:
+        """Keep row ``i``'s keys and values of the decoding cache ``past`` as the entry of
+        ``ids`` (its prompt and the completion tokens fed so far: every sampled one but the
+        last); its real columns are those ``mask`` (R, T) marks."""
+        assert self.prefix_cache is not None
+        cols = mask[i].nonzero()[:, 0]  # (n,) real positions, in order
+        if len(cols) != len(ids):  # never expected: keep nothing rather than a wrong entry
+            return
+        keys = [layer.keys[i].index_select(1, cols) for layer in past.layers]  # (H, n, D) each
+        values = [layer.values[i].index_select(1, cols) for layer in past.layers]
+        self.prefix_cache.insert(CacheEntry(torch.tensor(ids), keys, values))
 
     def _prefill(
         self, prompts: list[list[int]]
@@ -597,6 +770,10 @@ class HFEngine(Engine):
             pos: (B, T) position ids (the last column is each row's last position).
             past: the KV cache, B rows.
         """
+        if self.prefix_cache is not None:
+            out = self._prefill_cached(prompts)
+            if out is not None:
+                return out
         rows: dict[tuple[int, ...], int] = {}
         index = [rows.setdefault(tuple(p), len(rows)) for p in prompts]  # prompt → unique row
         uniq = [list(k) for k in rows]
@@ -645,6 +822,161 @@ class HFEngine(Engine):
             past.batch_select_indices(sel)
             logits, mask, pos = logits[sel], mask[sel], pos[sel]
         return logits, mask, pos, past
+
+    def _prefill_cached(
+        self, prompts: list[list[int]]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Any] | None:
+        """``_prefill`` with the prefix cache: every distinct prompt starts from the longest
+        prefix held (``PrefixCache.lookup``) or, when longer, the prefix the whole batch
+        shares (run once here); only the rest is computed, in length groups whose caches are
+        then merged. Layout of a row: ``[padding | its prefix | padding | own suffix]``, every
+        padding column masked. None when this model's caches are not plain keys and values
+        (``rows_can_be_dropped``): the cache is then turned off and ``_prefill`` runs as
+        without it.
+        """
+        assert self.prefix_cache is not None
+        rows: dict[tuple[int, ...], int] = {}
+        index = [rows.setdefault(tuple(p), len(rows)) for p in prompts]  # prompt → unique row
+        uniq = [list(k) for k in rows]
+        hits = [self.prefix_cache.lookup(torch.tensor(p)) for p in uniq]
+        self.cached_prefix_tokens += sum(n for _, n in hits)
+        computed = self._shared_prefix_hits(uniq, hits)
+        if computed is None:
+            return None
+        suffixes = [p[n:] for p, (_, n) in zip(uniq, hits, strict=True)]
+        computed += sum(len(x) for x in suffixes)
+        self.prefill_tokens += computed
+        self.saved_prefill_tokens += sum(len(p) for p in prompts) - computed
+        groups = prefill_chunks([len(x) for x in suffixes], self.max_pad_ratio)
+        if len(groups) == 1:
+            groups = [list(range(len(uniq)))]  # one forward, rows in prompt order
+        ran = []
+        for g in groups:
+            out = self._prefill_group([suffixes[u] for u in g], [hits[u] for u in g])
+            if not rows_can_be_dropped(out[1]):
+                self._disable_prefix_cache()
+                return None
+            ran.append(out)
+        logits, past, mask = ran[0] if len(groups) == 1 else self._merge_right(groups, ran)
+        pos = torch.tensor([[len(p) - 1] for p in uniq], device=self.device)  # (U, 1)
+        if len(uniq) < len(prompts):
+            sel = torch.tensor(index, device=self.device)  # (B,)
+            past.batch_select_indices(sel)
+            logits, mask, pos = logits[sel], mask[sel], pos[sel]
+        return logits, mask, pos, past
+
+    def _shared_prefix_hits(
+        self, uniq: list[list[int]], hits: list[tuple[CacheEntry | None, int]]
+    ) -> int | None:
+        """Where the prompts ``uniq`` share a prefix of at least ``min_shared_prefix`` tokens
+        (leaving each one of its own) that is longer than a row's cache hit, run it once and
+        make it that row's hit (``hits`` is changed in place). Returns the tokens computed,
+        or None when the model's cache is not plain keys and values (the cache is then off).
+        """
+        n_pre = min(len(p) for p in uniq) - 1
+        for p in uniq[1:]:
+            n_pre = next((i for i in range(n_pre) if p[i] != uniq[0][i]), n_pre)
+        if len(uniq) == 1 or n_pre < self.min_shared_prefix or all(n >= n_pre for _, n in hits):
+            return 0
+        out = self.model(
+            input_ids=torch.tensor([uniq[0][:n_pre]], device=self.device),
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        past = getattr(out, self._cache_kw)
+        if not rows_can_be_dropped(past):
+            self._disable_prefix_cache()
+            return None
+        shared = CacheEntry(
+            torch.tensor(uniq[0][:n_pre]),
+            [layer.keys[0] for layer in past.layers],  # (H, P, D) each
+            [layer.values[0] for layer in past.layers],
+        )
+        hits[:] = [(shared, n_pre) if n < n_pre else (e, n) for e, n in hits]
+        return n_pre
+
+    def _disable_prefix_cache(self) -> None:
+        """This model's caches hold more than keys and values: no prefix cache for it."""
+        assert self.prefix_cache is not None
+        self.prefix_cache.clear()
+        self.prefix_cache = None
+
+    def _prefill_group(
+        self, suffixes: list[list[int]], hits: list[tuple[CacheEntry | None, int]]
+    ) -> tuple[torch.Tensor, Any, torch.Tensor]:
+        """One left-padded forward of ``suffixes``, row r after the first ``hits[r][1]``
+        cached positions of entry ``hits[r][0]``. Returns the (n, V) next-token logits
+        (fp32), the KV cache (``[padding | prefix | padding | suffix]`` per row) and its
+        (n, W) attention mask."""
+        n, L = len(suffixes), max(len(x) for x in suffixes)
+        lens = [h for _, h in hits]
+        P = max(lens)  # the longest prefix; shorter ones are left-padded to it
+        ids = torch.full((n, L), self.pad_id, dtype=torch.long)  # (n, L)
+        mask = torch.zeros((n, P + L), dtype=torch.long)  # (n, P + L)
+        for r, x in enumerate(suffixes):
+            ids[r, L - len(x) :] = torch.tensor(x)
+            mask[r, P - lens[r] : P] = 1
+            mask[r, P + L - len(x) :] = 1
+        self.padded_prefill_tokens += n * L - sum(len(x) for x in suffixes)
+        ids, mask = ids.to(self.device), mask.to(self.device)
+        own = mask[:, P:]  # (n, L)
+        pos = torch.tensor(lens, device=self.device)[:, None] + (own.cumsum(-1) - 1).clamp(min=0)
+        kw = {self._cache_kw: self._gather_prefixes(hits, P)} if P else {}
+        out = self.model(
+            input_ids=ids,
+            attention_mask=mask,  # (n, P + L)
+            position_ids=pos,  # (n, L): each row's positions count its real tokens only
+            use_cache=True,
+            logits_to_keep=1,
+            **kw,
+        )
+        return out.logits[:, -1, :].float(), getattr(out, self._cache_kw), mask
+
+    def _gather_prefixes(self, hits: list[tuple[CacheEntry | None, int]], P: int) -> Any:
+        """A KV cache of ``len(hits)`` rows and ``P`` positions: row r holds the first
+        ``hits[r][1]`` positions of its entry, right-aligned (zeros before, masked)."""
+        # heavy: transformers loads only when this runs
+        from transformers import DynamicCache
+
+        ref = next(e for e, n in hits if n)
+        layers = []
+        for i, (k0, v0) in enumerate(zip(ref.keys, ref.values, strict=True)):
+            k = k0.new_zeros((len(hits), k0.shape[0], P, k0.shape[-1]))  # (n, H, P, D)
+            v = v0.new_zeros((len(hits), v0.shape[0], P, v0.shape[-1]))
+            for r, (e, h) in enumerate(hits):
+                if e is not None and h:
+                    k[r, :, P - h :] = e.keys[i][:, :h]
+                    v[r, :, P - h :] = e.values[i][:, :h]
+            layers.append((k, v))
+        return DynamicCache(layers)
+
+    def _merge_right(
+        self, groups: list[list[int]], ran: list[tuple[torch.Tensor, Any, torch.Tensor]]
+    ) -> tuple[torch.Tensor, Any, torch.Tensor]:
+        """Lay the KV caches of separately prefilled groups out as one batch, rows in prompt
+        order, each group's columns right-aligned (its next token in the last column) and
+        zeros before them (masked), in the first group's cache object; each group's layer is
+        freed once merged. Returns logits (U, V), the cache and its (U, W) mask."""
+        U = sum(len(g) for g in groups)
+        W = max(m.shape[1] for _, _, m in ran)
+        logits = ran[0][0].new_empty((U, ran[0][0].shape[-1]))  # (U, V)
+        mask = ran[0][2].new_zeros((U, W))  # (U, W)
+        index = [torch.tensor(g, device=self.device) for g in groups]
+        for rows, (lg, _, m) in zip(index, ran, strict=True):
+            logits[rows] = lg
+            mask[rows, W - m.shape[1] :] = m
+        past = ran[0][1]
+        for i, layer in enumerate(past.layers):
+            k0, v0 = layer.keys, layer.values
+            k = k0.new_zeros((U, k0.shape[1], W, k0.shape[-1]))  # (U, H, W, D)
+            v = v0.new_zeros((U, v0.shape[1], W, v0.shape[-1]))
+            for rows, (_, cache, m) in zip(index, ran, strict=True):
+                k[rows, :, W - m.shape[1] :] = cache.layers[i].keys
+                v[rows, :, W - m.shape[1] :] = cache.layers[i].values
+                if cache is not past:
+                    cache.layers[i].keys = cache.layers[i].values = None
+            layer.keys, layer.values = k, v
+        return logits, past, mask
 
     def _prefill_rows(
         self, suffixes: list[list[int]], prefix: Any, last: bool = False
