@@ -88,3 +88,21 @@ def test_the_page_agrees_with_compare_arms_on_published_files(tmp_path: Path) ->
     assert c["rliable_ci"][0] > 0  # both say: above 0
     assert 0.6 < c["poi"] < 0.65  # measured 0.625
     assert c["p"] < 0.01 and c["p_holm"] == pytest.approx(c["p"])
+    # an independent reference: the numbers the results page published on 2026-12-07 from
+    # an earlier version of compare-arms (2026-12-07-r1-multiturn-bc-coef-seed1-longer.md)
+    assert round(100 * c["diff"], 1) == 12.3
+    assert [round(100 * x, 1) for x in c["ci_runs_tasks"]] == [3.8, 20.6]
+    # per template: 10 templates of 6 tasks; their task-weighted mean is the difference
+    assert [n for _, n, _ in c["by_template"]] == [6] * 10
+    weighted = sum(n * diff for _, n, diff in c["by_template"]) / 60
+    assert weighted == pytest.approx(c["diff"])
+    assert 0 < c["p_templates"] <= 1 and c["p_templates_holm"] == pytest.approx(c["p_templates"])
+
+
+def test_by_template_groups_task_ids_by_their_template() -> None:
+    from webagent_r1.experiment.page import by_template, template_of
+
+    assert template_of("shopping.change_email/003") == "shopping.change_email"
+    assert template_of("17") == "17"  # a WebArena id is its own cluster
+    got = by_template(["b.x/2", "a.y/1", "b.x/7"], [1.0, -0.5, 0.0])
+    assert got == [("a.y", 1, -0.5), ("b.x", 2, 0.5)]

@@ -83,9 +83,28 @@ class ComparisonRow:
     """P(a run of the arm beats a run of the control on a task), averaged over tasks."""
     poi_ci: tuple[float, float]
     p: float
-    """Sign-flip permutation test over tasks, two-sided."""
+    """Sign-flip permutation test over tasks, two-sided (the runs held fixed)."""
     p_holm: float = 1.0
+    p_templates: float = 1.0
+    """The same test over templates (each template's mean per-task difference): instances of
+    one template are not independent, so this is the stricter one."""
+    p_templates_holm: float = 1.0
+    by_template: list[tuple[str, int, float]] = field(default_factory=list)
+    """(template, tasks, arm − control) per template, on the common tasks."""
     problems: list[str] = field(default_factory=list)
+
+
+def template_of(task_id: str) -> str:
+    """The template of a task id (``<template>/<instance>``); a bare id is its own."""
+    return str(task_id).rsplit("/", 1)[0]
+
+
+def by_template(tasks: list[str], per_task: list[float]) -> list[tuple[str, int, float]]:
+    """``(template, tasks, mean difference)`` per template, in template order."""
+    groups: dict[str, list[float]] = {}
+    for t, d in zip(tasks, per_task, strict=True):
+        groups.setdefault(template_of(t), []).append(d)
+    return [(k, len(v), sum(v) / len(v)) for k, v in sorted(groups.items())]
 
 
 def _rates(o: EvalOutcomes, tasks: list[str]) -> list[float]:
@@ -138,6 +157,7 @@ def _comparison(
         sum(col_b) / len(col_b) - sum(col_a) / len(col_a)
         for col_a, col_b in zip(zip(*a, strict=True), zip(*b, strict=True), strict=True)
     ]
+    templates = by_template(tasks, per_task)
     return ComparisonRow(
         name=name,
         arm=arm,
@@ -151,6 +171,8 @@ def _comparison(
         poi=poi,
         poi_ci=poi_ci,
         p=sign_flip_p(per_task, seed=0),
+        p_templates=sign_flip_p([d for _, _, d in templates], seed=0),
+        by_template=templates,
         problems=c.problems,
     )
 
@@ -170,6 +192,8 @@ def build_results(plan: Plan, runs: list[RunRecord]) -> dict[str, Any]:
     comps = [_comparison(plan, c.name, c.arm, c.control, runs, outs) for c in plan.comparisons]
     for c, adj in zip(comps, holm([c.p for c in comps]), strict=True):
         c.p_holm = adj
+    for c, adj in zip(comps, holm([c.p_templates for c in comps]), strict=True):
+        c.p_templates_holm = adj
     notes = list(plan.warnings)
     notes += sorted({p for c in comps for p in c.problems})
     return {
@@ -261,6 +285,7 @@ def _comparisons_md(d: dict[str, Any]) -> list[str]:
             f"{c['poi']:.2f} ({c['poi_ci'][0]:.2f} to {c['poi_ci'][1]:.2f})",
             _p(c["p"]),
             _p(c["p_holm"]),
+            f"{_p(c['p_templates'])} / {_p(c['p_templates_holm'])}",
         ]
         for c in d["comparisons"]
     ]
@@ -275,6 +300,7 @@ def _comparisons_md(d: dict[str, Any]) -> list[str]:
         "P(arm > control), 95%",
         "p (sign-flip)",
         "p, Holm",
+        "p over templates / Holm",
     ]
     return [
         "## Comparisons",
@@ -287,10 +313,24 @@ def _comparisons_md(d: dict[str, Any]) -> list[str]:
         "resamples the runs within each task and the tasks (paired). P(arm > control) is "
         "rliable's probability of improvement (runs resampled within each task). p: two-sided "
         "sign-flip permutation test over tasks of the per-task differences; Holm-adjusted "
-        f"over the plan's {len(d['comparisons'])} comparison(s). Seeded; rliable with "
-        f"{d['reps']} resamples.",
+        f"over the plan's {len(d['comparisons'])} comparison(s). It holds the runs fixed: it "
+        "tests these checkpoints, not the recipe (the interval over runs and tasks is the "
+        "recipe's). Instances of one template are not independent, so the same test over "
+        "templates (each template's mean difference) is given too, the stricter of the two. "
+        f"Seeded; rliable with {d['reps']} resamples.",
         "",
+        *_templates_md(d),
     ]
+
+
+def _templates_md(d: dict[str, Any]) -> list[str]:
+    """Per comparison, the difference on each template (where a gain or a loss sits)."""
+    out: list[str] = []
+    for c in d["comparisons"]:
+        rows = [[f"`{t}`", str(n), _pts(diff)] for t, n, diff in c["by_template"]]
+        out += [f"### {c['name']} by template", ""]
+        out += [*md_table(["template", "tasks", "points"], rows), ""]
+    return out
 
 
 def _updates(run_dir: str) -> str:
