@@ -87,7 +87,12 @@ def test_lora_sharding_and_vllm_parts() -> None:
     fsdp = plan_memory(_toy_cfg("train.sharding=fsdp"), 4, 1.0, TOY)
     assert fsdp.parameters * GIB == 6816 / 4 and fsdp.optimizer * GIB == 13632 / 4
     assert fsdp.sampler_copy * GIB == 3408  # the HF engine samples from a full bf16 copy
-    assert fsdp.fsdp_gather * GIB == 2 * 592 * 4
+    # bf16 gathers (mixed precision): two layers and the root (embeddings, head, final norm:
+    # 1704 - 2*592 = 520 parameters); one unit's bf16 gradient and its fp32 copy: 592 * 6
+    assert fsdp.fsdp_gather * GIB == (2 * 592 + 520) * 2
+    assert fsdp.grad_reduce * GIB == 592 * (2 + 4)
+    fp32 = plan_memory(_toy_cfg("train.sharding=fsdp", "model.autocast_bf16=false"), 4, 1.0, TOY)
+    assert fp32.fsdp_gather * GIB == (2 * 592 + 520) * 4 and fp32.grad_reduce * GIB == 592 * 4
     assert fsdp.push_buffer * GIB == 32 * 8 * 6  # the embeddings, fp32 gathered + bf16 cast
     v = plan_memory(
         _toy_cfg("train.generation_engine=vllm", "vllm.gpu_memory_utilization=0.5"), 1, 2.0, TOY
@@ -100,6 +105,20 @@ def test_lora_sharding_and_vllm_parts() -> None:
     assert asleep.update_peak == pytest.approx(plan_memory(_toy_cfg(), 1, 2.0, TOY).update_peak)
     with pytest.raises(ValueError, match="gpus"):
         plan_memory(_toy_cfg(), 0, 1.0, TOY)
+
+
+def test_the_gradient_all_reduce_holds_one_bucket() -> None:
+    one = plan_memory(_toy_cfg(), 1, 2.0, TOY)
+    two = plan_memory(_toy_cfg(), 2, 2.0, TOY)
+    assert one.grad_reduce == 0 and two.grad_reduce * GIB == 6816  # all grads fit one bucket
+    assert two.update_peak - one.update_peak == pytest.approx(6816 / GIB)
+    qwen = load_config(str(ROOT / "configs" / "gpu" / "qwen2.5-3b-r1.yaml"), [])
+    # 3B's 12.3 GB of fp32 gradients: one 256 MB bucket, not the old flat copy and clones
+    assert plan_memory(qwen, 8, 79.0).grad_reduce == pytest.approx(256 / 1024)
+    small = load_config(
+        str(ROOT / "configs" / "gpu" / "qwen2.5-3b-r1.yaml"), ["dist.grad_bucket_mb=64"]
+    )
+    assert plan_memory(small, 8, 79.0).grad_reduce == pytest.approx(64 / 1024)
 
 
 def _header_commands(path: Path) -> list[list[str]]:

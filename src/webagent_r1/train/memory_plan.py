@@ -17,7 +17,13 @@ Per GPU, in GiB (2**30 bytes):
   none when it shares the trainer's model; vLLM's weights are in its share;
 - vLLM share: ``vllm.gpu_memory_utilization`` of the GPU while vLLM is awake; with sleep mode
   it is free during the update and only its bf16 weights are back during the push;
-- FSDP gather: two decoder layers unsharded at once (the one computing and the prefetched);
+- FSDP gather: two decoder layers unsharded at once (the one computing and the prefetched)
+  and the root unit (embeddings, final norm, head; unsharded for the whole forward and
+  backward), in bf16 under mixed precision (``MixedPrecisionPolicy``: bf16 gathers, fp32
+  reduction), else in the master dtype;
+- gradient reduction: under FSDP one unit's unsharded gradient (the larger of a decoder layer
+  and the root) and, under mixed precision, its fp32 copy for the reduce-scatter; unsharded
+  on several GPUs, one all-reduce bucket (``dist.grad_bucket_mb``: the sum is in place);
 - activations at ``train.token_budget`` tokens: with gradient checkpointing the residual
   stream at every layer input plus one layer recomputed, otherwise every layer's saved
   tensors (``activation_bytes``), plus the LM head's logits at the completion positions;
@@ -188,6 +194,7 @@ class MemoryPlan:
     sampler_copy: float
     vllm_share: float
     fsdp_gather: float
+    grad_reduce: float
     activations: float
     rollout_kv: float
     push_buffer: float
@@ -216,6 +223,28 @@ def rollout_context(cfg: Config) -> int:
     the completion (capped by the token budget)."""
     ctx = cfg.observation.max_tokens + PROMPT_OVERHEAD_TOKENS + cfg.rollout.max_new_tokens
     return min(ctx, cfg.train.token_budget)
+
+
+def _reduction_terms(
+    cfg: Config, s: ModelShape, gpus: int, trainable: int, bf16: bool
+) -> tuple[float, float]:
+    """Bytes of (FSDP's unsharded units, the gradient reduction's buffers) per GPU.
+
+    FSDP (``train/sharding.py``): two decoder layers and the root unit gathered, in bf16 under
+    mixed precision; one unit's unsharded gradient (bf16 under mixed precision, plus its fp32
+    copy for the reduce-scatter). Unsharded on several GPUs: one all-reduce bucket
+    (``Dist.all_reduce_grads`` sums in place, a bucket at a time). One GPU, unsharded: none.
+    """
+    master = DTYPE_BYTES[cfg.model.dtype]
+    if cfg.train.sharding == "fsdp":
+        gathered = 2 if bf16 else master
+        root = s.params - s.layers * s.layer_params  # embeddings, final norm, untied head
+        unit = max(s.layer_params, root)
+        grad_bytes = 2 + 4 if bf16 else master
+        return (2 * s.layer_params + root) * gathered, unit * grad_bytes
+    if gpus > 1:
+        return 0.0, min(cfg.dist.grad_bucket_mb * 2**20, trainable * master)
+    return 0.0, 0.0
 
 
 def plan_memory(
@@ -255,12 +284,12 @@ def plan_memory(
     sampler_copy = p * frozen_bytes if (t.sharding == "fsdp" and not vllm) else 0.0
     vllm_share = vc.gpu_memory_utilization * gpu_mem_gib * GIB if vllm else 0.0
     vllm_weights = p * 2 / vc.tensor_parallel_size if vllm else 0.0
-    fsdp_gather = 2 * s.layer_params * master if t.sharding == "fsdp" else 0.0
+    bf16 = mcfg.autocast_bf16 is not False  # 'auto' on a GPU with bf16: autocast
+    fsdp_gather, grad_reduce = _reduction_terms(cfg, s, gpus, trainable, bf16)
 
     tokens = t.token_budget
     ctx = rollout_context(cfg)
     residual = master  # the residual stream stays in the master dtype under autocast
-    bf16 = mcfg.autocast_bf16 is not False  # 'auto' on a GPU with bf16: autocast
     per_layer = activation_bytes_per_token_layer(s, 2 if bf16 else master, residual)
     if t.gradient_checkpointing:
         layers_act = tokens * (s.layers * residual * s.hidden + per_layer)
@@ -282,6 +311,7 @@ def plan_memory(
         resident
         + gradients
         + fsdp_gather
+        + grad_reduce
         + activations
         + (vllm_share if vllm and not asleep else 0)
     )
@@ -300,6 +330,7 @@ def plan_memory(
         sampler_copy=sampler_copy / g,
         vllm_share=vllm_share / g,
         fsdp_gather=fsdp_gather / g,
+        grad_reduce=grad_reduce / g,
         activations=activations / g,
         rollout_kv=rollout_kv / g,
         push_buffer=push_buffer / g,
@@ -318,6 +349,7 @@ ROWS = [
     ("sampler_copy", "HF sampler copy"),
     ("vllm_share", "vLLM while awake"),
     ("fsdp_gather", "FSDP unsharded layers"),
+    ("grad_reduce", "gradient reduction"),
     ("activations", "at the token budget"),
     ("rollout_kv", "HF engine KV cache"),
     ("push_buffer", "one parameter pushed"),

@@ -22,6 +22,13 @@ What changes for the trainers (``bc.py``, ``rl.py``):
   rank 0); the optimizer state stays sharded, one file per process, in ``optimizer/``
   (``torch.distributed.checkpoint``), which loads into any number of processes.
 
+Precision: under bf16 (``model.autocast_bf16`` resolved on), every unit runs with FSDP2's
+``MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)``: the shards stay fp32
+master weights (the optimizer steps on them), the all-gathers carry and the forward computes
+bf16 weights, gradients are reduce-scattered in fp32 and land on the fp32 shards. That halves
+the bytes each gather moves, and autocast (still on around the forwards) finds the weights in
+bf16 already, so it keeps no cached bf16 copy of each gathered layer until the forward ends.
+
 One process works too: it joins a one-process group, so the same code runs (nothing is split).
 """
 
@@ -38,6 +45,7 @@ __all__ = [
     "full_state_dict",
     "is_sharded",
     "load_sharded_optimizer",
+    "mixed_precision_policy",
     "save_sharded_optimizer",
     "shard_model",
 ]
@@ -62,12 +70,26 @@ def _ensure_process_group(device: torch.device) -> None:
     dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
 
 
-def shard_model(model: Any) -> CompletionLM:
+def mixed_precision_policy(bf16: bool) -> Any:
+    """FSDP2's precision for the units: bf16 weights in the gathers and the forward, fp32
+    gradient reduction (``MixedPrecisionPolicy``); None (everything in the master dtype)
+    when ``bf16`` is False."""
+    if not bf16:
+        return None
+    # heavy: torch.distributed.fsdp loads only when this runs
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    return MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+
+
+def shard_model(model: Any, bf16: bool = False) -> CompletionLM:
     """Wrap a causal LM for fully sharded training (each decoder layer, then the root).
 
     Args:
         model: a plain Hugging Face causal LM with a ``model.layers``-style decoder stack,
             already on its device (``setup.load_policy``); not PEFT-wrapped.
+        bf16: gather and compute in bf16, reduce gradients in fp32
+            (``mixed_precision_policy``); the shards stay in the model's dtype.
 
     Returns:
         The root FSDP unit: a ``CompletionLM`` whose ``module`` is ``model``; its parameters
@@ -94,10 +116,12 @@ def shard_model(model: Any) -> CompletionLM:
     device = next(model.parameters()).device
     _ensure_process_group(device)
     mesh = init_device_mesh(device.type, (dist.get_world_size(),))
+    policy = mixed_precision_policy(bf16)
+    kw = {"mp_policy": policy} if policy is not None else {}
     for layer in layers:
-        fully_shard(layer, mesh=mesh)
+        fully_shard(layer, mesh=mesh, **kw)
     root = CompletionLM(model)
-    fully_shard(root, mesh=mesh)
+    fully_shard(root, mesh=mesh, **kw)
     for m in root.modules():
         if isinstance(m, FSDPModule):
             # Sum, never average: every loss is already weighted over all processes' tokens.

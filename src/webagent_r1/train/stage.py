@@ -220,7 +220,7 @@ class Stage:
         self.bf16 = autocast_enabled(self.cfg.model)
         self.flops = FlopsMeter(self.model, self.bf16)  # before sharding: whole-model sizes
         if self.cfg.train.sharding == "fsdp":
-            self.model = shard_model(self.model)
+            self.model = shard_model(self.model, bf16=self.bf16)  # bf16 gathers, fp32 reduce
         self.params = trainable_parameters(self.model)
         self.opt = build_optimizer(self.params, lr, self.cfg.train)
 
