@@ -323,6 +323,7 @@ async def _setup(
             max_batch_size=cfg.rollout.max_batch_size,
             batch_wait_ms=cfg.rollout.batch_wait_ms,
             batch_wait_fraction=cfg.rollout.batch_wait_fraction,
+            prefix_cache_mb=cfg.rollout.prefix_cache_mb if cfg.rollout.prefix_cache else 0.0,
         )
         closer = eng.close
     elif engine == "vllm":

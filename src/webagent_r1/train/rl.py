@@ -757,6 +757,7 @@ def generation_engine(cfg: Config, model: Any, tokenizer: Any, source: str | Non
         max_batch_size=cfg.rollout.max_batch_size,
         batch_wait_ms=cfg.rollout.batch_wait_ms,
         batch_wait_fraction=cfg.rollout.batch_wait_fraction,
+        prefix_cache_mb=cfg.rollout.prefix_cache_mb if cfg.rollout.prefix_cache else 0.0,
     )
 
 
