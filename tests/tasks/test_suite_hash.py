@@ -14,7 +14,7 @@ from typing import Any
 
 from webagent_r1.tasks.suite import all_templates, build_suite, spec_for
 
-SUITE_SHA256 = "3ef1f769869242a6f0c28e9a37b2bd9706218520b542c71f202e8f537b7730da"
+SUITE_SHA256 = "267e0fdd0a305f80f7e426755a4cc2e8f10cedaaa6261d0434a505a0394b42e9"
 """sha256 of ``exported_suite()`` as canonical JSON."""
 
 

@@ -6,11 +6,12 @@ trajectory so a failure can be read later. ``docs/grading.md`` states every rule
 
 - ``string_match``: the ``exit(message=…)`` answer against ``reference_answers``:
   ``exact_match`` (equal after normalisation), ``must_include`` (every phrase contained at word
-  boundaries, and nothing else in the answer but punctuation and a few function words, so a
-  list of candidates or a hedge fails), ``fuzzy_match`` (an LLM judge when an
-  OpenAI-compatible endpoint is configured, otherwise the deterministic rules below: token
-  overlap in both directions for long references, the ``must_include`` rule for short ones,
-  and a fixed phrase list for ``N/A``).
+  boundaries, and nothing else in the answer but punctuation, a few function words and words
+  that restate the intent, so a list of candidates, a hedge or a second value fails, while a
+  sentence that restates the question around the value passes), ``fuzzy_match`` (an LLM
+  judge when an OpenAI-compatible endpoint is configured, otherwise the deterministic rules
+  below: token overlap in both directions for long references, the ``must_include`` rule for
+  short ones, and a fixed phrase list for ``N/A``).
 - ``url_match``: the final URL against ``reference_url`` (alternatives split by ``|OR|``):
   the final path must equal the reference path or extend it by whole segments (WebArena
   checks plain substring containment, which lets ``/product/12`` accept ``/product/123``),
@@ -97,14 +98,15 @@ def alternatives(p: Any) -> list[str]:
     return [str(x) for x in _as_list(p)] if isinstance(p, (list, tuple)) else str(p).split(" |OR| ")
 
 
-def _find_phrases(text: str, phrases: list[str] | str) -> tuple[str, str | None]:
+def _find_phrases(text: str, phrases: list[str] | str, mask: str = " ") -> tuple[str, str | None]:
     """Mask every occurrence of each phrase (its first alternative found) in normalised
-    ``text``; return the masked text and the first phrase with no alternative found."""
+    ``text`` with ``mask``; return the masked text and the first phrase with no alternative
+    found."""
     for p in _as_list(phrases):
         for alt in alternatives(p):
             pat = _phrase_pattern(alt)
             if normalize(alt) and pat.search(text):
-                text = pat.sub(" ", text)
+                text = pat.sub(mask, text)
                 break
         else:
             return text, str(p)
@@ -154,10 +156,33 @@ FRAME_WORDS = frozenset(
         "in",
         "on",
         "to",
+        "by",
+        "for",
+        "from",
+        "with",
+        "there",
+        "this",
+        "that",
+        "has",
+        "have",
+        "had",
     }  # fmt: skip
 )
 """Words an answer may hold besides the reference values (``The answer is 12``): function
-words that can name no candidate. Everything else left over makes a must_include answer fail."""
+words that can name no candidate. Besides these, only words that restate the task's intent
+(``restating_words``) may be left over; anything else makes a must_include answer fail."""
+
+AUXILIARIES: dict[str, str] = {
+    "has": "have",
+    "had": "have",
+    "having": "have",
+    "does": "do",
+    "did": "do",
+    "doing": "do",
+    "done": "do",
+}
+"""Forms of an auxiliary verb read as its base form, so ``X has 3 open issues`` restates ``How
+many open issues does X have?``; regular endings are handled by ``_forms``."""
 
 HEDGES = (
     "or",
@@ -185,22 +210,105 @@ def _hedge_in(text: str) -> str | None:
     return next((h for h in HEDGES if _phrase_pattern(h).search(text)), None)
 
 
-def answer_includes(answer: str | None, phrases: list[str] | str) -> tuple[bool, str]:
+def _forms(word: str) -> set[str]:
+    """The word and what it may be an inflection of, so that ``opens``, ``takes``, ``listed``
+    and ``cafes`` restate ``open``, ``take``, ``list`` and ``cafe``: an auxiliary's base form,
+    and the word less one regular ending (``-s``, ``-es``, ``-d``, ``-ed``, ``-ing``)."""
+    word = AUXILIARIES.get(word, word)
+    out = {word}
+    for ending in ("s", "es", "d", "ed", "ing"):
+        if word.endswith(ending) and len(word) - len(ending) >= 3:
+            out.add(word[: -len(ending)])
+    return out
+
+
+_EXAMPLE = re.compile(
+    r"(?<![a-z0-9])(?:like|e\.g\.|eg|such as|for example|for instance)(?![a-z0-9])"
+    r".*?(?:[.?!;](?=\s|$)|$)"
+)
+"""A format example of an intent (``like 412 Water Street.``), to the end of its sentence."""
+
+_CLAUSE_END = re.compile(r"[.?!;:](?=\s|$)")
+_CHOICE = re.compile(r"(?<![a-z0-9])(?:or|nor|either|whether)(?![a-z0-9])")
+
+
+def _restating_clauses(intent: str | None) -> list[list[str]]:
+    """The token sequences of the intent's clauses that may be restated: format examples
+    removed, and every clause that offers a choice (``or``: ``Answer yes or no``, ``the
+    Velocita Poles or the Summit Headlamp``) dropped, since its words are candidates."""
+    text = _EXAMPLE.sub(" . ", normalize(intent))
+    clauses = (c for c in _CLAUSE_END.split(text) if not _CHOICE.search(c))
+    return [tokens for c in clauses if (tokens := _TOKEN.findall(c))]
+
+
+def restating_words(intent: str | None) -> frozenset[str]:
+    """The intent's words an answer may use to restate the question beside its value (``The
+    street address of Harbor Cafe is 412 Water Street`` for ``What is the street address of
+    Harbor Cafe?``), with their possible base forms (``_forms``). Words of a format example or
+    of a clause offering a choice are left out: they are, or may be, other candidates."""
+    return frozenset(f for tokens in _restating_clauses(intent) for w in tokens for f in _forms(w))
+
+
+_MASK = "\x00"
+"""Stands where a reference phrase was taken out of an answer: words on either side of it
+are not neighbours."""
+
+
+def _restates(
+    tokens: list[str], i: int, allowed: frozenset[str], beside: set[tuple[str, str, int]]
+) -> bool:
+    """Whether ``tokens[i]`` restates the intent: a frame word, or one of its words; a word
+    with a digit (``2023``, ``09:15``, the ``1`` of ``within 1 km``) only beside a word it
+    stands beside in the intent (``beside``: (number, word form, side) triples), so that an
+    intent's number on its own, which may be a rival candidate (``8, 1`` for ``How many
+    schools are within 1 km …?``), fails."""
+    w = tokens[i]
+    if w in FRAME_WORDS:
+        return True
+    if not _forms(w) & allowed:
+        return False
+    if not any(c.isdigit() for c in w):
+        return True
+    before = i > 0 and any((w, f, -1) in beside for f in _forms(tokens[i - 1]))
+    after = i + 1 < len(tokens) and any((w, f, 1) in beside for f in _forms(tokens[i + 1]))
+    return before or after
+
+
+def answer_includes(
+    answer: str | None, phrases: list[str] | str, intent: str | None = None
+) -> tuple[bool, str]:
     """must_include for an agent's answer, stricter than WebArena's substring test: every
-    phrase is present at word boundaries and what is left is only punctuation and
-    ``FRAME_WORDS``, so a list of candidates, a hedge, or the reference inside a longer
-    answer fails.
+    phrase is present at word boundaries and what is left is only punctuation,
+    ``FRAME_WORDS`` and words that restate ``intent`` (``restating_words``), so a list of
+    candidates, a hedge, the reference inside a longer answer, or a second value of the same
+    kind (``rival_value``) fails, while ``The street address of Harbor Cafe is 412 Water
+    Street`` passes for ``What is the street address of Harbor Cafe?``.
 
     Returns:
         (passed, why): ``why`` says what failed (empty when passed).
     """
-    rest, missing = _find_phrases(normalize(answer), phrases)
+    rest, missing = _find_phrases(normalize(answer), phrases, f" {_MASK} ")
     if missing is not None:
         return False, f"lacks {missing!r}"
     hedge = _hedge_in(rest)
     if hedge is not None:
         return False, f"hedges ({hedge!r})"
-    extra = [w for w in _TOKEN.findall(rest) if w not in FRAME_WORDS]
+    rival = rival_value(rest, phrases)
+    if rival is not None:
+        return False, f"names another candidate ({rival!r})"
+    allowed = restating_words(intent)
+    beside = {
+        (n, f, side)
+        for tokens in _restating_clauses(intent)
+        for a, b in zip(tokens, tokens[1:], strict=False)
+        for n, other, side in ((a, b, 1), (b, a, -1))
+        if any(c.isdigit() for c in n)
+        for f in _forms(other)
+    }
+    extra = []
+    for run in rest.split(_MASK):
+        tokens = _TOKEN.findall(run)
+        extra += [w for i, w in enumerate(tokens) if not _restates(tokens, i, allowed, beside)]
     if extra:
         return False, f"says more than the reference ({' '.join(extra[:6])!r})"
     return True, ""
@@ -248,27 +356,29 @@ def _overlap(answer: list[str], reference: list[str]) -> tuple[float, float]:
     return common / max(1, len(reference)), common / max(1, len(answer))
 
 
-def fuzzy_match_normalised(answer: str | None, reference: str) -> bool:
+def fuzzy_match_normalised(answer: str | None, reference: str, intent: str | None = None) -> bool:
     """Deterministic stand-in for WebArena's LLM judge.
 
     ``N/A`` references need an answer from ``NA_ANSWERS``; a long-text reference (at least
     ``LONG_TEXT_WORDS`` words) needs ``FUZZY_OVERLAP`` of its words in the answer and as large
     a share of the answer's words in it, and no hedge; a short one is graded like
-    must_include by ``answer_includes``.
+    must_include by ``answer_includes`` (words restating ``intent`` allowed).
     """
     a, r = normalize(answer), normalize(reference)
     if r in NA_REFERENCES:
         return a in NA_ANSWERS
     ref_tokens = _TOKEN.findall(r)
     if len(ref_tokens) < LONG_TEXT_WORDS:
-        return answer_includes(answer, [reference])[0]
+        return answer_includes(answer, [reference], intent)[0]
     if _hedge_in(a) is not None and _hedge_in(r) is None:
         return False
     recall, precision = _overlap(_TOKEN.findall(a), ref_tokens)
     return recall >= FUZZY_OVERLAP and precision >= FUZZY_OVERLAP
 
 
-def reference_failure(answer: str | None, kind: str, ref: Any, task_id: Any = "?") -> str | None:
+def reference_failure(
+    answer: str | None, kind: str, ref: Any, task_id: Any = "?", intent: str | None = None
+) -> str | None:
     """One ``reference_answers`` entry against an answer, by the deterministic rules (no LLM
     judge): None if it passes, else why not.
 
@@ -277,6 +387,7 @@ def reference_failure(answer: str | None, kind: str, ref: Any, task_id: Any = "?
         kind: ``exact_match``, ``must_include`` or ``fuzzy_match``.
         ref: the entry's reference (a string, or phrases for must_include and fuzzy_match).
         task_id: named in the error.
+        intent: the task's intent, whose words a must_include answer may restate.
 
     Raises:
         TaskError: an unknown kind.
@@ -284,11 +395,11 @@ def reference_failure(answer: str | None, kind: str, ref: Any, task_id: Any = "?
     if kind == "exact_match":
         return None if exact_match(answer, ref) else f"answer {answer!r} != {ref!r}"
     if kind == "must_include":
-        ok, why = answer_includes(answer, ref)
+        ok, why = answer_includes(answer, ref, intent)
         return None if ok else f"answer {answer!r} {why} (must include {ref!r})"
     if kind == "fuzzy_match":
         for r in _as_list(ref):
-            if not fuzzy_match_normalised(answer, str(r)):
+            if not fuzzy_match_normalised(answer, str(r), intent):
                 return f"answer {answer!r} !~ {r!r}"
         return None
     raise TaskError(f"task {task_id}: unknown reference_answers kind {kind!r}")
@@ -303,7 +414,7 @@ async def _string_check(ctx: EvalContext, kind: str, ref: Any) -> str | None:
             if not await _FUZZY_JUDGE(ctx.task.intent, answer or "", str(r)):
                 return f"answer {answer!r} !~ {r!r}"
         return None
-    return reference_failure(answer, kind, ref, ctx.task.task_id)
+    return reference_failure(answer, kind, ref, ctx.task.task_id, ctx.task.intent)
 
 
 async def check_string_match(ctx: EvalContext) -> tuple[float, str]:

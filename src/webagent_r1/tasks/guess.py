@@ -134,7 +134,9 @@ def guess_passes(task: Task, answer: str) -> bool:
     if not answer_graded(task):
         return False
     refs: dict[str, Any] = task.eval["reference_answers"]
-    return all(reference_failure(answer, k, r, task.task_id) is None for k, r in refs.items())
+    return all(
+        reference_failure(answer, k, r, task.task_id, task.intent) is None for k, r in refs.items()
+    )
 
 
 @dataclass

@@ -166,8 +166,10 @@ def string_eval(ref: Any, kind: str = "exact_match") -> dict[str, Any]:
 
 
 def answer_eval(p: Params) -> dict[str, Any]:
-    """A ``string_match`` spec with the instance's ``_answer`` as the exact answer."""
-    return string_eval(p["_answer"])
+    """A ``string_match`` spec with the instance's ``_answer`` as the one value the answer must
+    give: ``must_include``, so a sentence that restates the question around it passes (the
+    grader allows the intent's own words, never a second candidate)."""
+    return string_eval([p["_answer"]], "must_include")
 
 
 def page_check(
