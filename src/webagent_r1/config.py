@@ -158,9 +158,17 @@ class EnvConfig:
     """Turns after which a still-running episode is also graded as if its budget ended
     there (trajectory ``info.graded_at``); ``eval --max-turns 4,8,16`` sets it to score every
     budget from one rollout at the longest. Empty: graded only at the end."""
+    early_stop_after: int = 0
+    """End an episode after this many unparsable actions in a row, or this many identical
+    actions in a row, graded as if its turn budget ran out (info ``early_stop`` says why):
+    the paper's evaluation stops at 5. 0: never (the turn budget alone)."""
 
     def __post_init__(self) -> None:
         _check(self.max_turns >= 1, "env.max_turns must be >= 1")
+        _check(
+            self.early_stop_after >= 0,
+            "env.early_stop_after must be >= 0 (0 = never; the paper's evaluation uses 5)",
+        )
         _check(
             all(isinstance(t, int) and t >= 1 for t in self.grade_at_turns),
             f"env.grade_at_turns must be turn numbers >= 1, got {self.grade_at_turns!r}",

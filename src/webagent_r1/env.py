@@ -1,17 +1,19 @@
 """WebEnv: one episode of one task over one browser context.
 
-``reset(task)`` opens a fresh browser context restricted to the task's sites, prepares the
-site state (an isolated instance and a login, through a ``SiteBackend``) and returns the first
+``reset(task)`` opens a fresh browser context restricted to the task's sites, prepares the site
+state (an isolated instance and a login, through a ``SiteBackend``) and returns the first
 observation. ``step(response_text)`` parses the agent's action from its raw text, executes it,
 and returns the next observation. A malformed action or a bad element costs a turn and comes
-back as ``Observation.error``; it never raises. The episode ends on ``exit(message=…)``,
-after ``max_turns`` turns, or, for backends whose page runs the episode itself (MiniWoB++,
-``PageEpisodes``), when the page says it is done; the task's evaluator then gives a binary
-reward. A crashed browser, or an evaluator that raises ``EnvError`` (it could not read the
-site), ends the episode with status ``env_error`` (never a failure to train on), and the next
-``reset`` relaunches Chromium if it died. At the turns in ``EnvConfig.grade_at_turns`` a
-running episode is also graded as a budget ending there would grade it (``info["graded"]``),
-so one rollout at the longest turn budget scores the shorter ones too.
+back as ``Observation.error``; it never raises. The episode ends on ``exit(message=…)``, after
+``max_turns`` turns, after ``early_stop_after`` unparsable or identical actions in a row (when
+set; status ``max_turns``, ``info["early_stop"]`` says why), or, for backends whose page runs
+the episode itself (MiniWoB++, ``PageEpisodes``), when the page says it is done; the task's
+evaluator then gives a binary reward. A crashed browser, or an evaluator that raises
+``EnvError`` (it could not read the site), ends the episode with status ``env_error`` (never a
+failure to train on), and the next ``reset`` relaunches Chromium if it died. At the turns in
+``EnvConfig.grade_at_turns`` a running episode is also graded as a budget ending there would
+grade it (``info["graded"]``), so one rollout at the longest turn budget scores the shorter
+ones too.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
+import json
 import re
 import time
 import uuid
@@ -146,6 +149,27 @@ class StaticSites:
         return None
 
 
+def early_stop_reason(recent: list[str | None], k: int) -> str | None:
+    """Why an episode ends before its turn budget (``env.early_stop_after``), or None.
+
+    Args:
+        recent: each turn's action so far (any comparable key), None for an unparsable one.
+        k: the run length that stops the episode (0: never).
+
+    Returns:
+        '<k> unparsable actions in a row' or '<k> identical actions in a row' when the last
+        ``k`` actions are that, else None.
+    """
+    if k <= 0 or len(recent) < k:
+        return None
+    last = recent[-k:]
+    if all(a is None for a in last):
+        return f"{k} unparsable actions in a row"
+    if last[0] is not None and all(a == last[0] for a in last):
+        return f"{k} identical actions in a row"
+    return None
+
+
 def _origin(url: str) -> str:
     parts = urlsplit(url)
     if not parts.scheme or not parts.netloc:
@@ -192,6 +216,8 @@ class WebEnv:
         self.turn = 0
         self.done = True
         self.history: list[Action] = []
+        self._recent: list[str | None] = []
+        """Each turn's action (its JSON), None where it did not parse (``early_stop_reason``)."""
         self._last_obs: Observation | None = None
         self._seen: list[str] = []
         """The task's intent and each observation's title and text (``EvalContext.shown``)."""
@@ -214,6 +240,7 @@ class WebEnv:
         await self.close_episode()
         await self.browser.ensure_alive()
         self.task, self.turn, self.done, self.history = task, 0, False, []
+        self._recent = []
         self._seen = [task.intent]
         self.episode_tag = uuid.uuid4().hex[:8]
         origins = sorted(set(self.backend.origins(task)) | set(self.cfg.allow_origins))
@@ -295,7 +322,11 @@ class WebEnv:
             return await self._crash(e, info)
         self._last_obs = obs
         info["step_s"] = time.perf_counter() - t0
-        if self.turn >= self.cfg.max_turns:
+        self._recent.append(json.dumps(action.to_dict(), sort_keys=True) if action else None)
+        stop = early_stop_reason(self._recent, self.cfg.early_stop_after)
+        if stop is not None:
+            info["early_stop"] = stop
+        if self.turn >= self.cfg.max_turns or stop is not None:
             return await self._finish(obs, "max_turns", None, info, t0)
         return StepResult(observation=obs, done=False, reward=0.0, info=info)
 
