@@ -1340,7 +1340,7 @@ def bench_rollout_step(
     tasks: Annotated[int, typer.Option(help="Training tasks (x rollout.group_size).")] = 8,
     reps: Annotated[int, typer.Option(help="Rounds over the variants.")] = 1,
     variants: Annotated[
-        str, typer.Option(help="Comma-separated: keep, drop, drop+early.")
+        str, typer.Option(help="Comma-separated: keep, drop, drop+early, cache.")
     ] = "keep,drop,drop+early",
     seed: Annotated[int, typer.Option(help="Task sample and sampling seed.")] = 0,
 ) -> None:

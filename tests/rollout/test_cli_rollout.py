@@ -86,8 +86,8 @@ def test_bench_rollout_step_runs_every_variant_on_the_same_step(tmp_path) -> Non
 
     model = make_tiny_model(tmp_path / "model")
     args = ["bench", "rollout-step", "--model", str(model), "--tasks", "1"]
-    args += ["--variants", "keep,drop+early"]
-    args += ["rollout.group_size=2", "rollout.max_concurrent_episodes=2", "env.max_turns=1"]
+    args += ["--variants", "keep,drop+early,cache"]
+    args += ["rollout.group_size=2", "rollout.max_concurrent_episodes=2", "env.max_turns=2"]
     args += ["rollout.max_batch_size=2", "rollout.max_new_tokens=4", "train.trainable_layers=0"]
     r = runner.invoke(app, args)
     assert r.exit_code == 0, r.output
@@ -99,14 +99,20 @@ def test_bench_rollout_step_runs_every_variant_on_the_same_step(tmp_path) -> Non
         == {
             "keep",
             "drop+early",
+            "cache",
         }
     )
     keep, early = out["variants"]["keep"], out["variants"]["drop+early"]
     assert keep["speedup_vs_keep"] == 1.0 and early["speedup_vs_keep"] > 0
-    for v in (keep, early):  # 2 episodes of one turn each: at least one batch of 1-2 rows
+    for v in (keep, early):  # 2 episodes of up to two turns: batches of 1-2 rows
         assert v["wall_s"] > 0 and v["batches"] >= 1 and 1 <= v["mean_batch_rows"] <= 2
         assert v["env_errors"] == 0
     assert keep["rows_dropped"] == 0
+    cached = out["variants"]["cache"]
+    for v in (keep, early, cached):
+        assert 0 < v["prompt_tokens_computed"] <= v["prompt_tokens_requested"]
+        assert v["peak_rss_mb"] > 0
+    assert set(out["vs_no_cache"]) == {"speedup", "prompt_tokens_computed", "peak_rss"}
     r = runner.invoke(app, ["bench", "rollout-step", "--variants", "fast"])
     assert r.exit_code == 2 and "--variants among" in r.output
     r = runner.invoke(app, ["bench", "rollout-step", "--tasks", "100000"])
