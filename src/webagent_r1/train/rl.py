@@ -406,14 +406,9 @@ def mgrpo_update(
     ref_model: Any = None,
     lock: Any = None,
     bc_samples: list[Sample] | None = None,
-    *,
     fuse_old: bool = True,
 ) -> dict[str, float]:
     """μ policy iterations of M-GRPO on ``batch`` (this process's share).
-
-    With μ = 1 and π_old recomputed (``rl.old_logprobs`` not 'sampler'), π_old is the one
-    iteration's own forward, detached: the separate no-grad forward would
-    compute the same numbers, so it is skipped.
 
     The model runs without dropout throughout (LoRA's included; ``_eval_mode``: eval mode,
     the checkpointing layers excepted) and gets its previous mode back after: π_old and the
@@ -424,10 +419,8 @@ def mgrpo_update(
         model: the policy (trainable).
         optimizer: its optimizer (learning rate already set for this step).
         batch: from ``build_rl_batch``.
-        cfg: ``rl`` (μ, ε, β, normalisation, π_old source, ``pg_coef``, ``bc_coef``),
-            ``train`` (budget,
-            clipping),
-            ``rollout`` (temperature, max_new_tokens for Dr.GRPO), ``model`` (autocast).
+        cfg: ``rl`` (μ, ε, β, normalisation, π_old source, ``pg_coef``, ``bc_coef``), ``train``
+            (budget, clipping), ``rollout`` (temperature, max_new_tokens for Dr.GRPO), ``model``.
         pad_id: padding id.
         dist: process group (None: one process).
         ref_model: the frozen reference policy (needed when β > 0).
@@ -435,8 +428,7 @@ def mgrpo_update(
         bc_samples: this process's demonstration turns for the behaviour-cloning term
             (``rl.bc_coef`` times their token-mean NLL over all processes, added to every
             iteration's loss); None, or ``rl.bc_coef`` = 0: no BC term.
-        fuse_old: take π_old from the training forward where μ = 1 (False: a separate
-            no-grad forward first, as for μ > 1; tests and benchmarks compare the two).
+        fuse_old: π_old from the training forward itself where μ = 1 (False: a separate one).
 
     Returns:
         ``train/…`` metrics (means over the μ iterations).
