@@ -17,8 +17,14 @@ Checks:
   mgrpo_shared   one M-GRPO update with shared prompts and prefix = one row per sample
   dist           Dist on a one-process NCCL (gloo on CPU) group: collectives on the backend's
                  device, a wrong-device tensor refused
-  fsdp           FSDP2 fully_shard (3B shape on CUDA): an update, a checkpoint, a resume that
+  grad_allreduce Dist.all_reduce_grads in place, in buckets: the gradients' own tensors keep
+                 the (one-process) sum; on CUDA its extra memory at most one bucket (+5%)
+  fsdp           FSDP2 fully_shard (3B shape on CUDA) with bf16 mixed precision: layers
+                 compute in bf16 over fp32 shards; an update, a checkpoint, a resume that
                  continues identically
+  handover       (CUDA) stage hand-over: after a BC-like 3B update is dropped, free_cuda_memory
+                 returns the allocator's blocks (at most 1 GiB left reserved) and an
+                 engine-sized share (vllm.gpu_memory_utilization 0.3 of the GPU) is free
   peak_memory    (CUDA) peak memory of a 3B update at the recipe's token budget vs the memory
                  plan (an upper bound: at most 2% above, 25% below)
   throughput     generation and update tokens/s; MFU against the GPU's bf16 peak
@@ -451,9 +457,14 @@ def _fsdp_resume(c: Check, cfg: Any, fresh: Callable[[], Any], batch: Callable) 
         shard_model,
     )
 
-    model = shard_model(fresh())
+    model = shard_model(fresh(), bf16=True)  # as the trainer under bf16: mixed precision
+    seen: list[Any] = []
+    layer = model.module.get_decoder().layers[0]
+    hook = layer.mlp.down_proj.register_forward_pre_hook(lambda m, a: seen.append(m.weight.dtype))
     opt = build_optimizer(list(model.parameters()), cfg.rl.lr, cfg.train)
     m1 = mgrpo_update(model, opt, batch(1), cfg, pad_id=1)
+    hook.remove()
+    shard_dtypes = sorted({str(p.dtype) for p in model.parameters()})
     n = len(list(model.parameters()))
     watched = range(n) if not c.cuda else (0, n // 2, n - 1)  # (3B: three, on the CPU)
 
@@ -501,7 +512,11 @@ def _fsdp_resume(c: Check, cfg: Any, fresh: Callable[[], Any], batch: Callable) 
         "rerun_drift": rerun,
         "adam_steps_saved": steps_saved,
         "adam_steps_loaded": steps_loaded,
+        "layer_dtype": str(seen[0]) if seen else None,
+        "shard_dtypes": shard_dtypes,
     }
+    if str(seen[0] if seen else None) != "torch.bfloat16" or shard_dtypes != ["torch.float32"]:
+        raise CheckFailed("mixed precision: layers must compute in bf16 over fp32 shards", out)
     if not (math.isfinite(m1["train/loss"]) and step > 0):
         raise CheckFailed("the second update changed nothing", out)
     if steps_loaded != steps_saved:
@@ -530,7 +545,7 @@ def _resumed_update(
 
     resumed = fresh()
     resumed.load_state_dict(weights)
-    resumed = shard_model(resumed)
+    resumed = shard_model(resumed, bf16=True)
     ropt = build_optimizer(list(resumed.parameters()), cfg.rl.lr, cfg.train)
     load_sharded_optimizer(resumed, ropt, folder / "optimizer")
     steps = _adam_steps(ropt)
@@ -539,6 +554,92 @@ def _resumed_update(
     del resumed, ropt
     _free(cuda)
     return m, after, steps
+
+
+def check_grad_allreduce(c: Check) -> dict[str, Any]:
+    import torch
+    import torch.distributed as dist
+
+    from webagent_r1.train.dist import Dist, backend_device
+
+    if not dist.is_initialized():
+        backend = "nccl" if c.cuda else "gloo"
+        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+    device = backend_device(str(dist.get_backend()))
+    bucket_mb = 64 if c.cuda else 1
+    # world=2 takes the collective path on the one-process group: the sum is the value itself
+    d = Dist(rank=0, world=2, device=device, grad_bucket_mb=bucket_mb)
+    # (CUDA: 2 GiB of fp32 gradients, 3B's largest tensors and many small ones; CPU: 8 MB)
+    scale = 1 if c.cuda else 256
+    sizes = [151936 * 2048 // scale, *[2048 * 11008 // scale] * 4, *[2048 // scale] * 64]
+    params = [torch.nn.Parameter(torch.zeros(n, device=device)) for n in sizes]
+    for i, p in enumerate(params):
+        p.grad = torch.full_like(p, float(i % 7))
+    grads = [p.grad for p in params]
+    if c.cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated() if c.cuda else 0
+    d.all_reduce_grads(params)
+    out: dict[str, Any] = {"bucket_mb": bucket_mb, "grads_mb": sum(sizes) * 4 / 2**20}
+    if c.cuda:
+        torch.cuda.synchronize()
+        extra = torch.cuda.max_memory_allocated() - before
+        out["extra_mb"] = round(extra / 2**20, 1)
+        if extra > 1.05 * bucket_mb * 2**20:
+            raise CheckFailed("the all-reduce held more than one bucket", out)
+    same = all(p.grad is g for p, g in zip(params, grads, strict=True))
+    values = all(float(p.grad[0]) == float(i % 7) for i, p in enumerate(params))
+    if not (same and values):
+        raise CheckFailed("the gradients were replaced or changed by a one-process sum", out)
+    return out
+
+
+def check_handover(c: Check) -> dict[str, Any]:
+    if not c.cuda:
+        return {"skip": True, "why": "CUDA only (the caching allocator)"}
+    import torch
+
+    from webagent_r1.policy.cuda_memory import GIB, free_cuda_memory
+
+    cfg = _cfg(c, str(c.tiny_dir), "model.device=cuda", "rl.lr=1e-4")
+    stage_alloc = _bc_like_update(c, cfg)  # the stage's tensors are gone, its blocks cached
+    held = torch.cuda.memory_reserved() / GIB
+    lines: list[str] = []
+    mem = free_cuda_memory("after a BC-sized stage", lines.append)
+    assert mem is not None
+    need = 0.3 * mem.total_gib  # vllm.gpu_memory_utilization of the recipes
+    out = {
+        "stage_peak_gib": round(stage_alloc, 2),
+        "reserved_before_gib": round(held, 2),
+        "reserved_after_gib": round(mem.reserved_gib, 2),
+        "free_gib": round(mem.free_gib, 2),
+        "engine_need_gib": round(need, 2),
+        "line": lines[0] if lines else None,
+    }
+    if mem.reserved_gib > 1.0 or mem.free_gib < need:
+        raise CheckFailed("the stage's memory was not handed back before the engine", out)
+    block = torch.empty(int(need * GIB), dtype=torch.uint8, device="cuda")  # the engine's share
+    del block
+    return out
+
+
+def _bc_like_update(c: Check, cfg: Any) -> float:
+    """One 3B update with AdamW (a BC stage's state), then everything dropped; its peak GiB."""
+    import torch
+
+    from webagent_r1.train.dist import build_optimizer
+    from webagent_r1.train.memory_plan import GIB
+    from webagent_r1.train.rl import mgrpo_update
+
+    model = _random_3b(c)
+    model.gradient_checkpointing_enable()
+    model.config.use_cache = False
+    opt = build_optimizer(list(model.parameters()), cfg.rl.lr, cfg.train)
+    mgrpo_update(model, opt, _rows(2, 512, 128, 150000, 1), cfg, pad_id=1)
+    peak = torch.cuda.max_memory_allocated() / GIB
+    del model, opt
+    return peak
 
 
 def check_peak_memory(c: Check) -> dict[str, Any]:
@@ -626,7 +727,9 @@ CHECKS: dict[str, Callable[[Check], dict[str, Any] | None]] = {
     "hf_logprobs": check_hf_logprobs,
     "mgrpo_shared": check_mgrpo_shared,
     "dist": check_dist,
+    "grad_allreduce": check_grad_allreduce,
     "fsdp": check_fsdp,
+    "handover": check_handover,
     "peak_memory": check_peak_memory,
     "throughput": check_throughput,
 }

@@ -37,11 +37,14 @@ def test_device_check_runs_on_cpu_without_playwright(tmp_path: Path) -> None:
         ln for ln in out.stdout.splitlines() if ln.split(" ", 1)[0] in ("PASS", "FAIL", "SKIP")
     ]
     status = {ln.split()[1]: ln.split()[0] for ln in lines}
-    for check in ("models", "hf_logprobs", "mgrpo_shared", "dist", "fsdp", "throughput"):
+    passed = ("models", "hf_logprobs", "mgrpo_shared", "dist", "grad_allreduce", "fsdp")
+    for check in (*passed, "throughput"):
         assert status[check] == "PASS", out.stdout
-    assert status["peak_memory"] == "SKIP" and status["all:"] == "PASS"
+    assert status["peak_memory"] == status["handover"] == "SKIP" and status["all:"] == "PASS"
     summary = json.loads((tmp_path / "out" / "device-check.json").read_text())
     assert summary["playwright_stand_in"] is True and summary["failed"] == []
+    fsdp = next(r for r in summary["results"] if r["check"] == "fsdp")
+    assert fsdp["layer_dtype"] == "torch.bfloat16" and fsdp["shard_dtypes"] == ["torch.float32"]
     hf = next(r for r in summary["results"] if r["check"] == "hf_logprobs")
     assert hf["tiny_fp32"]["max_ratio_dev"] <= 1e-4 and hf["tiny_fp32"]["tokens"] > 0
     assert hf["tiny_bf16"]["mean_ratio_dev"] <= 0.1 and hf["tiny_bf16"]["tokens"] > 0
