@@ -20,19 +20,23 @@ from webagent_r1.train import recipe
 from webagent_r1.train.memory_plan import MemoryPlanError
 
 ROOT = Path(__file__).resolve().parents[2]
+devices: list[int | None] = []
 QWEN = str(ROOT / "configs" / "gpu" / "qwen2.5-3b-r1.yaml")
 
 
 def fake_cuda(
     monkeypatch: pytest.MonkeyPatch, calls: list[str], free: float, total: float, reserved=0.0
 ) -> None:
-    """CUDA functions that record their calls; memory in GiB."""
+    """CUDA functions that record their calls (and in ``devices`` the device asked
+    about); memory in GiB."""
+    devices.clear()
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: calls.append("synchronize"))
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append("empty_cache"))
 
     def mem_get_info(*a: Any) -> tuple[int, int]:
         calls.append("mem_get_info")
+        devices.append(a[0] if a else None)
         return int(free * GIB), int(total * GIB)
 
     monkeypatch.setattr(torch.cuda, "mem_get_info", mem_get_info)
@@ -160,6 +164,11 @@ def test_train_refuses_a_recipe_whose_plan_does_not_fit(
     fake_cuda(monkeypatch, calls, free=49.0, total=79.0)
     with pytest.raises(MemoryPlanError, match="30.0 GiB of it held by other processes"):
         recipe.check_device_memory(_gpu_cfg())
+    # rank 3 of a launch asks its own GPU (the group has not set the device yet)
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    fake_cuda(monkeypatch, calls, free=79.0, total=79.0)
+    recipe.check_device_memory(_gpu_cfg())
+    assert devices == [3]
     # skipped: switched off, no M-GRPO stage, a CPU run
     assert recipe.check_device_memory(_gpu_cfg("train.memory_check=false")) is None
     assert recipe.check_device_memory(_gpu_cfg("rl.steps=0")) is None

@@ -48,12 +48,18 @@ class CudaMemory:
         )
 
 
-def cuda_memory() -> CudaMemory | None:
-    """The current CUDA device's free, total and reserved memory; None without CUDA."""
+def cuda_memory(device: int | None = None) -> CudaMemory | None:
+    """A CUDA device's free, total and reserved memory; None without CUDA.
+
+    Args:
+        device: its index (None: the current device). Before the process group sets each
+            rank's device, pass ``LOCAL_RANK``: otherwise every rank asks GPU 0 and opens a
+            CUDA context there.
+    """
     if not torch.cuda.is_available():
         return None
-    free, total = torch.cuda.mem_get_info()
-    return CudaMemory(free / GIB, total / GIB, torch.cuda.memory_reserved() / GIB)
+    free, total = torch.cuda.mem_get_info(device)
+    return CudaMemory(free / GIB, total / GIB, torch.cuda.memory_reserved(device) / GIB)
 
 
 def free_cuda_memory(what: str, say: Callable[[str], None] | None = None) -> CudaMemory | None:

@@ -90,7 +90,7 @@ def check_device_memory(cfg: Config) -> MemoryPlan | None:
         return None
     if pick_device(cfg.model.device).type != "cuda":
         return None
-    mem = cuda_memory()
+    mem = cuda_memory(int(os.environ.get("LOCAL_RANK", "0")))  # this rank's GPU, not GPU 0
     if mem is None:
         return None
     gpus = int(os.environ.get("WORLD_SIZE", "1"))
