@@ -5,7 +5,8 @@ every site in real Chromium over the embedded sites, ``--concurrency`` episodes 
 for ``--minutes``. Every ``--sample-s`` seconds it records the open browser contexts, the
 open file descriptors and the RSS of this process and its Chromium children, and the site
 instance folders under the temp directory. After the warm-up (the first third of the
-samples) every series must stay flat: contexts at most ``--concurrency``, file descriptors
+samples) every series must stay flat: contexts at most ``--concurrency`` plus the idle ones
+the context pool keeps (``browser.context_pool``), file descriptors
 and instance files within a small slack of the warm-up's level, RSS within ``--rss-growth``.
 
 Bounded and self-stopping; writes ``<out>/soak.jsonl`` (one sample a line), ``<out>/soak.png``
@@ -122,7 +123,8 @@ async def soak(a: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, An
     sites = EmbeddedSites.start()
     running = sites.running
     roots = sorted({running.store(name).root for name in running.sites})  # under $TMPDIR
-    browser = await Browser.launch(BrowserConfig())
+    bcfg = BrowserConfig()
+    browser = await Browser.launch(bcfg)
     counts = {"episodes": 0, "env_errors": 0, "successes": 0}
     rows: list[dict[str, Any]] = []
     t0 = time.monotonic()
@@ -173,13 +175,15 @@ async def soak(a: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, An
         await browser.close()
         sites.stop()
 
+    # the episodes' contexts, and the finished ones the pool keeps for reuse
+    limit = a.concurrency + bcfg.context_pool
     checks = {
-        "contexts": {"max": max(r["contexts"] for r in rows), "limit": a.concurrency},
+        "contexts": {"max": max(r["contexts"] for r in rows), "limit": limit},
         "fds": _flat(rows, "fds", slack=64, ratio=1.0),
         "instance_files": _flat(rows, "instance_files", slack=2 * a.concurrency, ratio=1.0),
         "rss_mb": _flat(rows, "rss_mb", slack=0, ratio=1.0 + a.rss_growth),
     }
-    checks["contexts"]["flat"] = checks["contexts"]["max"] <= a.concurrency
+    checks["contexts"]["flat"] = checks["contexts"]["max"] <= limit
     left = [str(d) for d in roots if d.exists()]  # sites.stop() must remove every folder
     passed = all(c["flat"] for c in checks.values()) and counts["episodes"] > 0 and not left
     summary = {**counts, "samples": len(rows), "checks": checks, "folders_left": left}
