@@ -391,7 +391,8 @@ class HFEngine(Engine):
         self.prefill_tokens = 0
         """Prompt tokens run through the model (shared prefixes and duplicates once)."""
         self.saved_prefill_tokens = 0
-        """Prompt tokens not computed thanks to shared prefixes and duplicate prompts."""
+        """Prompt tokens not computed thanks to shared prefixes, duplicate prompts and the prefix
+        cache."""
         self.min_shared_prefix = 16
         """Shorter shared prefixes are not worth a separate forward."""
         self.max_pad_ratio = 1.1 if self.device.type == "cpu" else float("inf")
