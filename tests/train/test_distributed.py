@@ -89,7 +89,8 @@ def test_two_processes_run_mgrpo_steps(tmp_path: Path) -> None:
     assert (stage / "checkpoints" / "step-000001" / "model" / "config.json").is_file()
     # the evaluation: each process ran one of the 2 tasks; the file and the per-site
     # success hold both (the subset's first two site groups, so two sites)
-    subset = [str(t.task_id) for t in eval_subset(tasks_for(load_config(None), "test"), 2, 0)]
+    val = tasks_for(load_config(None), "val")  # rl.eval_split's default
+    subset = [str(t.task_id) for t in eval_subset(val, 2, 0)]
     for step in (0, 1):
         evals = read_trajectories(stage / "eval" / f"step-{step:06d}.jsonl")
         assert [str(t.task_id) for t in evals] == subset  # rank 0's task, then rank 1's
