@@ -1112,7 +1112,12 @@ class RLStage(Stage):
             require_exit=rl.reward_requires_exit,
         )  # stale turns dropped here; refused below on every process alike
         refuse_stale_turns(batch, rl, self.sync.version, dist)
-        release_free_memory()  # the rollout's KV caches, before the update's activations
+        # the rollout's KV caches (the HF engine's prefix cache included: the update changes
+        # the weights, so it would be dropped anyway), before the update's activations
+        clear = getattr(self.engine, "clear_prefix_cache", None)
+        if clear is not None:
+            clear()
+        release_free_memory()
         u0 = time.time()
         lock = self.engine.lock
         update = functools.partial(self.update, batch, lock, step)
