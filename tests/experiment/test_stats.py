@@ -3,6 +3,7 @@ results page against ``compare-arms`` on published outcome files."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -106,3 +107,23 @@ def test_by_template_groups_task_ids_by_their_template() -> None:
     assert template_of("17") == "17"  # a WebArena id is its own cluster
     got = by_template(["b.x/2", "a.y/1", "b.x/7"], [1.0, -0.5, 0.0])
     assert got == [("a.y", 1, -0.5), ("b.x", 2, 0.5)]
+
+
+def test_rliable_leaves_a_redirected_stderr_open() -> None:
+    """rliable's absl handler must not hold (and later close) a redirected stderr: uvicorn's
+    logging.config shuts every handler down when the sites start, and absl closes a stream
+    that is not the process's own (it closed the test runner's capture)."""
+    import io
+    import logging.config
+
+    import absl.logging
+
+    from webagent_r1.report.rliable_stats import _rliable
+
+    buf = io.StringIO()
+    handler = absl.logging.get_absl_handler().python_handler
+    handler.stream = buf  # as if absl had been imported under this redirection
+    _rliable()
+    logging.config.dictConfig({"version": 1, "disable_existing_loggers": False})
+    assert not buf.closed
+    assert handler.stream is sys.__stderr__

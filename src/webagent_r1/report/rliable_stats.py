@@ -22,7 +22,9 @@ rliable draws from numpy's global generator; each call here seeds it and puts it
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -55,6 +57,25 @@ def _interval(ci: np.ndarray) -> tuple[float, float]:
     return float(flat[0, 0]), float(flat[1, 0])
 
 
+def _rliable() -> Any:
+    """rliable's ``library`` module, imported on first use (it imports scipy, arch and pandas;
+    only the experiment's results page needs it).
+
+    rliable imports absl, whose logging handler keeps the ``sys.stderr`` of that moment and,
+    when ``logging.config`` shuts every handler down (uvicorn does, each time the embedded
+    sites start), closes it unless it is the process's own. Under a redirected stderr (a test
+    runner's capture, a notebook) that closed someone else's stream; it is pointed at the
+    process's own stderr, which it never closes and nothing logs through it otherwise.
+    """
+    from rliable import library as rly
+
+    with contextlib.suppress(ImportError, AttributeError):
+        import absl.logging
+
+        absl.logging.get_absl_handler().python_handler.stream = sys.__stderr__
+    return rly
+
+
 def _estimate(
     scores: np.ndarray | tuple[np.ndarray, ...],
     func: Callable[..., np.ndarray],
@@ -62,9 +83,7 @@ def _estimate(
     seed: int,
     reps: int,
 ) -> tuple[float, tuple[float, float]]:
-    # heavy: rliable imports scipy, arch and pandas; only the experiment's results page needs it
-    from rliable import library as rly
-
+    rly = _rliable()
     with _seeded(seed):
         point, ci = rly.get_interval_estimates(
             {"x": scores}, func, task_bootstrap=task_bootstrap, reps=reps
