@@ -111,10 +111,13 @@ def alternate(side: Callable[[bool], tuple[float, list[list[int]]]], reps: int):
 
 
 def _engine(model: str, batches: tuple[int, ...], prompt_len: int, new_tokens: int, reps: int):
-    """The model's engine (fp32) after checking the sizes."""
+    """The model's engine (fp32) after checking the sizes; no prefix cache, which would serve
+    the repeated prompts of later repetitions and sides from the first (``bench rollout-step``
+    measures the cache)."""
     if prompt_len < 1 or new_tokens < 1 or reps < 1 or not batches or min(batches) < 1:
         raise ValueError("prompt_len, new_tokens, reps and every batch size must be >= 1")
-    return HFEngine.from_config(ModelConfig(name=model, dtype="float32", autocast_bf16=False))
+    cfg = ModelConfig(name=model, dtype="float32", autocast_bf16=False)
+    return HFEngine.from_config(cfg, prefix_cache_mb=0)
 
 
 def _fixed_length(
