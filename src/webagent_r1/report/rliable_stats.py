@@ -67,9 +67,11 @@ def _rliable() -> Any:
     runner's capture, a notebook) that closed someone else's stream; it is pointed at the
     process's own stderr, which it never closes and nothing logs through it otherwise.
     """
+    # heavy: rliable imports scipy, arch and pandas
     from rliable import library as rly
 
     with contextlib.suppress(ImportError, AttributeError):
+        # heavy: absl comes with rliable (imported just above), only for its handler
         import absl.logging
 
         absl.logging.get_absl_handler().python_handler.stream = sys.__stderr__
