@@ -185,3 +185,15 @@ def test_prefix_cache_lookup_insert_and_lru() -> None:
     assert cache.lookup(torch.tensor([1, 2, 3, 4, 0]))[1] == 4
     cache.insert(entry(list(range(10, 20))))  # larger than the budget: not kept
     assert cache.nbytes <= cache.budget_bytes and len(cache) == 2
+
+
+def test_prefill_counts_requested_is_every_prompt_token(model) -> None:
+    engine = _engine(model, 64)
+    first = [_prompt(t, [], _page(t, 0, 0, "")) for t in (0, 0, 1)]  # a group's duplicate
+    later = [_prompt(0, [("x", _page(0, 0, 0, ""))], "page z")]  # extends a held prompt
+    engine.generate_sync(first, GREEDY)
+    engine.generate_sync(later, GREEDY)
+    computed, requested = engine.prefill_counts()
+    assert requested == sum(len(p) for p in first + later)
+    # the duplicate is run once; the later prompt reuses the held system prompt and task
+    assert computed <= requested - len(first[1]) - 16

@@ -720,3 +720,18 @@ def test_mu1_takes_pi_old_from_the_training_forward(tiny_dir: Path, share: str) 
     assert m1["train/grad_norm"] == pytest.approx(m2["train/grad_norm"], rel=1e-6)
     for a, b in zip(g1, g2, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+
+
+def test_prefill_metrics_is_the_steps_share_of_prompt_tokens_computed() -> None:
+    from webagent_r1.train.rl import prefill_counts, prefill_metrics
+
+    one = SimpleNamespace(all_reduce_sum=lambda v: list(v))
+    two = SimpleNamespace(all_reduce_sum=lambda v: [2 * x for x in v])  # two alike processes
+    # counters since the engine started: this step computed 300 of 1000 requested
+    assert prefill_metrics((100, 400), (400, 1400), one) == {
+        "rollout/prefill_computed_frac": 0.3
+    }
+    assert prefill_metrics((100, 400), (400, 1400), two)["rollout/prefill_computed_frac"] == 0.3
+    assert prefill_metrics(None, None, one) == {}  # an engine that does not count
+    assert prefill_metrics((5, 9), (5, 9), one) == {}  # nothing requested this step
+    assert prefill_counts(SimpleNamespace()) is None

@@ -95,6 +95,12 @@ class Engine(abc.ABC):
         callers await what it returns when that is awaitable."""
         return None
 
+    def prefill_counts(self) -> tuple[int, int] | None:
+        """Prompt tokens run through the model and prompt tokens requested, since the engine
+        started (the difference was served by shared prefixes, duplicate prompts or a prefix
+        cache), or None when the engine does not count them."""
+        return None
+
     async def sleep(self, level: int | None = None) -> None:
         """Give the engine's GPU memory back while the trainer updates (nothing here)."""
         return None

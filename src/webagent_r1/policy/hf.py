@@ -449,6 +449,10 @@ class HFEngine(Engine):
             self.prefix_cache.clear()
         self._weights_seen = key
 
+    def prefill_counts(self) -> tuple[int, int]:
+        """(prompt tokens computed, prompt tokens requested) since the engine started."""
+        return self.prefill_tokens, self.prefill_tokens + self.saved_prefill_tokens
+
     def clear_prefix_cache(self) -> None:
         """Free the prefix cache's memory now (e.g. before an update that needs it)."""
         with self.lock:

@@ -703,6 +703,24 @@ def _warn_no_checkpointing(name: str) -> None:
     )
 
 
+def prefill_counts(engine: Any) -> tuple[int, int] | None:
+    """``Engine.prefill_counts`` of ``engine``, or None for an engine without the method."""
+    counts = getattr(engine, "prefill_counts", None)
+    return counts() if counts is not None else None
+
+
+def prefill_metrics(
+    before: tuple[int, int] | None, after: tuple[int, int] | None, dist: Any
+) -> dict[str, float]:
+    """``rollout/prefill_computed_frac``: the step's prompt tokens run through the model over
+    those its turns requested, over every process (below 1: shared prefixes, duplicate prompts
+    and the prefix cache served the rest). Empty when the engine does not count them."""
+    if before is None or after is None:
+        return {}
+    computed, requested = dist.all_reduce_sum([after[0] - before[0], after[1] - before[1]])
+    return {"rollout/prefill_computed_frac": computed / requested} if requested else {}
+
+
 def generation_engine(cfg: Config, model: Any, tokenizer: Any, source: str | None = None) -> Any:
     """The engine M-GRPO samples with (``train.generation_engine``).
 
@@ -1077,6 +1095,7 @@ class RLStage(Stage):
         rl, dist = self.cfg.rl, self.dist
         s0 = time.time()
         stats = RolloutStats()
+        prefill0 = prefill_counts(self.engine)
         self.model.eval()
         assert self.curriculum is not None
         # every round's outcomes go into the curriculum's estimates (all processes alike);
@@ -1126,6 +1145,8 @@ class RLStage(Stage):
         update_s = time.time() - u0
         self.update_times.append(update_s)
         metrics.update(self.step_metrics(stats, batch, collected, trajs, gen_s, update_s, s0))
+        if rl.pg_coef > 0:
+            metrics.update(prefill_metrics(prefill0, prefill_counts(self.engine), dist))
         self.step_times.append(time.time() - s0)
         return metrics
 
