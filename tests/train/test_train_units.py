@@ -728,9 +728,7 @@ def test_prefill_metrics_is_the_steps_share_of_prompt_tokens_computed() -> None:
     one = SimpleNamespace(all_reduce_sum=lambda v: list(v))
     two = SimpleNamespace(all_reduce_sum=lambda v: [2 * x for x in v])  # two alike processes
     # counters since the engine started: this step computed 300 of 1000 requested
-    assert prefill_metrics((100, 400), (400, 1400), one) == {
-        "rollout/prefill_computed_frac": 0.3
-    }
+    assert prefill_metrics((100, 400), (400, 1400), one) == {"rollout/prefill_computed_frac": 0.3}
     assert prefill_metrics((100, 400), (400, 1400), two)["rollout/prefill_computed_frac"] == 0.3
     assert prefill_metrics(None, None, one) == {}  # an engine that does not count
     assert prefill_metrics((5, 9), (5, 9), one) == {}  # nothing requested this step
