@@ -131,3 +131,33 @@ def make_run(root: Path) -> Path:
 @pytest.fixture
 def run_dir(tmp_path: Path) -> Path:
     return make_run(tmp_path / "run")
+
+
+def make_recipe_run(parent: Path) -> Path:
+    """A recipe's run folder with every stage the viewer tells apart: the report tests' run
+    (``summary.json``, RL evaluations at steps 0 and 4, rollouts of two steps, an
+    ``eval/`` folder) plus the experts' demonstrations, the base model's evaluation and a
+    second rank of the first step's rollouts."""
+    from tests.report.conftest import make_run, traj
+
+    run = make_run(parent)
+    write_trajectories([traj(f"d{i}", 2, 1.0) for i in range(5)], run / "demos.jsonl")
+    write_trajectories(
+        [
+            traj("t1", 3, 0.0, "max_turns"),
+            traj("t2", 1, 1.0),
+            traj("t3", 2, 0.0),
+            traj("t4", 0, 0.0, "env_error"),
+        ],
+        run / "base" / "eval.jsonl",
+    )
+    write_trajectories(
+        [traj("r2", 1, 1.0), traj("r2", 1, 1.0), traj("r2", 4, 0.0, "max_turns")],
+        run / "rl" / "rollouts" / "step-000000-rank1.jsonl",
+    )
+    return run
+
+
+@pytest.fixture
+def recipe_run(tmp_path: Path) -> Path:
+    return make_recipe_run(tmp_path)

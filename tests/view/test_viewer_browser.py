@@ -50,14 +50,40 @@ async def test_list_filters_and_expand(viewer) -> None:
     page, dialogs, requests = viewer
     rows = page.locator("tr.ep:visible")
     assert await rows.count() == 4
-    assert "4 episodes · 2 successful (50.0%)" in await page.locator("#summary").inner_text()
+    # No success rate over the two stages together: one per stage, in the stage table.
+    summary = await page.locator("#summary").inner_text()
+    assert "4 episodes in 2 stages" in summary and "%" not in summary
     assert "1 malformed line(s) skipped" in await page.locator("#warnings").inner_text()
+    stages = page.locator("#stages tr.stage")
+    assert [await stages.nth(k).inner_text() for k in range(2)] == [
+        "rollouts: RL step 2\t2\t1 / 2\t50.0%",
+        "evaluation: RL step 10\t2\t1 / 2\t50.0%",
+    ]
+    shown = page.locator("#shown")
+    assert await shown.inner_text() == (
+        "showing 4 of 4 from 2 stages · pick a stage for its success rate"
+    )
 
+    # Picking a stage (its row in the table, or the filter) lists its episodes and its rate.
+    await stages.nth(0).click()
+    assert await page.locator("#f-stage").input_value() == "rollouts: RL step 2"
+    assert await rows.count() == 2
+    assert "rollouts: RL step 2 · success 1 / 2 (50.0%)" in await shown.inner_text()
+    await stages.nth(0).click()  # again: every stage
+    assert await rows.count() == 4
+    await page.select_option("#f-stage", "evaluation: RL step 10")
+    assert {await rows.nth(k).get_attribute("data-stage") for k in range(2)} == {
+        "evaluation: RL step 10"
+    }
     await page.select_option("#f-success", "failure")
+    assert await rows.count() == 1
+    assert "success 0 / 1 (0.0%)" in await shown.inner_text()
+    await page.select_option("#f-stage", "")
+
     assert await rows.count() == 2
     for k in range(2):
         assert await rows.nth(k).get_attribute("data-success") == "0"
-    assert "showing 2 of 4" in await page.locator("#shown").inner_text()
+    assert "showing 2 of 4" in await shown.inner_text()
 
     await page.select_option("#f-success", "")
     await page.select_option("#f-site", "forum")

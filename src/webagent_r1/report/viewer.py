@@ -3,8 +3,15 @@
 ``build_viewer`` finds every trajectory file (``**/*.jsonl``) under a run folder, looks each
 episode's task up in the embedded suite, and writes ONE self-contained HTML file (inline CSS
 and JS, screenshots as data URIs, no server, no external URL) that lists the episodes with
-filters (site, success, template, file, free text over the intent) and expands one on click
-to its turns: thinking, action, error, observation summary, screenshot, and the outcome.
+filters (stage, site, success, template, file, free text over the intent) and expands one on
+click to its turns: thinking, action, error, observation summary, screenshot, and the outcome.
+
+Each trajectory file belongs to a stage (``stage_of``): the experts' demonstrations, the base
+model's evaluation, each RL evaluation step, each RL step's rollouts, each budget of an
+``eval --out-dir`` folder, or else the file itself. Success is counted per stage only: the
+page opens on a table of the stages (episodes, successes, success rate each), and the list
+shows a success rate only while the episodes it shows come from one stage, since a rate over
+the experts' kept demonstrations and a model's evaluations together measures nothing.
 
 The episodes travel as JSON in a ``<script type="application/json">`` tag (``<``, ``>`` and
 ``&`` escaped as ``\\u003c`` … so model output can never close the tag) and are rendered with
@@ -35,10 +42,12 @@ from webagent_r1.validation import read_jsonl
 __all__ = [
     "NoTrajectoriesError",
     "RunEpisodes",
+    "Stage",
     "build_viewer",
     "extract_thinking",
     "load_run",
     "render_html",
+    "stage_of",
 ]
 
 _THINK_OPEN = re.compile(r"<\s*think\s*>", re.IGNORECASE)
@@ -54,6 +63,12 @@ _IMAGE_TYPES = {
 _PLACEHOLDER = re.compile(r"__(TITLE|CSS|JS|DATA)__")
 # Per-file problems listed in the page; past this only the count grows.
 _MAX_NOTES = 50
+# The trajectory files of a run folder (``train/recipe.py``, ``report/load.py``) and of an
+# ``eval --out-dir`` folder (``trajectories-t<max_turns>[.partial].jsonl``).
+_RL_EVAL_FILE = re.compile(r"^step-(\d+)\.jsonl$")
+_ROLLOUT_FILE = re.compile(r"^step-(\d+)-rank(\d+)\.jsonl$")
+_BUDGET_FILE = re.compile(r"^trajectories-t(\d+)(\.partial)?\.jsonl$")
+_DEMOS_FILE = re.compile(r"^demos.*\.jsonl$")
 
 
 class NoTrajectoriesError(FileNotFoundError):
@@ -61,10 +76,102 @@ class NoTrajectoriesError(FileNotFoundError):
 
 
 @dataclass
+class Stage:
+    """One stage of a run: the episodes of one evaluation, one RL step's rollouts, the
+    demonstrations, or one other trajectory file; success is only ever counted per stage."""
+
+    label: str
+    """What the stage is, unique in a run (``recipe/seed-0 · evaluation: RL step 10``)."""
+    kind: str
+    """``demonstrations``, ``evaluation``, ``rollouts`` or ``trajectories`` (any other file)."""
+    files: list[str] = field(default_factory=list)
+    """Its trajectory files, relative to the run folder."""
+    episodes: int = 0
+    scored: int = 0
+    """Episodes with a reward (``status != "env_error"``, as ``EvalReport``'s rates)."""
+    successes: int = 0
+    """Scored episodes with reward 1."""
+
+    @property
+    def success(self) -> float | None:
+        """``successes / scored`` (None without a scored episode)."""
+        return self.successes / self.scored if self.scored else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "kind": self.kind,
+            "files": self.files,
+            "episodes": self.episodes,
+            "scored": self.scored,
+            "successes": self.successes,
+            "success": self.success,
+        }
+
+
+def stage_of(rel: str, demo_files: frozenset[str] = frozenset()) -> tuple[tuple, str, str]:
+    """``(sort key, kind, label)`` of the trajectory file at ``rel`` (a posix path relative to
+    the run folder), from the file layout of a run or ``eval --out-dir`` folder.
+
+    ``rl/eval/step-S.jsonl`` is the evaluation at RL step S; ``rl/rollouts/step-S-rankR.jsonl``
+    the rollouts of step S + 1 (every rank in one stage, as the report numbers them);
+    ``base/eval.jsonl`` the base model's evaluation; ``D/trajectories-tN[.partial].jsonl`` the
+    evaluation in ``D`` with N turns (unfinished while ``.partial``); ``demos*.jsonl`` and the
+    files in ``demo_files`` the experts' demonstrations; any other file is a stage of its own.
+    A prefix of folders above these (a run inside an experiment folder) starts the label, so
+    that the stages of different runs stay apart. The sort key puts a run's stages in the
+    order the recipe runs them: demonstrations, base evaluation, RL by step, other evaluations.
+    """
+    parts = tuple(rel.split("/"))
+    name = parts[-1]
+
+    def at(prefix: tuple[str, ...], rank: int, label: str, kind: str, *order: Any):
+        shown = " · ".join(p for p in ("/".join(prefix), label) if p)
+        return (prefix, rank, *order), kind, shown
+
+    if parts[-3:-1] == ("rl", "eval") and (m := _RL_EVAL_FILE.match(name)):
+        step = int(m[1])
+        label = f"evaluation: RL step {step}" + (" (before the first update)" if not step else "")
+        return at(parts[:-3], 2, label, "evaluation", step, 0)
+    if parts[-3:-1] == ("rl", "rollouts") and (m := _ROLLOUT_FILE.match(name)):
+        step = int(m[1])
+        return at(parts[:-3], 2, f"rollouts: RL step {step + 1}", "rollouts", step, 1)
+    if parts[-2:] == ("base", "eval.jsonl"):
+        return at(parts[:-2], 1, "evaluation: base model", "evaluation")
+    if m := _BUDGET_FILE.match(name):
+        folder = parts[-2] if len(parts) > 1 else ""
+        label = "evaluation" + (f": {folder}/" if folder else "") + f" (max_turns={m[1]}"
+        label += ", unfinished)" if m[2] else ")"
+        return at(parts[:-2], 3, label, "evaluation", folder, int(m[1]), bool(m[2]))
+    if rel in demo_files or _DEMOS_FILE.match(name):
+        label = "demonstrations" + ("" if name == "demos.jsonl" else f" {name}")
+        return at(parts[:-1], 0, label, "demonstrations", name)
+    return (parts[:-1], 4, name), "trajectories", rel
+
+
+def _demo_files(root: Path) -> frozenset[str]:
+    """The demonstrations file ``summary.json`` names (``stages.demos.file``, a path relative
+    to where the recipe ran, usually below the run folder), relative to ``root``."""
+    try:
+        summary = json.loads((root / "summary.json").read_text(encoding="utf-8"))
+        named = Path(summary["stages"]["demos"]["file"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return frozenset()
+    inside = named if named.is_absolute() else Path.cwd() / named
+    try:
+        return frozenset({inside.resolve().relative_to(root.resolve()).as_posix()})
+    except ValueError:
+        return frozenset()
+
+
+@dataclass
 class RunEpisodes:
     """Episodes of a run, ready for the page (plain JSON-able dicts) and what was skipped."""
 
     episodes: list[dict[str, Any]] = field(default_factory=list)
+    """Each with ``stage``: the label of its ``Stage``."""
+    stages: list[Stage] = field(default_factory=list)
+    """In the order the run made them (``stage_of``)."""
     notes: list[str] = field(default_factory=list)
     """Skipped files and malformed lines, one sentence each (at most ``_MAX_NOTES``)."""
     bad_lines: int = 0
@@ -223,10 +330,24 @@ def load_run(
     if tasks is None:
         tasks = build_suite(spec_for("wide"))  # every split's tasks
     by_id = {str(t.task_id): t for t in tasks}
-    run.episodes = [
-        _episode(traj, by_id.get(str(traj.task_id)), rel, line, folder, root)
-        for rel, folder, line, traj in found
-    ]
+    demo_files = _demo_files(root)
+    stages: dict[str, tuple[tuple, Stage]] = {}
+    for rel, folder, line, traj in found:
+        key, kind, label = stage_of(rel, demo_files)
+        if label not in stages:
+            stages[label] = (key, Stage(label, kind))
+        stage = stages[label][1]
+        if rel not in stage.files:
+            stage.files.append(rel)
+        stage.episodes += 1
+        if traj.status != "env_error":
+            stage.scored += 1
+            stage.successes += int(traj.reward == 1.0)
+        ep = _episode(traj, by_id.get(str(traj.task_id)), rel, line, folder, root)
+        run.episodes.append({**ep, "stage": label})
+    run.stages = [st for _, st in sorted(stages.values(), key=lambda ks: ks[0])]
+    order = {st.label: i for i, st in enumerate(run.stages)}
+    run.episodes.sort(key=lambda ep: order[ep["stage"]])  # stable: file order within a stage
     return run
 
 
@@ -252,6 +373,7 @@ def render_html(run: RunEpisodes, title: str) -> str:
     """The self-contained page for ``run`` (see the module docstring)."""
     data = {
         "episodes": run.episodes,
+        "stages": [st.to_dict() for st in run.stages],
         "notes": run.notes,
         "bad_lines": run.bad_lines,
         "skipped_files": run.skipped_files,
@@ -310,8 +432,14 @@ img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'">
   <p id="summary"></p>
   <p id="warnings" hidden></p>
   <details id="notes" hidden><summary>Skipped files and lines</summary><ul></ul></details>
+  <table id="stages">
+    <caption>Success per stage (click a stage to list its episodes)</caption>
+    <thead><tr><th>stage</th><th>episodes</th><th>successes</th><th>success</th></tr></thead>
+    <tbody></tbody>
+  </table>
 </header>
 <form id="filters" onsubmit="return false">
+  <label>Stage <select id="f-stage"><option value="">all</option></select></label>
   <label>Site <select id="f-site"><option value="">all</option></select></label>
   <label>Outcome <select id="f-success">
     <option value="">all</option><option value="success">success</option>
@@ -322,8 +450,8 @@ img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'">
   <span id="shown"></span>
 </form>
 <table id="episodes">
-  <thead><tr><th>task</th><th>site</th><th>template</th><th>reward</th><th>status</th>
-  <th>turns</th><th>file</th><th>intent</th></tr></thead>
+  <thead><tr><th>task</th><th>stage</th><th>site</th><th>template</th><th>reward</th>
+  <th>status</th><th>turns</th><th>file</th><th>intent</th></tr></thead>
   <tbody></tbody>
 </table>
 <script type="application/json" id="data">__DATA__</script>
@@ -360,6 +488,14 @@ pre { white-space: pre-wrap; word-break: break-word; margin: .2em 0; background:
 .outcome { border-top: 1px solid #ddd; margin-top: .8em; padding-top: .5em; }
 .label { color: #666; }
 img.shot { max-width: 100%; border: 1px solid #ccc; margin-top: .3em; }
+#stages { width: auto; margin: .6em 0 1em; }
+#stages caption { text-align: left; color: #666; padding-bottom: .2em; }
+#stages td.num { text-align: right; }
+#stages .hint { color: #666; font-weight: normal; }
+#stages tr.stage { cursor: pointer; }
+#stages tr.stage:hover, #stages tr.stage:focus { background: #eef4ff; outline: none; }
+#stages tr.stage.picked { background: #e3ecff; font-weight: bold; }
+td.stage { white-space: nowrap; }
 """
 
 _JS = r"""
@@ -384,9 +520,44 @@ _JS = r"""
     parent.append(p);
   }
 
-  const nOk = eps.filter((e) => e.success).length;
-  $("summary").textContent = eps.length + " episodes · " + nOk + " successful (" +
-    pct(nOk, eps.length) + ")";
+  // Success is only ever counted within one stage: the experts' kept demonstrations, an
+  // evaluation and a step's rollouts answer different questions, and one rate over them
+  // together means nothing.
+  const stages = data.stages;
+  $("summary").textContent = eps.length + " episodes in " + stages.length + " stage" +
+    (stages.length === 1 ? "" : "s") + "; success is counted per stage";
+  const stageRows = stages.map((st) => {
+    const tr = el("tr", "stage");
+    tr.tabIndex = 0;
+    tr.dataset.stage = st.label;
+    const unscored = st.episodes - st.scored;
+    const name = el("td", "name", st.label);
+    if (st.kind === "demonstrations") {
+      name.append(el("span", "hint", " (the experts' kept episodes: successes only)"));
+    }
+    tr.append(
+      name, el("td", "num episodes", st.episodes),
+      el("td", "num successes", st.successes + " / " + st.scored +
+        (unscored ? " (" + unscored + " env error" + (unscored === 1 ? "" : "s") + ")" : "")),
+      el("td", "num success", pct(st.successes, st.scored)));
+    tr.title = st.files.join("\n");
+    const pick = () => {
+      const sel = $("f-stage");
+      sel.value = sel.value === st.label ? "" : st.label;
+      applyFilters();
+    };
+    tr.addEventListener("click", pick);
+    tr.addEventListener("keydown", (ev) => {
+      if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); pick(); }
+    });
+    return tr;
+  });
+  document.querySelector("#stages tbody").append(...stageRows);
+  for (const st of stages) {
+    const o = el("option", null, st.label + " (" + st.episodes + ")");
+    o.value = st.label;
+    $("f-stage").append(o);
+  }
   if (data.bad_lines || data.skipped_files) {
     const w = $("warnings");
     w.hidden = false;
@@ -470,9 +641,10 @@ _JS = r"""
     tr.tabIndex = 0;
     tr.dataset.index = i;
     tr.dataset.site = ep.site;
+    tr.dataset.stage = ep.stage;
     tr.dataset.success = ep.success ? "1" : "0";
     tr.append(
-      el("td", "task", ep.task_id), el("td", "site", ep.site || "?"),
+      el("td", "task", ep.task_id), el("td", "stage", ep.stage), el("td", "site", ep.site || "?"),
       el("td", "template", ep.template || "?"), el("td", "reward", ep.reward),
       el("td", "status", ep.status), el("td", "turns", ep.n_turns),
       el("td", "file", ep.file), el("td", "intent", ep.intent));
@@ -482,7 +654,7 @@ _JS = r"""
       if (!detail) {
         detail = el("tr", "detail");
         const td = el("td");
-        td.colSpan = 8;
+        td.colSpan = 9;
         td.append(renderDetail(ep));
         detail.append(td);
         tr.after(detail);
@@ -506,20 +678,34 @@ _JS = r"""
   function applyFilters() {
     const want = (id) => { const v = $(id).value; return v === "\u0000" ? "" : v || null; };
     const site = want("f-site"), tpl = want("f-template"), file = want("f-file");
+    const stage = want("f-stage");
     const outcome = $("f-success").value;
     const q = $("f-search").value.trim().toLowerCase();
-    let n = 0, ok = 0;
+    let n = 0, ok = 0, scored = 0;
+    const shownStages = new Set();
     eps.forEach((ep, i) => {
-      const show = (site === null || ep.site === site) &&
+      const show = (stage === null || ep.stage === stage) && (site === null || ep.site === site) &&
         (tpl === null || ep.template === tpl) && (file === null || ep.file === file) &&
         (outcome === "" || (outcome === "success") === ep.success) &&
         (!q || ep.intent.toLowerCase().includes(q) || ep.task_id.toLowerCase().includes(q));
       rows[i].hideAll(!show);
-      if (show) { n += 1; ok += ep.success ? 1 : 0; }
+      if (show) {
+        n += 1;
+        shownStages.add(ep.stage);
+        if (ep.status !== "env_error") { scored += 1; ok += ep.success ? 1 : 0; }
+      }
     });
-    $("shown").textContent = "showing " + n + " of " + eps.length + " · success " + pct(ok, n);
+    let text = "showing " + n + " of " + eps.length;
+    if (shownStages.size === 1) {
+      text += " · " + [...shownStages][0] + " · success " + ok + " / " + scored + " (" +
+        pct(ok, scored) + ")";
+    } else if (shownStages.size > 1) {
+      text += " from " + shownStages.size + " stages · pick a stage for its success rate";
+    }
+    $("shown").textContent = text;
+    for (const tr of stageRows) tr.classList.toggle("picked", tr.dataset.stage === stage);
   }
-  for (const id of ["f-site", "f-success", "f-template", "f-file"]) {
+  for (const id of ["f-stage", "f-site", "f-success", "f-template", "f-file"]) {
     $(id).addEventListener("change", applyFilters);
   }
   $("f-search").addEventListener("input", applyFilters);
