@@ -209,7 +209,7 @@ class ModelConfig:
 
 
 ENV_POOLS = ("local", "ray")
-"""Env pools by name (``rollout.env_pool``; ``envpool.make_env_pool`` builds them)."""
+"""Env pools by name (``rollout.env_pool``; ``rollout.pool.make_env_pool`` builds them)."""
 
 
 @dataclass
@@ -251,7 +251,7 @@ class RolloutConfig:
     env_pool: str = "local"
     """Where the episodes' browsers run: 'local' (Chromium on this machine) or 'ray' (browser
     workers as Ray actors, each with its own Chromium and sites; ``pip install
-    'webagent-r1[ray]'``). Same episodes either way (``envpool.make_env_pool``)."""
+    'webagent-r1[ray]'``). Same episodes either way (``rollout.pool.make_env_pool``)."""
     ray_workers: int = 2
     """Ray browser workers (env_pool 'ray'); ``max_concurrent_episodes`` is spread over them."""
     ray_address: str = ""
@@ -812,10 +812,10 @@ class MiniWoBConfig:
         )
 
 
-# The WebArena site names (``webarena/data.py: SITES``; repeated so config stays light).
+# The WebArena site names (``sources/webarena/data.py: SITES``; repeated so config stays light).
 WEBARENA_SITES = ("shopping", "shopping_admin", "reddit", "gitlab", "map", "wikipedia")
 WEBARENA_LOGINS = ("storage_state", "all", "none")
-WEBARENA_SCORINGS = ("vab", "webarena")  # ``webarena/data.py: SCORINGS``
+WEBARENA_SCORINGS = ("vab", "webarena")  # ``sources/webarena/data.py: SCORINGS``
 
 
 @dataclass
