@@ -1,8 +1,8 @@
 """What the template modules share: the registry, sampling memo, expert helpers, eval specs.
 
-- ``Registry``: a module's templates, in the order they are registered; each template is
-  registered right after its sampler, eval builder and expert (``REGISTRY.add(...)``), with
-  the module's defaults (sites, start URL) filled in.
+- ``Registry``: a module's templates, in the order they are registered; a template is
+  declared on its expert (``@TEMPLATES.template(...)``, after its sampler and eval builder),
+  with the module's defaults (sites, start URL) and its kind's grading filled in.
 - ``db_memo``: a memo of query results per pristine database file.
 - Expert helpers that read the observation only: ``seek``, ``grab``, ``more_below``,
   ``line_after``.
@@ -12,18 +12,30 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import sqlite3
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any
 
-from webagent_r1.tasks.experts import Element, ExpertError, Step, find, maybe, scroll_down
+from webagent_r1.tasks.experts import (
+    Element,
+    Expert,
+    ExpertError,
+    ExpertFactory,
+    Step,
+    find,
+    maybe,
+    scroll_down,
+)
 from webagent_r1.tasks.template import Template
 from webagent_r1.types import Observation
 
 Params = dict[str, Any]
 Sub = Generator["Step | None", Observation, Any]
 """A sub-expert (used with ``yield from``): yields steps, returns what it found."""
+Solver = Callable[[Params, Observation], Expert]
+"""A template's expert as written: ``solve(params, obs)`` from the start observation."""
 
 H1 = "document.querySelector('h1').innerText"
 """``program_html`` locator of a page's main heading."""
@@ -52,6 +64,34 @@ class Registry(list[Template]):
         t.sites = list(t.sites)
         self.append(t)
         return t
+
+    def template(self, **fields: Any) -> Callable[[Solver], Solver]:
+        """Declare a template on its expert: ``@TEMPLATES.template(id=..., name=..., ...)``.
+
+        The decorated solver gets the public parameters and the start observation; the
+        template's ``expert`` is the factory that receives that observation first
+        (``started``). ``info`` templates grade with ``answer_eval`` unless ``fields`` give
+        an ``evaluation``. Returns the solver unchanged.
+        """
+
+        def declare(solve: Solver) -> Solver:
+            grading = {"evaluation": answer_eval} if fields.get("kind") == "info" else {}
+            self.add(**{**grading, **fields}, expert=started(solve))
+            return solve
+
+        return declare
+
+
+def started(solve: Solver) -> ExpertFactory:
+    """The expert factory of a solver: its generator first yields None to receive the start
+    observation, then runs ``solve(params, obs)`` (same name, for reports)."""
+
+    @functools.wraps(solve)
+    def expert(p: Params) -> Expert:
+        obs = yield None
+        yield from solve(p, obs)
+
+    return expert
 
 
 # --------------------------------------------------------------------------------------------

@@ -475,8 +475,23 @@ SHOP_ADDRESS_BOXES = (
 )
 
 
-def expert_address_from_map(p: Params) -> Expert:
-    obs = yield None
+@TEMPLATES.template(
+    id=600,
+    name="cross.address_from_map",
+    writes={"shopping.customers": 1},
+    sites=MAP_SHOP,
+    kind="change",
+    intent="Look up {place} on the map and make its address my default address in the "
+    "shop: its street address, city Riverton, state Pennsylvania and its zip code. Keep my "
+    "name and phone number.",
+    start_url="__MAP__/",
+    sample=sample_address_from_map,
+    evaluation=eval_address_from_map,
+    backend_sites=MAP_SHOP,
+    logins={"shopping": SHOPPER},
+    difficulty="10+",
+)
+def expert_address_from_map(p: Params, obs: Observation) -> Expert:
     full, obs = yield from _map_address(obs, p["place"])
     street, _, rest = full.partition(", ")
     postcode = rest.rsplit(" ", 1)[1]
@@ -499,25 +514,6 @@ def expert_address_from_map(p: Params) -> Expert:
     yield answer("done", f"My default address is now {full}.")
 
 
-TEMPLATES.add(
-    id=600,
-    name="cross.address_from_map",
-    writes={"shopping.customers": 1},
-    sites=MAP_SHOP,
-    kind="change",
-    intent="Look up {place} on the map and make its address my default address in the "
-    "shop: its street address, city Riverton, state Pennsylvania and its zip code. Keep my "
-    "name and phone number.",
-    start_url="__MAP__/",
-    sample=sample_address_from_map,
-    evaluation=eval_address_from_map,
-    expert=expert_address_from_map,
-    backend_sites=MAP_SHOP,
-    logins={"shopping": SHOPPER},
-    difficulty="10+",
-)
-
-
 # --------------------------------------------------------------------------------------------
 # 601 info (shop + map): a product's price and a walking time
 # --------------------------------------------------------------------------------------------
@@ -538,15 +534,7 @@ def sample_price_and_walk(conns: Conns, rng: random.Random) -> Params | None:
     }
 
 
-def expert_price_and_walk(p: Params) -> Expert:
-    obs = yield None
-    price, obs = yield from _shop_price(obs, p["product"])
-    obs = yield from _go_site(obs, "map", f"The price is {price}; the walk is on the map.")
-    _, time, obs = yield from _map_route(obs, p["a"], p["b"], "Foot")
-    yield answer(f"{price}, {time}", f"The product costs {price} and the walk takes {time}.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=601,
     name="cross.price_and_walking_time",
     sites=SHOP_MAP,
@@ -556,10 +544,14 @@ TEMPLATES.add(
     start_url="__SHOPPING__/",
     sample=sample_price_and_walk,
     evaluation=lambda p: string_eval([p["_price"], p["_walk"]], "must_include"),
-    expert=expert_price_and_walk,
     backend_sites=SHOP_MAP,
     difficulty="6-9",
 )
+def expert_price_and_walk(p: Params, obs: Observation) -> Expert:
+    price, obs = yield from _shop_price(obs, p["product"])
+    obs = yield from _go_site(obs, "map", f"The price is {price}; the walk is on the map.")
+    _, time, obs = yield from _map_route(obs, p["a"], p["b"], "Foot")
+    yield answer(f"{price}, {time}", f"The product costs {price} and the walk takes {time}.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -582,16 +574,7 @@ def sample_route_issue(conns: Conns, rng: random.Random) -> Params | None:
     }
 
 
-def expert_route_issue(p: Params) -> Expert:
-    obs = yield None
-    dist, _, obs = yield from _map_route(obs, p["a"], p["b"], "Bicycle")
-    obs = yield from _go_site(obs, "gitlab", f"The bicycle route is {dist}; now to GitLab.")
-    desc = f"Cycling distance: {dist}"
-    obs = yield from _gitlab_new_issue(obs, p["project"], p["title"], desc)
-    yield answer("done", f"The issue '{p['title']}' records {dist}.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=602,
     name="cross.bike_distance_issue",
     writes={"gitlab.issues": 1, "gitlab.projects": 1},
@@ -602,11 +585,16 @@ TEMPLATES.add(
     start_url="__MAP__/",
     sample=sample_route_issue,
     evaluation=lambda p: state_eval(*_new_issue_check(p, p["_distance"])),
-    expert=expert_route_issue,
     backend_sites=["map", "gitlab"],
     logins={"gitlab": GITLAB_USER},
     difficulty="10+",
 )
+def expert_route_issue(p: Params, obs: Observation) -> Expert:
+    dist, _, obs = yield from _map_route(obs, p["a"], p["b"], "Bicycle")
+    obs = yield from _go_site(obs, "gitlab", f"The bicycle route is {dist}; now to GitLab.")
+    desc = f"Cycling distance: {dist}"
+    obs = yield from _gitlab_new_issue(obs, p["project"], p["title"], desc)
+    yield answer("done", f"The issue '{p['title']}' records {dist}.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -635,18 +623,7 @@ def sample_hours_post(conns: Conns, rng: random.Random) -> Params | None:
     }
 
 
-def expert_hours_post(p: Params) -> Expert:
-    obs = yield None
-    obs = yield from _map_place(obs, p["place"])
-    h = grab(obs, rf"^{p['day']} \| (.+)$", f"hours on {p['day']}").strip()
-    opens = h.split(" - ")[0]
-    obs = yield from _go_site(obs, "reddit", f"It opens at {opens} on {p['day']}s; to the forum.")
-    body = f"According to the map, {p['place']} opens at {opens} on {p['day']}s."
-    obs = yield from _forum_new_post(obs, p["forum"], p["title"], body)
-    yield answer("done", f'The post "{p["title"]}" gives the opening time {opens}.')
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=603,
     name="cross.opening_time_post",
     writes={"reddit.submissions": 1},
@@ -657,11 +634,18 @@ TEMPLATES.add(
     start_url="__MAP__/",
     sample=sample_hours_post,
     evaluation=lambda p: state_eval(*_new_post_check(p, p["_opens"])),
-    expert=expert_hours_post,
     backend_sites=["map", "reddit"],
     logins={"reddit": FORUM_USER},
     difficulty="6-9",
 )
+def expert_hours_post(p: Params, obs: Observation) -> Expert:
+    obs = yield from _map_place(obs, p["place"])
+    h = grab(obs, rf"^{p['day']} \| (.+)$", f"hours on {p['day']}").strip()
+    opens = h.split(" - ")[0]
+    obs = yield from _go_site(obs, "reddit", f"It opens at {opens} on {p['day']}s; to the forum.")
+    body = f"According to the map, {p['place']} opens at {opens} on {p['day']}s."
+    obs = yield from _forum_new_post(obs, p["forum"], p["title"], body)
+    yield answer("done", f'The post "{p["title"]}" gives the opening time {opens}.')
 
 
 # --------------------------------------------------------------------------------------------
@@ -704,16 +688,7 @@ def eval_price_reply(p: Params) -> dict[str, Any]:
     return _reply_check(p, [p["_price"]], "my newest comment on the post gives the price")
 
 
-def expert_price_reply(p: Params) -> Expert:
-    obs = yield None
-    price, obs = yield from _shop_price(obs, p["product"])
-    obs = yield from _go_site(obs, "reddit", f"It costs {price}; now to the forum.")
-    text = f"The {p['product']} costs {price} at One Stop Market."
-    obs = yield from _forum_reply(obs, p["post"], text)
-    yield answer("done", f"My comment gives the price {price}.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=604,
     name="cross.price_reply",
     writes={"reddit.comments": 1},
@@ -724,11 +699,16 @@ TEMPLATES.add(
     start_url="__SHOPPING__/",
     sample=sample_price_reply,
     evaluation=eval_price_reply,
-    expert=expert_price_reply,
     backend_sites=["shopping", "reddit"],
     logins={"reddit": FORUM_USER},
     difficulty="6-9",
 )
+def expert_price_reply(p: Params, obs: Observation) -> Expert:
+    price, obs = yield from _shop_price(obs, p["product"])
+    obs = yield from _go_site(obs, "reddit", f"It costs {price}; now to the forum.")
+    text = f"The {p['product']} costs {price} at One Stop Market."
+    obs = yield from _forum_reply(obs, p["post"], text)
+    yield answer("done", f"My comment gives the price {price}.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -772,16 +752,7 @@ def eval_price_issue_comment(p: Params) -> dict[str, Any]:
     )
 
 
-def expert_price_issue_comment(p: Params) -> Expert:
-    obs = yield None
-    price, obs = yield from _shop_price(obs, p["product"])
-    obs = yield from _go_site(obs, "gitlab", f"It costs {price}; now to GitLab.")
-    text = f"Current shop price of the {p['product']}: {price}"
-    obs = yield from _gitlab_comment(obs, SHOP_PROJECT, p["issue"], text)
-    yield answer("done", f"The issue now has a comment with the price {price}.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=605,
     name="cross.price_issue_comment",
     writes={"gitlab.issues": 1, "gitlab.notes": 1, "gitlab.projects": 1},
@@ -792,11 +763,16 @@ TEMPLATES.add(
     start_url="__SHOPPING__/",
     sample=sample_price_issue_comment,
     evaluation=eval_price_issue_comment,
-    expert=expert_price_issue_comment,
     backend_sites=["shopping", "gitlab"],
     logins={"gitlab": GITLAB_USER},
     difficulty="10+",
 )
+def expert_price_issue_comment(p: Params, obs: Observation) -> Expert:
+    price, obs = yield from _shop_price(obs, p["product"])
+    obs = yield from _go_site(obs, "gitlab", f"It costs {price}; now to GitLab.")
+    text = f"Current shop price of the {p['product']}: {price}"
+    obs = yield from _gitlab_comment(obs, SHOP_PROJECT, p["issue"], text)
+    yield answer("done", f"The issue now has a comment with the price {price}.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -837,17 +813,7 @@ def _option(category: str) -> str:
     return {"fuel station": "Fuel Station"}.get(category, category.capitalize())
 
 
-def expert_closest_reply(p: Params) -> Expert:
-    obs = yield None
-    name, obs = yield from _map_closest(obs, p["place"], _option(p["category"]))
-    full, obs = yield from _map_address(obs, name)
-    obs = yield from _go_site(obs, "reddit", f"The closest is {name}, {full}; to the forum.")
-    text = f"The closest {p['category']} to {p['place']} is {name}, {full}."
-    obs = yield from _forum_reply(obs, p["post"], text)
-    yield answer("done", f"My comment names {name} and its address.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=606,
     name="cross.closest_place_reply",
     writes={"reddit.comments": 1},
@@ -858,11 +824,17 @@ TEMPLATES.add(
     start_url="__MAP__/",
     sample=sample_closest_reply,
     evaluation=eval_closest_reply,
-    expert=expert_closest_reply,
     backend_sites=["map", "reddit"],
     logins={"reddit": FORUM_USER},
     difficulty="10+",
 )
+def expert_closest_reply(p: Params, obs: Observation) -> Expert:
+    name, obs = yield from _map_closest(obs, p["place"], _option(p["category"]))
+    full, obs = yield from _map_address(obs, name)
+    obs = yield from _go_site(obs, "reddit", f"The closest is {name}, {full}; to the forum.")
+    text = f"The closest {p['category']} to {p['place']} is {name}, {full}."
+    obs = yield from _forum_reply(obs, p["post"], text)
+    yield answer("done", f"My comment names {name} and its address.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -888,16 +860,7 @@ def sample_closest_issue(conns: Conns, rng: random.Random) -> Params | None:
     }
 
 
-def expert_closest_issue(p: Params) -> Expert:
-    obs = yield None
-    name, obs = yield from _map_closest(obs, p["place"], _option(p["category"]))
-    obs = yield from _go_site(obs, "gitlab", f"The nearest {p['category']} is {name}; to GitLab.")
-    desc = f"The {p['category']} closest to {p['place']} is {name}."
-    obs = yield from _gitlab_new_issue(obs, p["project"], p["title"], desc)
-    yield answer("done", f"The issue names {name}.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=640,
     name="cross.closest_place_issue",
     writes={"gitlab.issues": 1, "gitlab.projects": 1},
@@ -909,12 +872,17 @@ TEMPLATES.add(
     start_url="__MAP__/",
     sample=sample_closest_issue,
     evaluation=lambda p: state_eval(*_new_issue_check(p, p["_name"], exclude=p["_rivals"])),
-    expert=expert_closest_issue,
     backend_sites=["map", "gitlab"],
     logins={"gitlab": GITLAB_USER},
     heldout=True,
     difficulty="10+",
 )
+def expert_closest_issue(p: Params, obs: Observation) -> Expert:
+    name, obs = yield from _map_closest(obs, p["place"], _option(p["category"]))
+    obs = yield from _go_site(obs, "gitlab", f"The nearest {p['category']} is {name}; to GitLab.")
+    desc = f"The {p['category']} closest to {p['place']} is {name}."
+    obs = yield from _gitlab_new_issue(obs, p["project"], p["title"], desc)
+    yield answer("done", f"The issue names {name}.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -942,8 +910,23 @@ def sample_cheaper_post(conns: Conns, rng: random.Random) -> Params | None:
     }
 
 
-def expert_cheaper_post(p: Params) -> Expert:
-    obs = yield None
+@TEMPLATES.template(
+    id=641,
+    name="cross.cheaper_product_post",
+    writes={"reddit.submissions": 1},
+    sites=["shopping", "reddit"],
+    kind="change",
+    intent="Which is cheaper in the shop, the {a} or the {b}? Post in the f/{forum} forum a "
+    'new post titled "{title}" whose text names the cheaper one and its price.',
+    start_url="__SHOPPING__/",
+    sample=sample_cheaper_post,
+    evaluation=lambda p: state_eval(*_new_post_check(p, p["_name"], p["_price"])),
+    backend_sites=["shopping", "reddit"],
+    logins={"reddit": FORUM_USER},
+    heldout=True,
+    difficulty="10+",
+)
+def expert_cheaper_post(p: Params, obs: Observation) -> Expert:
     price_a, obs = yield from _shop_price(obs, p["a"])
     price_b, obs = yield from _shop_price(obs, p["b"])
 
@@ -955,25 +938,6 @@ def expert_cheaper_post(p: Params) -> Expert:
     body = f"The {name} is cheaper: {price} at One Stop Market."
     obs = yield from _forum_new_post(obs, p["forum"], p["title"], body)
     yield answer("done", f"The post says {name} is cheaper at {price}.")
-
-
-TEMPLATES.add(
-    id=641,
-    name="cross.cheaper_product_post",
-    writes={"reddit.submissions": 1},
-    sites=["shopping", "reddit"],
-    kind="change",
-    intent="Which is cheaper in the shop, the {a} or the {b}? Post in the f/{forum} forum a "
-    'new post titled "{title}" whose text names the cheaper one and its price.',
-    start_url="__SHOPPING__/",
-    sample=sample_cheaper_post,
-    evaluation=lambda p: state_eval(*_new_post_check(p, p["_name"], p["_price"])),
-    expert=expert_cheaper_post,
-    backend_sites=["shopping", "reddit"],
-    logins={"reddit": FORUM_USER},
-    heldout=True,
-    difficulty="10+",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -994,8 +958,21 @@ def sample_sku_and_place(conns: Conns, rng: random.Random) -> Params | None:
     }
 
 
-def expert_sku_and_place(p: Params) -> Expert:
-    obs = yield None
+@TEMPLATES.template(
+    id=642,
+    name="cross.sku_and_place_at_coordinates",
+    sites=SHOP_MAP,
+    kind="info",
+    intent="What is the SKU of the {product} in the shop, and which place is at the "
+    "coordinates {coords} on the map? Answer with both, like: ABC123, Blue Owl Café",
+    start_url="__SHOPPING__/",
+    sample=sample_sku_and_place,
+    evaluation=lambda p: string_eval([p["_sku"], p["_name"]], "must_include"),
+    backend_sites=SHOP_MAP,
+    heldout=True,
+    difficulty="6-9",
+)
+def expert_sku_and_place(p: Params, obs: Observation) -> Expert:
     box = find(obs, "textbox", "Search", exact=True)
     obs = yield search(box, p["product"], f"I search the shop for '{p['product']}'.")
     link, obs = yield from seek(obs, "link", p["product"], "I scroll to the product.", exact=True)
@@ -1007,20 +984,3 @@ def expert_sku_and_place(p: Params) -> Expert:
     if first is None:
         raise ExpertError(f"expert: no place exactly at {p['coords']} on {obs.url}")
     yield answer(f"{sku}, {first.name}", f"SKU {sku}; {first.name} is at {p['coords']}.")
-
-
-TEMPLATES.add(
-    id=642,
-    name="cross.sku_and_place_at_coordinates",
-    sites=SHOP_MAP,
-    kind="info",
-    intent="What is the SKU of the {product} in the shop, and which place is at the "
-    "coordinates {coords} on the map? Answer with both, like: ABC123, Blue Owl Café",
-    start_url="__SHOPPING__/",
-    sample=sample_sku_and_place,
-    evaluation=lambda p: string_eval([p["_sku"], p["_name"]], "must_include"),
-    expert=expert_sku_and_place,
-    backend_sites=SHOP_MAP,
-    heldout=True,
-    difficulty="6-9",
-)

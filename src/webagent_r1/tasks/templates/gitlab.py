@@ -39,7 +39,6 @@ from webagent_r1.tasks.templates.common import (
     Params,
     Registry,
     Sub,
-    answer_eval,
     grab,
     line_after,
     more_below,
@@ -300,26 +299,21 @@ def sample_label_count(conn: sqlite3.Connection, rng: random.Random) -> Params |
     return {"project": p["name"], "label": label["name"], "_answer": str(label["n"])}
 
 
-def expert_label_count(p: Params) -> Expert:
-    obs = yield None
-    obs = yield from _open_project(obs, p["project"])
-    obs = yield from _open_menu(obs, "Issues", "The open issues are under Issues.")
-    obs = yield from _filter_issues(obs, label=p["label"])
-    n = grab(obs, r"^Open (\d+)", "open issue count")
-    yield answer(n, f"With the label filter '{p['label']}' the Open tab shows {n} issues.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=400,
     name="gitlab.open_issues_with_label",
     kind="info",
     intent='How many open issues labelled "{label}" does the project {project} have? Answer with a '
     "number.",
     sample=sample_label_count,
-    evaluation=answer_eval,
-    expert=expert_label_count,
     difficulty="3-5",
 )
+def expert_label_count(p: Params, obs: Observation) -> Expert:
+    obs = yield from _open_project(obs, p["project"])
+    obs = yield from _open_menu(obs, "Issues", "The open issues are under Issues.")
+    obs = yield from _filter_issues(obs, label=p["label"])
+    n = grab(obs, r"^Open (\d+)", "open issue count")
+    yield answer(n, f"With the label filter '{p['label']}' the Open tab shows {n} issues.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -339,8 +333,16 @@ def sample_latest_commit(conn: sqlite3.Connection, rng: random.Random) -> Params
     return {"field": field, "project": p["name"], "_answer": value}
 
 
-def expert_latest_commit(p: Params) -> Expert:
-    obs = yield None
+@TEMPLATES.template(
+    id=401,
+    name="gitlab.latest_commit_author",
+    kind="info",
+    intent="What is the {field} of the latest commit of the project {project}? Answer with the "
+    "author's full name or the commit message as shown.",
+    sample=sample_latest_commit,
+    difficulty="1-2",
+)
+def expert_latest_commit(p: Params, obs: Observation) -> Expert:
     obs = yield from _open_project(obs, p["project"])
     if p["field"] == "author":
         name = grab(obs, r"^· (.+?) authored ", "last commit author")
@@ -348,19 +350,6 @@ def expert_latest_commit(p: Params) -> Expert:
         return
     title = grab(obs, r'^Last commit:\n\[\d+\] link "(.+)"$', "last commit message")
     yield answer(title, f"The overview's 'Last commit' line shows the message '{title}'.")
-
-
-TEMPLATES.add(
-    id=401,
-    name="gitlab.latest_commit_author",
-    kind="info",
-    intent="What is the {field} of the latest commit of the project {project}? Answer with the "
-    "author's full name or the commit message as shown.",
-    sample=sample_latest_commit,
-    evaluation=answer_eval,
-    expert=expert_latest_commit,
-    difficulty="1-2",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -397,8 +386,16 @@ def _open_file(obs: Observation, project: str, path: str) -> Sub:
     return obs
 
 
-def expert_file_value(p: Params) -> Expert:
-    obs = yield None
+@TEMPLATES.template(
+    id=402,
+    name="gitlab.file_value",
+    kind="info",
+    intent="In the project {project}, what value does the file {file} set for {key}? Answer with "
+    "the value only.",
+    sample=sample_file_value,
+    difficulty="3-5",
+)
+def expert_file_value(p: Params, obs: Observation) -> Expert:
     obs = yield from _open_project(obs, p["project"])
     obs = yield from _open_file(obs, p["project"], p["file"])
     for _ in range(6):
@@ -412,19 +409,6 @@ def expert_file_value(p: Params) -> Expert:
             break
         obs = yield scroll_down(f"I look further down for '{p['key']}'.")
     raise ExpertError(f"expert: no line setting {p['key']} on {obs.url}")
-
-
-TEMPLATES.add(
-    id=402,
-    name="gitlab.file_value",
-    kind="info",
-    intent="In the project {project}, what value does the file {file} set for {key}? Answer with "
-    "the value only.",
-    sample=sample_file_value,
-    evaluation=answer_eval,
-    expert=expert_file_value,
-    difficulty="3-5",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -444,26 +428,21 @@ def sample_star_count(conn: sqlite3.Connection, rng: random.Random) -> Params | 
     return {"what": what, "project": p["name"], "_answer": str(n)}
 
 
-def expert_star_count(p: Params) -> Expert:
-    obs = yield None
+@TEMPLATES.template(
+    id=403,
+    name="gitlab.star_count",
+    kind="info",
+    intent="How many {what} does the project {project} have? Answer with a number.",
+    sample=sample_star_count,
+    difficulty="1-2",
+)
+def expert_star_count(p: Params, obs: Observation) -> Expert:
     link, obs = yield from _search_project(obs, p["project"])
     line = line_after(obs, link)
     m = re.search(COUNTED[p["what"]], line)
     if not m:
         raise ExpertError(f"expert: no count of {p['what']} in {line!r}")
     yield answer(m.group(1), f"The search result for '{p['project']}' shows {m.group(0)}.")
-
-
-TEMPLATES.add(
-    id=403,
-    name="gitlab.star_count",
-    kind="info",
-    intent="How many {what} does the project {project} have? Answer with a number.",
-    sample=sample_star_count,
-    evaluation=answer_eval,
-    expert=expert_star_count,
-    difficulty="1-2",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -490,24 +469,19 @@ def sample_issue_assignee(conn: sqlite3.Connection, rng: random.Random) -> Param
     return {"project": p["name"], "title": issue["title"], "_answer": issue["assignee_name"]}
 
 
-def expert_issue_assignee(p: Params) -> Expert:
-    obs = yield None
-    obs = yield from _open_issue_by_title(obs, p["project"], p["title"])
-    name = grab(obs, r'^Assignee \| \[\d+\] link "([^"]+)"', "assignee")
-    yield answer(name, f"The issue page lists {name} as the assignee.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=404,
     name="gitlab.issue_assignee",
     kind="info",
     intent='Who is assigned to the open issue "{title}" of the project {project}? Answer with the '
     "full name.",
     sample=sample_issue_assignee,
-    evaluation=answer_eval,
-    expert=expert_issue_assignee,
     difficulty="6-9",
 )
+def expert_issue_assignee(p: Params, obs: Observation) -> Expert:
+    obs = yield from _open_issue_by_title(obs, p["project"], p["title"])
+    name = grab(obs, r'^Assignee \| \[\d+\] link "([^"]+)"', "assignee")
+    yield answer(name, f"The issue page lists {name} as the assignee.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -526,8 +500,15 @@ def sample_member_role(conn: sqlite3.Connection, rng: random.Random) -> Params |
     return {"project": p["name"], "name": m["full_name"], "_answer": ROLES[m["access_level"]]}
 
 
-def expert_member_role(p: Params) -> Expert:
-    obs = yield None
+@TEMPLATES.template(
+    id=405,
+    name="gitlab.member_role",
+    kind="info",
+    intent="What role does {name} have in the project {project}? Answer with the role name.",
+    sample=sample_member_role,
+    difficulty="3-5",
+)
+def expert_member_role(p: Params, obs: Observation) -> Expert:
     obs = yield from _open_project(obs, p["project"])
     obs = yield from _open_menu(obs, "Members", "Roles are listed on the Members page.")
     link, obs = yield from seek(obs, "link", p["name"], "I look for the member.", exact=True)
@@ -538,18 +519,6 @@ def expert_member_role(p: Params) -> Expert:
     if role not in ROLES.values():
         raise ExpertError(f"expert: no role in {link.line!r}")
     yield answer(role, f"The members table lists {p['name']} as {role}.")
-
-
-TEMPLATES.add(
-    id=405,
-    name="gitlab.member_role",
-    kind="info",
-    intent="What role does {name} have in the project {project}? Answer with the role name.",
-    sample=sample_member_role,
-    evaluation=answer_eval,
-    expert=expert_member_role,
-    difficulty="3-5",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -573,23 +542,19 @@ def eval_open_file(p: Params) -> dict[str, Any]:
     return url_eval(f"__GITLAB__/{p['_full']}/-/blob/main/{p['file']}")
 
 
-def expert_open_file(p: Params) -> Expert:
-    obs = yield None
-    obs = yield from _open_project(obs, p["project"])
-    obs = yield from _open_file(obs, p["project"], p["file"])
-    yield answer("done", f"This page shows the file {p['file']}.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=406,
     name="gitlab.open_file",
     kind="nav",
     intent="Open the file {file} of the project {project}.",
     sample=sample_open_file,
     evaluation=eval_open_file,
-    expert=expert_open_file,
     difficulty="3-5",
 )
+def expert_open_file(p: Params, obs: Observation) -> Expert:
+    obs = yield from _open_project(obs, p["project"])
+    obs = yield from _open_file(obs, p["project"], p["file"])
+    yield answer("done", f"This page shows the file {p['file']}.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -613,8 +578,16 @@ def eval_filtered_issues(p: Params) -> dict[str, Any]:
     )
 
 
-def expert_filtered_issues(p: Params) -> Expert:
-    obs = yield None
+@TEMPLATES.template(
+    id=407,
+    name="gitlab.filtered_issues",
+    kind="nav",
+    intent='Show me the {state} issues of the project {project} that have the label "{label}".',
+    sample=sample_filtered_issues,
+    evaluation=eval_filtered_issues,
+    difficulty="3-5",
+)
+def expert_filtered_issues(p: Params, obs: Observation) -> Expert:
     obs = yield from _open_project(obs, p["project"])
     obs = yield from _open_menu(obs, "Issues", f"I open the issues of '{p['project']}'.")
     if p["state"] == "closed":
@@ -625,18 +598,6 @@ def expert_filtered_issues(p: Params) -> Expert:
         obs = yield click(closed, "The task wants closed issues; I switch to the Closed tab.")
     obs = yield from _filter_issues(obs, label=p["label"])
     yield answer("done", f"The list shows the {p['state']} issues labelled '{p['label']}'.")
-
-
-TEMPLATES.add(
-    id=407,
-    name="gitlab.filtered_issues",
-    kind="nav",
-    intent='Show me the {state} issues of the project {project} that have the label "{label}".',
-    sample=sample_filtered_issues,
-    evaluation=eval_filtered_issues,
-    expert=expert_filtered_issues,
-    difficulty="3-5",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -684,18 +645,7 @@ def _new_issue_form(obs: Observation, p: Params) -> Sub:
     return obs
 
 
-def expert_create_issue(p: Params) -> Expert:
-    obs = yield None
-    obs = yield from _new_issue_form(obs, p)
-    box = find(obs, "textbox", "Description", exact=True)
-    obs = yield type_text(box, p["description"], "I type the description.")
-    obs = yield click(find(obs, "button", "Create issue"), "I create the issue.")
-    if "was created" not in obs.text:
-        raise ExpertError(f"expert: the issue was not created on {obs.url}")
-    yield answer("done", "GitLab confirms the issue was created.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=408,
     name="gitlab.create_issue",
     writes={"gitlab.issues": 1, "gitlab.projects": 1},
@@ -704,9 +654,16 @@ TEMPLATES.add(
     '"{description}".',
     sample=sample_create_issue,
     evaluation=eval_create_issue,
-    expert=expert_create_issue,
     difficulty="6-9",
 )
+def expert_create_issue(p: Params, obs: Observation) -> Expert:
+    obs = yield from _new_issue_form(obs, p)
+    box = find(obs, "textbox", "Description", exact=True)
+    obs = yield type_text(box, p["description"], "I type the description.")
+    obs = yield click(find(obs, "button", "Create issue"), "I create the issue.")
+    if "was created" not in obs.text:
+        raise ExpertError(f"expert: the issue was not created on {obs.url}")
+    yield answer("done", "GitLab confirms the issue was created.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -750,14 +707,7 @@ def _close_current(obs: Observation, what: str) -> Sub:
     return obs
 
 
-def expert_close_issue(p: Params) -> Expert:
-    obs = yield None
-    obs = yield from _open_issue_by_number(obs, p["project"], p["iid"])
-    obs = yield from _close_current(obs, f"issue #{p['iid']}")
-    yield answer("done", f"Issue #{p['iid']} is now closed.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=409,
     name="gitlab.close_issue",
     writes={"gitlab.issues": 1, "gitlab.projects": 1},
@@ -765,9 +715,12 @@ TEMPLATES.add(
     intent="Close issue #{iid} of the project {project}.",
     sample=sample_close_issue,
     evaluation=eval_close_issue,
-    expert=expert_close_issue,
     difficulty="6-9",
 )
+def expert_close_issue(p: Params, obs: Observation) -> Expert:
+    obs = yield from _open_issue_by_number(obs, p["project"], p["iid"])
+    obs = yield from _close_current(obs, f"issue #{p['iid']}")
+    yield answer("done", f"Issue #{p['iid']} is now closed.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -805,8 +758,17 @@ def eval_add_member(p: Params) -> dict[str, Any]:
     )
 
 
-def expert_add_member(p: Params) -> Expert:
-    obs = yield None
+@TEMPLATES.template(
+    id=410,
+    name="gitlab.add_member",
+    writes={"gitlab.members": 1},
+    kind="change",
+    intent="Add the user {username} to the project {project} as a {role}.",
+    sample=sample_add_member,
+    evaluation=eval_add_member,
+    difficulty="6-9",
+)
+def expert_add_member(p: Params, obs: Observation) -> Expert:
     obs = yield from _open_project(obs, p["project"])
     obs = yield from _open_menu(obs, "Members", "Members are invited on the Members page.")
     box = find(obs, "combobox", "Username", exact=True)
@@ -817,19 +779,6 @@ def expert_add_member(p: Params) -> Expert:
     if "was added to the project" not in obs.text:
         raise ExpertError(f"expert: {p['username']} was not added on {obs.url}")
     yield answer("done", f"GitLab confirms {p['username']} was added as {p['role']}.")
-
-
-TEMPLATES.add(
-    id=410,
-    name="gitlab.add_member",
-    writes={"gitlab.members": 1},
-    kind="change",
-    intent="Add the user {username} to the project {project} as a {role}.",
-    sample=sample_add_member,
-    evaluation=eval_add_member,
-    expert=expert_add_member,
-    difficulty="6-9",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -865,16 +814,7 @@ def eval_star(p: Params) -> dict[str, Any]:
     )
 
 
-def expert_star(p: Params) -> Expert:
-    obs = yield None
-    obs = yield from _open_project(obs, p["project"])
-    obs = yield click(find(obs, "button", "Star", exact=True), "I click the Star button.")
-    if "You starred" not in obs.text:
-        raise ExpertError(f"expert: the project was not starred on {obs.url}")
-    yield answer("done", f"GitLab confirms I starred {p['project']}.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=411,
     name="gitlab.star_project",
     writes={"gitlab.stars": 1},
@@ -882,9 +822,14 @@ TEMPLATES.add(
     intent="Star the project {project}.",
     sample=sample_star,
     evaluation=eval_star,
-    expert=expert_star,
     difficulty="3-5",
 )
+def expert_star(p: Params, obs: Observation) -> Expert:
+    obs = yield from _open_project(obs, p["project"])
+    obs = yield click(find(obs, "button", "Star", exact=True), "I click the Star button.")
+    if "You starred" not in obs.text:
+        raise ExpertError(f"expert: the project was not starred on {obs.url}")
+    yield answer("done", f"GitLab confirms I starred {p['project']}.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -937,14 +882,7 @@ def _assign_current(obs: Observation, name: str) -> Sub:
     return obs
 
 
-def expert_assign(p: Params) -> Expert:
-    obs = yield None
-    obs = yield from _open_issue_by_title(obs, p["project"], p["title"])
-    obs = yield from _assign_current(obs, p["name"])
-    yield answer("done", f"The issue is now assigned to {p['name']}.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=412,
     name="gitlab.assign_issue",
     writes={"gitlab.issues": 1},
@@ -952,9 +890,12 @@ TEMPLATES.add(
     intent='Assign the issue "{title}" of the project {project} to {name}.',
     sample=sample_assign,
     evaluation=eval_assign,
-    expert=expert_assign,
     difficulty="6-9",
 )
+def expert_assign(p: Params, obs: Observation) -> Expert:
+    obs = yield from _open_issue_by_title(obs, p["project"], p["title"])
+    obs = yield from _assign_current(obs, p["name"])
+    yield answer("done", f"The issue is now assigned to {p['name']}.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -1020,8 +961,17 @@ def _open_mr(obs: Observation, project: str, title: str, all_states: bool) -> Su
     return obs
 
 
-def expert_comment_mr(p: Params) -> Expert:
-    obs = yield None
+@TEMPLATES.template(
+    id=413,
+    name="gitlab.comment_merge_request",
+    writes={"gitlab.merge_requests": 1, "gitlab.notes": 1, "gitlab.projects": 1},
+    kind="change",
+    intent='Comment "{comment}" on the merge request "{title}" of the project {project}.',
+    sample=sample_comment_mr,
+    evaluation=eval_comment_mr,
+    difficulty="6-9",
+)
+def expert_comment_mr(p: Params, obs: Observation) -> Expert:
     obs = yield from _open_mr(obs, p["project"], p["title"], all_states=False)
     box, obs = yield from seek(obs, "textbox", "Add a comment", "I look for the comment box.")
     obs = yield type_text(box, p["comment"], "I type the comment.")
@@ -1030,19 +980,6 @@ def expert_comment_mr(p: Params) -> Expert:
     if "Your comment was added" not in obs.text:
         raise ExpertError(f"expert: the comment was not added on {obs.url}")
     yield answer("done", "GitLab shows my comment on the merge request.")
-
-
-TEMPLATES.add(
-    id=413,
-    name="gitlab.comment_merge_request",
-    writes={"gitlab.merge_requests": 1, "gitlab.notes": 1, "gitlab.projects": 1},
-    kind="change",
-    intent='Comment "{comment}" on the merge request "{title}" of the project {project}.',
-    sample=sample_comment_mr,
-    evaluation=eval_comment_mr,
-    expert=expert_comment_mr,
-    difficulty="6-9",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1081,8 +1018,17 @@ def eval_create_project(p: Params) -> dict[str, Any]:
     )
 
 
-def expert_create_project(p: Params) -> Expert:
-    obs = yield None
+@TEMPLATES.template(
+    id=414,
+    name="gitlab.create_project",
+    writes={"gitlab.members": 1, "gitlab.projects": 1},
+    kind="change",
+    intent='Create a new {visibility} project named "{name}".',
+    sample=sample_create_project,
+    evaluation=eval_create_project,
+    difficulty="3-5",
+)
+def expert_create_project(p: Params, obs: Observation) -> Expert:
     link = find(obs, "link", "New project", exact=True)
     obs = yield click(link, "I open the New project form.")
     box = find(obs, "textbox", "Project name", exact=True)
@@ -1094,19 +1040,6 @@ def expert_create_project(p: Params) -> Expert:
     if "was successfully created" not in obs.text:
         raise ExpertError(f"expert: the project was not created on {obs.url}")
     yield answer("done", f"GitLab confirms the project '{p['name']}' was created.")
-
-
-TEMPLATES.add(
-    id=414,
-    name="gitlab.create_project",
-    writes={"gitlab.members": 1, "gitlab.projects": 1},
-    kind="change",
-    intent='Create a new {visibility} project named "{name}".',
-    sample=sample_create_project,
-    evaluation=eval_create_project,
-    expert=expert_create_project,
-    difficulty="3-5",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1148,18 +1081,7 @@ def eval_label_issue(p: Params) -> dict[str, Any]:
     )
 
 
-def expert_label_issue(p: Params) -> Expert:
-    obs = yield None
-    obs = yield from _open_issue_by_number(obs, p["project"], p["iid"])
-    box = find(obs, "combobox", "Label", exact=True)
-    obs = yield select(box, p["label"], f"I choose the label '{p['label']}'.")
-    obs = yield click(find(obs, "button", "Add label", exact=True), "I add the label.")
-    if f"Added the label {p['label']}" not in obs.text:
-        raise ExpertError(f"expert: label not added on {obs.url}")
-    yield answer("done", f"Issue #{p['iid']} now has the label '{p['label']}'.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=415,
     name="gitlab.label_issue",
     writes={"gitlab.issue_labels": 1, "gitlab.issues": 1},
@@ -1167,9 +1089,16 @@ TEMPLATES.add(
     intent='Add the label "{label}" to issue #{iid} of the project {project}.',
     sample=sample_label_issue,
     evaluation=eval_label_issue,
-    expert=expert_label_issue,
     difficulty="6-9",
 )
+def expert_label_issue(p: Params, obs: Observation) -> Expert:
+    obs = yield from _open_issue_by_number(obs, p["project"], p["iid"])
+    box = find(obs, "combobox", "Label", exact=True)
+    obs = yield select(box, p["label"], f"I choose the label '{p['label']}'.")
+    obs = yield click(find(obs, "button", "Add label", exact=True), "I add the label.")
+    if f"Added the label {p['label']}" not in obs.text:
+        raise ExpertError(f"expert: label not added on {obs.url}")
+    yield answer("done", f"Issue #{p['iid']} now has the label '{p['label']}'.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -1220,8 +1149,17 @@ def eval_close_labelled(p: Params) -> dict[str, Any]:
     )
 
 
-def expert_close_labelled(p: Params) -> Expert:
-    obs = yield None
+@TEMPLATES.template(
+    id=416,
+    name="gitlab.close_labelled_issues",
+    writes=lambda p: {"gitlab.issues": p["_n"], "gitlab.projects": 1},
+    kind="change",
+    intent='Close every open issue of the project {project} that has the label "{label}".',
+    sample=sample_close_labelled,
+    evaluation=eval_close_labelled,
+    difficulty="10+",
+)
+def expert_close_labelled(p: Params, obs: Observation) -> Expert:
     obs = yield from _open_project(obs, p["project"])
     for n in range(10):
         obs = yield from _open_menu(obs, "Issues", "I go to the issue list.")
@@ -1234,19 +1172,6 @@ def expert_close_labelled(p: Params) -> Expert:
         obs = yield click(link, f"'{link.name}' is {why} open issue with the label; I open it.")
         obs = yield from _close_current(obs, f"'{link.name}'")
     raise ExpertError("expert: too many issues to close")
-
-
-TEMPLATES.add(
-    id=416,
-    name="gitlab.close_labelled_issues",
-    writes=lambda p: {"gitlab.issues": p["_n"], "gitlab.projects": 1},
-    kind="change",
-    intent='Close every open issue of the project {project} that has the label "{label}".',
-    sample=sample_close_labelled,
-    evaluation=eval_close_labelled,
-    expert=expert_close_labelled,
-    difficulty="10+",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1273,8 +1198,16 @@ def sample_most_starred(conn: sqlite3.Connection, rng: random.Random) -> Params 
     return {"group": group["name"], "what": what, "_answer": rows[0]["name"]}
 
 
-def expert_most_starred(p: Params) -> Expert:
-    obs = yield None
+@TEMPLATES.template(
+    id=440,
+    name="gitlab.most_starred_in_group",
+    kind="info",
+    intent="Which project of the group {group} has the most {what}? Answer with the project name.",
+    sample=sample_most_starred,
+    difficulty="3-5",
+    heldout=True,
+)
+def expert_most_starred(p: Params, obs: Observation) -> Expert:
     obs = yield click(find(obs, "link", "Explore", exact=True), "I open the project explorer.")
     box = find(obs, "textbox", "Filter by name", exact=True)
     obs = yield type_text(box, p["group"], f"I filter the projects by '{p['group']}'.")
@@ -1296,19 +1229,6 @@ def expert_most_starred(p: Params) -> Expert:
     yield answer(best, f"The projects of {p['group']} have {p['what']} {listing}; {best} leads.")
 
 
-TEMPLATES.add(
-    id=440,
-    name="gitlab.most_starred_in_group",
-    kind="info",
-    intent="Which project of the group {group} has the most {what}? Answer with the project name.",
-    sample=sample_most_starred,
-    evaluation=answer_eval,
-    expert=expert_most_starred,
-    difficulty="3-5",
-    heldout=True,
-)
-
-
 # --------------------------------------------------------------------------------------------
 # 441 info (held out): number of commits by an author
 # --------------------------------------------------------------------------------------------
@@ -1325,8 +1245,16 @@ def sample_commits_by(conn: sqlite3.Connection, rng: random.Random) -> Params | 
     return {"name": row["full_name"], "project": p["name"], "_answer": str(row["n"])}
 
 
-def expert_commits_by(p: Params) -> Expert:
-    obs = yield None
+@TEMPLATES.template(
+    id=441,
+    name="gitlab.commits_by_author",
+    kind="info",
+    intent="How many commits has {name} made to the project {project}? Answer with a number.",
+    sample=sample_commits_by,
+    difficulty="6-9",
+    heldout=True,
+)
+def expert_commits_by(p: Params, obs: Observation) -> Expert:
     obs = yield from _open_project(obs, p["project"])
     obs = yield from _open_menu(obs, "Commits", "The commit list can be filtered by author.")
     box = find(obs, "combobox", "Author", exact=True)
@@ -1334,19 +1262,6 @@ def expert_commits_by(p: Params) -> Expert:
     obs = yield click(find(obs, "button", "Filter", exact=True), "I apply the author filter.")
     n = grab(obs, r"^(\d+) commits? by ", "commit count")
     yield answer(n, f"The filtered list says {n} commits.")
-
-
-TEMPLATES.add(
-    id=441,
-    name="gitlab.commits_by_author",
-    kind="info",
-    intent="How many commits has {name} made to the project {project}? Answer with a number.",
-    sample=sample_commits_by,
-    evaluation=answer_eval,
-    expert=expert_commits_by,
-    difficulty="6-9",
-    heldout=True,
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1367,23 +1282,19 @@ def eval_mr_page(p: Params) -> dict[str, Any]:
     return url_eval(f"__GITLAB__/{p['_full']}/-/merge_requests/{p['_iid']}")
 
 
-def expert_mr_page(p: Params) -> Expert:
-    obs = yield None
-    obs = yield from _open_mr(obs, p["project"], p["title"], all_states=True)
-    yield answer("done", f"This is the merge request '{p['title']}'.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=442,
     name="gitlab.merge_request_page",
     kind="nav",
     intent='Open the merge request "{title}" of the project {project}.',
     sample=sample_mr_page,
     evaluation=eval_mr_page,
-    expert=expert_mr_page,
     difficulty="6-9",
     heldout=True,
 )
+def expert_mr_page(p: Params, obs: Observation) -> Expert:
+    obs = yield from _open_mr(obs, p["project"], p["title"], all_states=True)
+    yield answer("done", f"This is the merge request '{p['title']}'.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -1438,8 +1349,19 @@ def eval_create_full(p: Params) -> dict[str, Any]:
     )
 
 
-def expert_create_full(p: Params) -> Expert:
-    obs = yield None
+@TEMPLATES.template(
+    id=443,
+    name="gitlab.create_issue_assigned_labelled",
+    writes={"gitlab.issue_labels": 1, "gitlab.issues": 1, "gitlab.projects": 1},
+    kind="change",
+    intent='Create an issue in the project {project} titled "{title}", assigned to {name} and '
+    'labelled "{label}".',
+    sample=sample_create_full,
+    evaluation=eval_create_full,
+    difficulty="6-9",
+    heldout=True,
+)
+def expert_create_full(p: Params, obs: Observation) -> Expert:
     obs = yield from _new_issue_form(obs, p)
     box = find(obs, "combobox", "Assignee", exact=True)
     obs = yield select(box, p["name"], f"I assign it to {p['name']}.")
@@ -1449,18 +1371,3 @@ def expert_create_full(p: Params) -> Expert:
     if "was created" not in obs.text:
         raise ExpertError(f"expert: the issue was not created on {obs.url}")
     yield answer("done", "GitLab confirms the issue was created.")
-
-
-TEMPLATES.add(
-    id=443,
-    name="gitlab.create_issue_assigned_labelled",
-    writes={"gitlab.issue_labels": 1, "gitlab.issues": 1, "gitlab.projects": 1},
-    kind="change",
-    intent='Create an issue in the project {project} titled "{title}", assigned to {name} and '
-    'labelled "{label}".',
-    sample=sample_create_full,
-    evaluation=eval_create_full,
-    expert=expert_create_full,
-    difficulty="6-9",
-    heldout=True,
-)

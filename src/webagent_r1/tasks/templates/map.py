@@ -58,7 +58,6 @@ from webagent_r1.tasks.templates.common import (
     Params,
     Registry,
     Sub,
-    answer_eval,
     db_memo,
     grab,
     line_after,
@@ -273,14 +272,7 @@ def sample_coordinates(conn: sqlite3.Connection, rng: random.Random) -> Params |
     return {"place": p["name"], "_lat": f"{p['lat']:.5f}", "_lon": f"{p['lon']:.5f}"}
 
 
-def expert_coordinates(p: Params) -> Expert:
-    obs = yield None
-    obs = yield from _open_place(obs, p["place"])
-    coords = grab(obs, r"^Coordinates \| (.+)$", "coordinates").strip()
-    yield answer(coords, f"The place page lists Coordinates: {coords}.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=500,
     name="map.place_coordinates",
     kind="info",
@@ -288,9 +280,12 @@ TEMPLATES.add(
     "map shows them, like 40.50012, -80.10512.",
     sample=sample_coordinates,
     evaluation=lambda p: string_eval([p["_lat"], p["_lon"]], "must_include"),
-    expert=expert_coordinates,
     difficulty="3-5",
 )
+def expert_coordinates(p: Params, obs: Observation) -> Expert:
+    obs = yield from _open_place(obs, p["place"])
+    coords = grab(obs, r"^Coordinates \| (.+)$", "coordinates").strip()
+    yield answer(coords, f"The place page lists Coordinates: {coords}.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -307,8 +302,16 @@ def sample_opening_time(conn: sqlite3.Connection, rng: random.Random) -> Params 
     return {"place": p["name"], "day": DAYS[day], "_answer": h["opens"] or "closed"}
 
 
-def expert_opening_time(p: Params) -> Expert:
-    obs = yield None
+@TEMPLATES.template(
+    id=501,
+    name="map.opening_time",
+    kind="info",
+    intent="What time does {place} open on {day}s? Answer with the time like 06:45, or "
+    "closed if it does not open that day.",
+    sample=sample_opening_time,
+    difficulty="3-5",
+)
+def expert_opening_time(p: Params, obs: Observation) -> Expert:
     obs = yield from _open_place(obs, p["place"])
     h = grab(obs, rf"^{p['day']} \| (.+)$", f"hours for {p['day']}").strip()
     if h == "Closed":
@@ -316,19 +319,6 @@ def expert_opening_time(p: Params) -> Expert:
         return
     opens = h.split(" - ")[0]
     yield answer(opens, f"On {p['day']} it is open {h}, so it opens at {opens}.")
-
-
-TEMPLATES.add(
-    id=501,
-    name="map.opening_time",
-    kind="info",
-    intent="What time does {place} open on {day}s? Answer with the time like 06:45, or "
-    "closed if it does not open that day.",
-    sample=sample_opening_time,
-    evaluation=answer_eval,
-    expert=expert_opening_time,
-    difficulty="3-5",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -341,27 +331,22 @@ def sample_address(conn: sqlite3.Connection, rng: random.Random) -> Params | Non
     return {"place": p["name"], "_answer": street_address(p)}
 
 
-def expert_address(p: Params) -> Expert:
-    obs = yield None
-    obs = yield from _search_map(obs, p["place"], f"I search the map for '{p['place']}'.")
-    link = find(obs, "link", p["place"], exact=True)
-    m = re.search(r" · (.+?), Riverton", line_after(obs, link))
-    if not m:
-        raise ExpertError(f"expert: no address under {p['place']}")
-    yield answer(m.group(1), f"The result for {p['place']} shows the address {m.group(1)}.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=502,
     name="map.street_address",
     kind="info",
     intent="What is the street address of {place}? Answer with the house number and the "
     "street, like 412 Water Street.",
     sample=sample_address,
-    evaluation=answer_eval,
-    expert=expert_address,
     difficulty="1-2",
 )
+def expert_address(p: Params, obs: Observation) -> Expert:
+    obs = yield from _search_map(obs, p["place"], f"I search the map for '{p['place']}'.")
+    link = find(obs, "link", p["place"], exact=True)
+    m = re.search(r" · (.+?), Riverton", line_after(obs, link))
+    if not m:
+        raise ExpertError(f"expert: no address under {p['place']}")
+    yield answer(m.group(1), f"The result for {p['place']} shows the address {m.group(1)}.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -375,24 +360,19 @@ def sample_walk_time(conn: sqlite3.Connection, rng: random.Random) -> Params | N
     return {"a": a["name"], "b": b["name"], "_answer": fmt_duration(r.seconds)}
 
 
-def expert_walk_time(p: Params) -> Expert:
-    obs = yield None
-    obs = yield from _directions(obs, p["a"], p["b"], "foot")
-    _, time = _summary(obs)
-    yield answer(time, f"The walking route takes {time}.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=503,
     name="map.walking_time",
     kind="info",
     intent="How long does it take to walk from {a} to {b}? Answer with the time as the map "
     "shows it, like 59 min.",
     sample=sample_walk_time,
-    evaluation=answer_eval,
-    expert=expert_walk_time,
     difficulty="6-9",
 )
+def expert_walk_time(p: Params, obs: Observation) -> Expert:
+    obs = yield from _directions(obs, p["a"], p["b"], "foot")
+    _, time = _summary(obs)
+    yield answer(time, f"The walking route takes {time}.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -406,24 +386,19 @@ def sample_drive_distance(conn: sqlite3.Connection, rng: random.Random) -> Param
     return {"a": a["name"], "b": b["name"], "_answer": fmt_distance(r.distance_m)}
 
 
-def expert_drive_distance(p: Params) -> Expert:
-    obs = yield None
-    obs = yield from _directions(obs, p["a"], p["b"], "car")
-    dist, _ = _summary(obs)
-    yield answer(dist, f"The car route is {dist} long.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=504,
     name="map.driving_distance",
     kind="info",
     intent="What is the driving distance from {a} to {b}? Answer with the distance as the "
     "map shows it, like 12.3 km or 450 m.",
     sample=sample_drive_distance,
-    evaluation=answer_eval,
-    expert=expert_drive_distance,
     difficulty="3-5",
 )
+def expert_drive_distance(p: Params, obs: Observation) -> Expert:
+    obs = yield from _directions(obs, p["a"], p["b"], "car")
+    dist, _ = _summary(obs)
+    yield answer(dist, f"The car route is {dist} long.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -458,22 +433,17 @@ def _closest_sub(obs: Observation, place: str, category: str) -> Sub:
     return first, obs
 
 
-def expert_closest(p: Params) -> Expert:
-    obs = yield None
-    first, obs = yield from _closest_sub(obs, p["place"], p["category"])
-    yield answer(first.name, f"The nearest {p['category']} listed first is {first.name}.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=505,
     name="map.closest_of_category",
     kind="info",
     intent="Which {category} is closest to {place} in a straight line? Answer with its name.",
     sample=sample_closest,
-    evaluation=answer_eval,
-    expert=expert_closest,
     difficulty="6-9",
 )
+def expert_closest(p: Params, obs: Observation) -> Expert:
+    first, obs = yield from _closest_sub(obs, p["place"], p["category"])
+    yield answer(first.name, f"The nearest {p['category']} listed first is {first.name}.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -506,25 +476,20 @@ def _option_for(obs: Observation, plural: str) -> str:
     raise ExpertError(f"expert: no category option for {plural!r} on {obs.url}")
 
 
-def expert_count_nearby(p: Params) -> Expert:
-    obs = yield None
-    obs = yield from _open_place(obs, p["place"])
-    obs = yield from _find_nearby(obs, _option_for(obs, p["plural"]), p["radius"])
-    n = grab(obs, r"^(\d+) results?, nearest first", "result count")
-    yield answer(n, f"The list says {n} {p['plural']} are within {p['radius']}.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=506,
     name="map.count_nearby",
     kind="info",
     intent="How many {plural} are within {radius} of {place} in a straight line? Answer "
     "with a number.",
     sample=sample_count_nearby,
-    evaluation=answer_eval,
-    expert=expert_count_nearby,
     difficulty="6-9",
 )
+def expert_count_nearby(p: Params, obs: Observation) -> Expert:
+    obs = yield from _open_place(obs, p["place"])
+    obs = yield from _find_nearby(obs, _option_for(obs, p["plural"]), p["radius"])
+    n = grab(obs, r"^(\d+) results?, nearest first", "result count")
+    yield answer(n, f"The list says {n} {p['plural']} are within {p['radius']}.")
 
 
 def _plural(option: str) -> str:
@@ -553,22 +518,18 @@ def _mode_of(how: str) -> str:
     return next(m for m, v in MODES.items() if v[2] == how)
 
 
-def expert_directions(p: Params) -> Expert:
-    obs = yield None
-    obs = yield from _directions(obs, p["a"], p["b"], _mode_of(p["how"]))
-    yield answer("done", f"The map shows the route from {p['a']} to {p['b']} {p['how']}.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=507,
     name="map.directions",
     kind="nav",
     intent="Show me directions from {a} to {b} {how}.",
     sample=sample_directions,
     evaluation=lambda p: url_eval(p["_url"]),
-    expert=expert_directions,
     difficulty="6-9",
 )
+def expert_directions(p: Params, obs: Observation) -> Expert:
+    obs = yield from _directions(obs, p["a"], p["b"], _mode_of(p["how"]))
+    yield answer("done", f"The map shows the route from {p['a']} to {p['b']} {p['how']}.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -585,22 +546,18 @@ def eval_place_page(p: Params) -> dict[str, Any]:
     return url_eval(f"__MAP__/place/{p['_id']}", shows=p["place"])
 
 
-def expert_place_page(p: Params) -> Expert:
-    obs = yield None
-    obs = yield from _open_place(obs, p["place"])
-    yield answer("done", f"This is the map page of {p['place']}.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=508,
     name="map.place_page",
     kind="nav",
     intent="Open the map page of {place}.",
     sample=sample_place_page,
     evaluation=eval_place_page,
-    expert=expert_place_page,
     difficulty="3-5",
 )
+def expert_place_page(p: Params, obs: Observation) -> Expert:
+    obs = yield from _open_place(obs, p["place"])
+    yield answer("done", f"This is the map page of {p['place']}.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -649,22 +606,18 @@ def _category_area_sub(obs: Observation, plural: str, hood: str) -> Sub:
     return obs
 
 
-def expert_category_area(p: Params) -> Expert:
-    obs = yield None
-    obs = yield from _category_area_sub(obs, p["plural"], p["hood"])
-    yield answer("done", f"The page lists the {p['plural']} in {p['hood']}.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=509,
     name="map.category_in_neighbourhood",
     kind="nav",
     intent="Show me the list of {plural} in the {hood} neighbourhood.",
     sample=sample_category_area,
     evaluation=lambda p: url_eval(p["_url"]),
-    expert=expert_category_area,
     difficulty="3-5",
 )
+def expert_category_area(p: Params, obs: Observation) -> Expert:
+    obs = yield from _category_area_sub(obs, p["plural"], p["hood"])
+    yield answer("done", f"The page lists the {p['plural']} in {p['hood']}.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -684,23 +637,19 @@ def sample_nearby_page(conn: sqlite3.Connection, rng: random.Random) -> Params |
     }
 
 
-def expert_nearby_page(p: Params) -> Expert:
-    obs = yield None
-    obs = yield from _open_place(obs, p["place"])
-    obs = yield from _find_nearby(obs, _option_for(obs, p["plural"]), p["radius"])
-    yield answer("done", f"The page lists the {p['plural']} within {p['radius']}.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=510,
     name="map.nearby_page",
     kind="nav",
     intent="Show me the {plural} within {radius} of {place}.",
     sample=sample_nearby_page,
     evaluation=lambda p: url_eval(p["_url"]),
-    expert=expert_nearby_page,
     difficulty="6-9",
 )
+def expert_nearby_page(p: Params, obs: Observation) -> Expert:
+    obs = yield from _open_place(obs, p["place"])
+    obs = yield from _find_nearby(obs, _option_for(obs, p["plural"]), p["radius"])
+    yield answer("done", f"The page lists the {p['plural']} within {p['radius']}.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -719,25 +668,20 @@ def sample_first_turn(conn: sqlite3.Connection, rng: random.Random) -> Params | 
     return {"verb": VERBS[mode], "a": a["name"], "b": b["name"], "_answer": street}
 
 
-def expert_first_turn(p: Params) -> Expert:
-    obs = yield None
-    mode = next(m for m, v in VERBS.items() if v == p["verb"])
-    obs = yield from _directions(obs, p["a"], p["b"], mode)
-    street = grab(obs, TURN_RE.pattern, "turn")
-    yield answer(street, f"The first 'Turn' step of the route goes onto {street}.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=511,
     name="map.first_turn",
     kind="info",
     intent="If you {verb} from {a} to {b} along the route the map suggests, onto which "
     "street do you turn first? Answer with the street name.",
     sample=sample_first_turn,
-    evaluation=answer_eval,
-    expert=expert_first_turn,
     difficulty="6-9",
 )
+def expert_first_turn(p: Params, obs: Observation) -> Expert:
+    mode = next(m for m, v in VERBS.items() if v == p["verb"])
+    obs = yield from _directions(obs, p["a"], p["b"], mode)
+    street = grab(obs, TURN_RE.pattern, "turn")
+    yield answer(street, f"The first 'Turn' step of the route goes onto {street}.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -745,23 +689,18 @@ TEMPLATES.add(
 # --------------------------------------------------------------------------------------------
 
 
-def expert_category_count(p: Params) -> Expert:
-    obs = yield None
-    obs = yield from _category_area_sub(obs, p["plural"], p["hood"])
-    n = grab(obs, rf"^(\d+) .* in {re.escape(p['hood'])}", "count")
-    yield answer(n, f"The filtered list says {n} {p['plural']} in {p['hood']}.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=512,
     name="map.count_in_neighbourhood",
     kind="info",
     intent="How many {plural} does the map list in the {hood} neighbourhood? Answer with a number.",
     sample=sample_category_area,
-    evaluation=answer_eval,
-    expert=expert_category_count,
     difficulty="3-5",
 )
+def expert_category_count(p: Params, obs: Observation) -> Expert:
+    obs = yield from _category_area_sub(obs, p["plural"], p["hood"])
+    n = grab(obs, rf"^(\d+) .* in {re.escape(p['hood'])}", "count")
+    yield answer(n, f"The filtered list says {n} {p['plural']} in {p['hood']}.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -774,8 +713,15 @@ def sample_at_coordinates(conn: sqlite3.Connection, rng: random.Random) -> Param
     return {"coords": fmt_latlon(p["lat"], p["lon"]), "_answer": p["name"]}
 
 
-def expert_at_coordinates(p: Params) -> Expert:
-    obs = yield None
+@TEMPLATES.template(
+    id=513,
+    name="map.place_at_coordinates",
+    kind="info",
+    intent="Which place is at the coordinates {coords}? Answer with its name.",
+    sample=sample_at_coordinates,
+    difficulty="1-2",
+)
+def expert_at_coordinates(p: Params, obs: Observation) -> Expert:
     obs = yield from _search_map(
         obs, p["coords"], "The search box accepts coordinates and lists the nearest places."
     )
@@ -786,18 +732,6 @@ def expert_at_coordinates(p: Params) -> Expert:
     if "· 0 m away" not in detail:
         raise ExpertError(f"expert: nothing exactly at {p['coords']}: {detail!r}")
     yield answer(first.name, f"{first.name} is listed 0 m from these coordinates.")
-
-
-TEMPLATES.add(
-    id=513,
-    name="map.place_at_coordinates",
-    kind="info",
-    intent="Which place is at the coordinates {coords}? Answer with its name.",
-    sample=sample_at_coordinates,
-    evaluation=answer_eval,
-    expert=expert_at_coordinates,
-    difficulty="1-2",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -812,28 +746,23 @@ def sample_time_saved(conn: sqlite3.Connection, rng: random.Random) -> Params | 
     return {"a": a["name"], "b": b["name"], "_answer": str(walk - bike)}
 
 
-def expert_time_saved(p: Params) -> Expert:
-    obs = yield None
-    obs = yield from _directions(obs, p["a"], p["b"], "foot")
-    walk = _summary(obs)[1]
-    obs = yield from _directions(obs, None, p["b"], "bicycle")
-    bike = _summary(obs)[1]
-    saved = display_minutes(walk) - display_minutes(bike)
-    yield answer(str(saved), f"Walking takes {walk} and cycling {bike}: {saved} minutes saved.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=540,
     name="map.cycling_time_saved",
     kind="info",
     intent="How many minutes do you save by cycling instead of walking from {a} to {b}, "
     "going by the travel times the map shows? Answer with a number.",
     sample=sample_time_saved,
-    evaluation=answer_eval,
-    expert=expert_time_saved,
     heldout=True,
     difficulty="6-9",
 )
+def expert_time_saved(p: Params, obs: Observation) -> Expert:
+    obs = yield from _directions(obs, p["a"], p["b"], "foot")
+    walk = _summary(obs)[1]
+    obs = yield from _directions(obs, None, p["b"], "bicycle")
+    bike = _summary(obs)[1]
+    saved = display_minutes(walk) - display_minutes(bike)
+    yield answer(str(saved), f"Walking takes {walk} and cycling {bike}: {saved} minutes saved.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -854,8 +783,18 @@ def sample_walk_to_closest(conn: sqlite3.Connection, rng: random.Random) -> Para
     }
 
 
-def expert_walk_to_closest(p: Params) -> Expert:
-    obs = yield None
+@TEMPLATES.template(
+    id=541,
+    name="map.walk_to_closest",
+    kind="nav",
+    intent="Show me walking directions from {place} to the {category} closest to it in a "
+    "straight line.",
+    sample=sample_walk_to_closest,
+    evaluation=lambda p: url_eval(p["_url"]),
+    heldout=True,
+    difficulty="10+",
+)
+def expert_walk_to_closest(p: Params, obs: Observation) -> Expert:
     first, obs = yield from _closest_sub(obs, p["place"], p["category"])
     back = find(obs, "link", p["place"], exact=True)
     obs = yield click(back, f"The closest {p['category']} is {first.name}; I go back to the start.")
@@ -865,20 +804,6 @@ def expert_walk_to_closest(p: Params) -> Expert:
     )
     obs = yield from _directions(obs, None, first.name, "foot")
     yield answer("done", f"The map shows the walking route to {first.name}.")
-
-
-TEMPLATES.add(
-    id=541,
-    name="map.walk_to_closest",
-    kind="nav",
-    intent="Show me walking directions from {place} to the {category} closest to it in a "
-    "straight line.",
-    sample=sample_walk_to_closest,
-    evaluation=lambda p: url_eval(p["_url"]),
-    expert=expert_walk_to_closest,
-    heldout=True,
-    difficulty="10+",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -904,8 +829,16 @@ def sample_open_at(conn: sqlite3.Connection, rng: random.Random) -> Params | Non
     return {"place": p["name"], "day": DAYS[day], "time": at, "_answer": "yes" if yes else "no"}
 
 
-def expert_open_at(p: Params) -> Expert:
-    obs = yield None
+@TEMPLATES.template(
+    id=542,
+    name="map.open_at_time",
+    kind="info",
+    intent="Is {place} open on {day} at {time}? Answer yes or no.",
+    sample=sample_open_at,
+    heldout=True,
+    difficulty="3-5",
+)
+def expert_open_at(p: Params, obs: Observation) -> Expert:
     obs = yield from _open_place(obs, p["place"])
     h = grab(obs, rf"^{p['day']} \| (.+)$", f"hours for {p['day']}").strip()
     if h == "Closed":
@@ -917,19 +850,6 @@ def expert_open_at(p: Params) -> Expert:
     yield answer(
         verdict, f"On {p['day']} it is open {h}; {p['time']} is {'' if yes else 'not '}within."
     )
-
-
-TEMPLATES.add(
-    id=542,
-    name="map.open_at_time",
-    kind="info",
-    intent="Is {place} open on {day} at {time}? Answer yes or no.",
-    sample=sample_open_at,
-    evaluation=answer_eval,
-    expert=expert_open_at,
-    heldout=True,
-    difficulty="3-5",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -955,8 +875,17 @@ def sample_shortest_of_three(conn: sqlite3.Connection, rng: random.Random) -> Pa
     }
 
 
-def expert_shortest_of_three(p: Params) -> Expert:
-    obs = yield None
+@TEMPLATES.template(
+    id=543,
+    name="map.shortest_walk_of_three",
+    kind="info",
+    intent="Which of these is the shortest walk from {origin}: {a}, {b} or {c}? Answer with "
+    "the place's name.",
+    sample=sample_shortest_of_three,
+    heldout=True,
+    difficulty="10+",
+)
+def expert_shortest_of_three(p: Params, obs: Observation) -> Expert:
     found: list[tuple[float, str, str]] = []
     for k, dest in enumerate((p["a"], p["b"], p["c"])):
         obs = yield from _directions(obs, p["origin"] if k == 0 else None, dest, "foot")
@@ -965,17 +894,3 @@ def expert_shortest_of_three(p: Params) -> Expert:
     best = min(found)
     listing = ", ".join(f"{d} to {n}" for _, d, n in found)
     yield answer(best[2], f"Walking distances: {listing}; {best[2]} is the shortest.")
-
-
-TEMPLATES.add(
-    id=543,
-    name="map.shortest_walk_of_three",
-    kind="info",
-    intent="Which of these is the shortest walk from {origin}: {a}, {b} or {c}? Answer with "
-    "the place's name.",
-    sample=sample_shortest_of_three,
-    evaluation=answer_eval,
-    expert=expert_shortest_of_three,
-    heldout=True,
-    difficulty="10+",
-)

@@ -47,7 +47,6 @@ from webagent_r1.tasks.templates.common import (
     Params,
     Registry,
     Sub,
-    answer_eval,
     db_memo,
     grab,
     more_below,
@@ -294,26 +293,21 @@ def sample_comment_count(conn: sqlite3.Connection, rng: random.Random) -> Params
     return {"title": p["title"], "_answer": str(p["comment_count"])}
 
 
-def expert_comment_count(p: Params) -> Expert:
-    obs = yield None
+@TEMPLATES.template(
+    id=300,
+    name="reddit.post_comment_count",
+    kind="info",
+    intent=f'How many comments does the post "{{title}}" have? {ANSWER_NUMBER}',
+    sample=sample_comment_count,
+    difficulty="1-2",
+)
+def expert_comment_count(p: Params, obs: Observation) -> Expert:
     link, obs = yield from _search_post(obs, p["title"])
     count = _after(obs, link, "link")
     while not re.fullmatch(r"\d+ comments?", count.name):
         count = _after(obs, count, "link")
     n = count.name.split()[0]
     yield answer(n, f'The result "{p["title"]}" shows "{count.name}", so it has {n}.')
-
-
-TEMPLATES.add(
-    id=300,
-    name="reddit.post_comment_count",
-    kind="info",
-    intent=f'How many comments does the post "{{title}}" have? {ANSWER_NUMBER}',
-    sample=sample_comment_count,
-    evaluation=answer_eval,
-    expert=expert_comment_count,
-    difficulty="1-2",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -328,23 +322,18 @@ def sample_post_author(conn: sqlite3.Connection, rng: random.Random) -> Params |
     return {"title": p["title"], "_answer": p["author"]}
 
 
-def expert_post_author(p: Params) -> Expert:
-    obs = yield None
-    link, obs = yield from _search_post(obs, p["title"])
-    author = _after(obs, link, "link")
-    yield answer(author.name, f'The result "{p["title"]}" was submitted by {author.name}.')
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=301,
     name="reddit.post_author",
     kind="info",
     intent='Which user submitted the post "{title}"? Answer with the username.',
     sample=sample_post_author,
-    evaluation=answer_eval,
-    expert=expert_post_author,
     difficulty="1-2",
 )
+def expert_post_author(p: Params, obs: Observation) -> Expert:
+    link, obs = yield from _search_post(obs, p["title"])
+    author = _after(obs, link, "link")
+    yield answer(author.name, f'The result "{p["title"]}" was submitted by {author.name}.')
 
 
 # --------------------------------------------------------------------------------------------
@@ -384,25 +373,21 @@ def _nth_post(obs: Observation, k: int) -> Element:
     return posts[k]
 
 
-def expert_top_post(p: Params) -> Expert:
-    obs = yield None
-    obs = yield from _open_forum(obs, p["forum"])
-    obs = yield from _sort_tab(obs, "Top", "The Top tab sorts the posts by score, best first.")
-    post = _nth_post(obs, RANKS[p["rank"]])
-    obs = yield click(post, f'"{post.name}" is the {p["rank"]} post by score; I open it.')
-    yield answer("done", f"This is the {p['rank']} post of all time in f/{p['forum']}.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=302,
     name="reddit.top_post",
     kind="nav",
     intent="Open the {rank} post of all time in the forum f/{forum}.",
     sample=sample_top_post,
     evaluation=eval_top_post,
-    expert=expert_top_post,
     difficulty="3-5",
 )
+def expert_top_post(p: Params, obs: Observation) -> Expert:
+    obs = yield from _open_forum(obs, p["forum"])
+    obs = yield from _sort_tab(obs, "Top", "The Top tab sorts the posts by score, best first.")
+    post = _nth_post(obs, RANKS[p["rank"]])
+    obs = yield click(post, f'"{post.name}" is the {p["rank"]} post by score; I open it.')
+    yield answer("done", f"This is the {p['rank']} post of all time in f/{p['forum']}.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -436,17 +421,7 @@ def eval_upvote(p: Params) -> dict[str, Any]:
     )
 
 
-def expert_upvote(p: Params) -> Expert:
-    obs = yield None
-    obs = yield from _open_post(obs, p["title"])
-    button = find(obs, "button", "Upvote", exact=True)
-    obs = yield click(button, "The first Upvote button, under the post's text, votes on the post.")
-    if "upvote was recorded" not in obs.text:
-        raise ExpertError(f"expert: the upvote was not recorded on {obs.url}")
-    yield answer("done", "The site confirms that my upvote was recorded.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=303,
     name="reddit.upvote_post",
     writes={"reddit.submission_votes": 1, "reddit.submissions": 1},
@@ -454,10 +429,16 @@ TEMPLATES.add(
     intent='Upvote the post "{title}".',
     sample=sample_upvote,
     evaluation=eval_upvote,
-    expert=expert_upvote,
     user=USER,
     difficulty="3-5",
 )
+def expert_upvote(p: Params, obs: Observation) -> Expert:
+    obs = yield from _open_post(obs, p["title"])
+    button = find(obs, "button", "Upvote", exact=True)
+    obs = yield click(button, "The first Upvote button, under the post's text, votes on the post.")
+    if "upvote was recorded" not in obs.text:
+        raise ExpertError(f"expert: the upvote was not recorded on {obs.url}")
+    yield answer("done", "The site confirms that my upvote was recorded.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -502,8 +483,18 @@ def eval_subscriptions(p: Params) -> dict[str, Any]:
     )
 
 
-def expert_subscriptions(p: Params) -> Expert:
-    obs = yield None
+@TEMPLATES.template(
+    id=304,
+    name="reddit.update_subscriptions",
+    writes=lambda p: {"reddit.subscriptions": p["_n"]},
+    kind="change",
+    intent="Update my forum subscriptions: {changes}.",
+    sample=sample_subscriptions,
+    evaluation=eval_subscriptions,
+    user=USER,
+    difficulty="3-5",
+)
+def expert_subscriptions(p: Params, obs: Observation) -> Expert:
     obs = yield click(
         find(obs, "link", "Forums", exact=True),
         "The Forums page has a subscription button on every forum's row.",
@@ -519,20 +510,6 @@ def expert_subscriptions(p: Params) -> Expert:
         if f"f/{forum}." not in obs.text:
             raise ExpertError(f"expert: no confirmation for f/{forum} on {obs.url}")
     yield answer("done", f"The site confirms each change: {p['changes']}.")
-
-
-TEMPLATES.add(
-    id=304,
-    name="reddit.update_subscriptions",
-    writes=lambda p: {"reddit.subscriptions": p["_n"]},
-    kind="change",
-    intent="Update my forum subscriptions: {changes}.",
-    sample=sample_subscriptions,
-    evaluation=eval_subscriptions,
-    expert=expert_subscriptions,
-    user=USER,
-    difficulty="3-5",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -581,13 +558,7 @@ def _write_post(obs: Observation, forum: str, title: str, body: str) -> Sub:
     return obs
 
 
-def expert_create_post(p: Params) -> Expert:
-    obs = yield None
-    obs = yield from _write_post(obs, p["forum"], p["title"], p["body"])
-    yield answer("done", f'The post "{p["title"]}" is now in f/{p["forum"]}.')
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=305,
     name="reddit.create_post",
     writes={"reddit.submissions": 1},
@@ -595,10 +566,12 @@ TEMPLATES.add(
     intent='Post in the forum f/{forum} a thread titled "{title}" saying "{body}"',
     sample=sample_create_post,
     evaluation=eval_create_post,
-    expert=expert_create_post,
     user=USER,
     difficulty="6-9",
 )
+def expert_create_post(p: Params, obs: Observation) -> Expert:
+    obs = yield from _write_post(obs, p["forum"], p["title"], p["body"])
+    yield answer("done", f'The post "{p["title"]}" is now in f/{p["forum"]}.')
 
 
 # --------------------------------------------------------------------------------------------
@@ -637,18 +610,7 @@ def eval_reply_post(p: Params) -> dict[str, Any]:
     )
 
 
-def expert_reply_post(p: Params) -> Expert:
-    obs = yield None
-    obs = yield from _open_post(obs, p["title"])
-    box = find(obs, "textbox", "Comment", exact=True)
-    obs = yield type_text(box, p["text"], "I write my reply in the comment box.")
-    button = find(obs, "button", "Post comment", exact=True)
-    obs = yield click(button, "I post the comment.")
-    obs, why = yield from posted(obs, p["text"], "comment")
-    yield answer("done", why)
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=306,
     name="reddit.reply_post",
     writes={"reddit.comments": 1},
@@ -656,10 +618,17 @@ TEMPLATES.add(
     intent='Reply to the post "{title}" with the comment "{text}"',
     sample=sample_reply_post,
     evaluation=eval_reply_post,
-    expert=expert_reply_post,
     user=USER,
     difficulty="3-5",
 )
+def expert_reply_post(p: Params, obs: Observation) -> Expert:
+    obs = yield from _open_post(obs, p["title"])
+    box = find(obs, "textbox", "Comment", exact=True)
+    obs = yield type_text(box, p["text"], "I write my reply in the comment box.")
+    button = find(obs, "button", "Post comment", exact=True)
+    obs = yield click(button, "I post the comment.")
+    obs, why = yield from posted(obs, p["text"], "comment")
+    yield answer("done", why)
 
 
 # --------------------------------------------------------------------------------------------
@@ -697,8 +666,18 @@ def eval_edit_post(p: Params) -> dict[str, Any]:
     )
 
 
-def expert_edit_post(p: Params) -> Expert:
-    obs = yield None
+@TEMPLATES.template(
+    id=307,
+    name="reddit.edit_post",
+    writes={"reddit.submissions": 1},
+    kind="change",
+    intent='Edit your post "{title}" so that its text says "{text}"',
+    sample=sample_edit_post,
+    evaluation=eval_edit_post,
+    user=USER,
+    difficulty="6-9",
+)
+def expert_edit_post(p: Params, obs: Observation) -> Expert:
     me = find(obs, "link", USER, exact=True)
     obs = yield click(me, "My profile lists the posts I submitted.")
     link, obs = yield from seek(
@@ -713,20 +692,6 @@ def expert_edit_post(p: Params) -> Expert:
     if "was edited" not in obs.text:
         raise ExpertError(f"expert: the post was not edited ({obs.url})")
     yield answer("done", "The site confirms that the post was edited.")
-
-
-TEMPLATES.add(
-    id=307,
-    name="reddit.edit_post",
-    writes={"reddit.submissions": 1},
-    kind="change",
-    intent='Edit your post "{title}" so that its text says "{text}"',
-    sample=sample_edit_post,
-    evaluation=eval_edit_post,
-    expert=expert_edit_post,
-    user=USER,
-    difficulty="6-9",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -746,25 +711,20 @@ def sample_newest_title(conn: sqlite3.Connection, rng: random.Random) -> Params 
     return {"which": which, "forum": f["name"], "_answer": ranked[k]["title"]}
 
 
-def expert_newest_title(p: Params) -> Expert:
-    obs = yield None
-    obs = yield from _open_forum(obs, p["forum"])
-    obs = yield from _sort_tab(obs, "New", "The New tab lists the newest posts first.")
-    post = _nth_post(obs, NEWEST[p["which"]])
-    yield answer(post.name, f'Sorted by New, the {p["which"]} post is "{post.name}".')
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=308,
     name="reddit.newest_post_title",
     kind="info",
     intent="What is the title of the {which} post in the forum f/{forum}? Answer with the "
     "exact title.",
     sample=sample_newest_title,
-    evaluation=answer_eval,
-    expert=expert_newest_title,
     difficulty="3-5",
 )
+def expert_newest_title(p: Params, obs: Observation) -> Expert:
+    obs = yield from _open_forum(obs, p["forum"])
+    obs = yield from _sort_tab(obs, "New", "The New tab lists the newest posts first.")
+    post = _nth_post(obs, NEWEST[p["which"]])
+    yield answer(post.name, f'Sorted by New, the {p["which"]} post is "{post.name}".')
 
 
 # --------------------------------------------------------------------------------------------
@@ -780,16 +740,7 @@ def sample_comment_joined(conn: sqlite3.Connection, rng: random.Random) -> Param
     return {"title": p["title"], "comment": c["body"], "_answer": fmt_date(c["joined"])}
 
 
-def expert_comment_joined(p: Params) -> Expert:
-    obs = yield None
-    obs = yield from _open_post(obs, p["title"])
-    author, obs = yield from _find_comment(obs, p["comment"], "I scroll to find the comment.")
-    obs = yield click(author, f"The comment was written by {author.name}; I open their profile.")
-    date = grab(obs, r"Registered on (\w{3} \d{1,2}, \d{4})", "join date")
-    yield answer(date, f"{author.name}'s profile says 'Registered on {date}'.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=309,
     name="reddit.comment_author_joined",
     kind="info",
@@ -797,11 +748,15 @@ TEMPLATES.add(
     "me when they joined the site. Answer with the date as the site shows it, like "
     "Jan 5, 2021.",
     sample=sample_comment_joined,
-    evaluation=answer_eval,
-    expert=expert_comment_joined,
     heldout=True,
     difficulty="3-5",
 )
+def expert_comment_joined(p: Params, obs: Observation) -> Expert:
+    obs = yield from _open_post(obs, p["title"])
+    author, obs = yield from _find_comment(obs, p["comment"], "I scroll to find the comment.")
+    obs = yield click(author, f"The comment was written by {author.name}; I open their profile.")
+    date = grab(obs, r"Registered on (\w{3} \d{1,2}, \d{4})", "join date")
+    yield answer(date, f"{author.name}'s profile says 'Registered on {date}'.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -829,26 +784,22 @@ def eval_forum_sorted(p: Params) -> dict[str, Any]:
     )
 
 
-def expert_forum_sorted(p: Params) -> Expert:
-    obs = yield None
-    obs = yield from _open_forum(obs, p["forum"])
-    obs = yield from _sort_tab(obs, p["order"], f"I sort the posts by {p['order']}.")
-    if p["which"] == "second":
-        nxt, obs = yield from seek(obs, "link", "Next", "The page links are below.", exact=True)
-        obs = yield click(nxt, "I go to the second page of the listing.")
-    yield answer("done", f"This is the {p['which']} page of f/{p['forum']} by {p['order']}.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=310,
     name="reddit.forum_sorted_page",
     kind="nav",
     intent="Show me the {which} page of the posts in the forum f/{forum} sorted by {order}.",
     sample=sample_forum_sorted,
     evaluation=eval_forum_sorted,
-    expert=expert_forum_sorted,
     difficulty="3-5",
 )
+def expert_forum_sorted(p: Params, obs: Observation) -> Expert:
+    obs = yield from _open_forum(obs, p["forum"])
+    obs = yield from _sort_tab(obs, p["order"], f"I sort the posts by {p['order']}.")
+    if p["which"] == "second":
+        nxt, obs = yield from seek(obs, "link", "Next", "The page links are below.", exact=True)
+        obs = yield click(nxt, "I go to the second page of the listing.")
+    yield answer("done", f"This is the {p['which']} page of f/{p['forum']} by {p['order']}.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -883,8 +834,19 @@ def eval_reply_comment(p: Params) -> dict[str, Any]:
     )
 
 
-def expert_reply_comment(p: Params) -> Expert:
-    obs = yield None
+@TEMPLATES.template(
+    id=311,
+    name="reddit.reply_comment",
+    writes={"reddit.comments": 1},
+    kind="change",
+    intent='In the post "{title}", reply to the comment by {author} that says "{comment}" '
+    'with "{text}"',
+    sample=sample_reply_comment,
+    evaluation=eval_reply_comment,
+    user=USER,
+    difficulty="6-9",
+)
+def expert_reply_comment(p: Params, obs: Observation) -> Expert:
     obs = yield from _open_post(obs, p["title"])
     author, obs = yield from _find_comment(obs, p["comment"], "I scroll to find the comment.")
     reply = _comment_button(obs, author, "link", "Reply")
@@ -894,21 +856,6 @@ def expert_reply_comment(p: Params) -> Expert:
     obs = yield click(find(obs, "button", "Post reply", exact=True), "I post the reply.")
     obs, why = yield from posted(obs, p["text"], "reply")
     yield answer("done", why)
-
-
-TEMPLATES.add(
-    id=311,
-    name="reddit.reply_comment",
-    writes={"reddit.comments": 1},
-    kind="change",
-    intent='In the post "{title}", reply to the comment by {author} that says "{comment}" '
-    'with "{text}"',
-    sample=sample_reply_comment,
-    evaluation=eval_reply_comment,
-    expert=expert_reply_comment,
-    user=USER,
-    difficulty="6-9",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -924,8 +871,15 @@ def sample_forum_count(conn: sqlite3.Connection, rng: random.Random) -> Params |
     return {"what": what, "forum": f["name"], "_answer": str(f[FORUM_COLUMNS[what][1]])}
 
 
-def expert_forum_count(p: Params) -> Expert:
-    obs = yield None
+@TEMPLATES.template(
+    id=312,
+    name="reddit.forum_count",
+    kind="info",
+    intent=f"How many {{what}} does the forum f/{{forum}} have? {ANSWER_NUMBER}",
+    sample=sample_forum_count,
+    difficulty="1-2",
+)
+def expert_forum_count(p: Params, obs: Observation) -> Expert:
     column = FORUM_COLUMNS[p["what"]][0]
     obs = yield click(
         find(obs, "link", "Forums", exact=True), f"The Forums page has a {column} column."
@@ -939,18 +893,6 @@ def expert_forum_count(p: Params) -> Expert:
             yield answer(n, f"The row of f/{p['forum']} shows {n} in the {column} column.")
             return
     raise ExpertError(f"expert: no row of f/{p['forum']} on {obs.url}")
-
-
-TEMPLATES.add(
-    id=312,
-    name="reddit.forum_count",
-    kind="info",
-    intent=f"How many {{what}} does the forum f/{{forum}} have? {ANSWER_NUMBER}",
-    sample=sample_forum_count,
-    evaluation=answer_eval,
-    expert=expert_forum_count,
-    difficulty="1-2",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -992,18 +934,7 @@ def eval_downvote_comment(p: Params) -> dict[str, Any]:
     )
 
 
-def expert_downvote_comment(p: Params) -> Expert:
-    obs = yield None
-    obs = yield from _open_post(obs, p["title"])
-    author, obs = yield from _find_comment(obs, p["comment"], "I scroll to find the comment.")
-    button = _comment_button(obs, author, "button", "Downvote")
-    obs = yield click(button, f"I click Downvote under {p['author']}'s comment.")
-    if "downvote was recorded" not in obs.text:
-        raise ExpertError(f"expert: the downvote was not recorded on {obs.url}")
-    yield answer("done", "The site confirms that my downvote was recorded.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=313,
     name="reddit.downvote_comment",
     writes={"reddit.comment_votes": 1, "reddit.comments": 1},
@@ -1011,11 +942,18 @@ TEMPLATES.add(
     intent='In the post "{title}", downvote the comment by {author} that says "{comment}"',
     sample=sample_downvote_comment,
     evaluation=eval_downvote_comment,
-    expert=expert_downvote_comment,
     user=USER,
     heldout=True,
     difficulty="3-5",
 )
+def expert_downvote_comment(p: Params, obs: Observation) -> Expert:
+    obs = yield from _open_post(obs, p["title"])
+    author, obs = yield from _find_comment(obs, p["comment"], "I scroll to find the comment.")
+    button = _comment_button(obs, author, "button", "Downvote")
+    obs = yield click(button, f"I click Downvote under {p['author']}'s comment.")
+    if "downvote was recorded" not in obs.text:
+        raise ExpertError(f"expert: the downvote was not recorded on {obs.url}")
+    yield answer("done", "The site confirms that my downvote was recorded.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -1030,26 +968,21 @@ def sample_author_posts(conn: sqlite3.Connection, rng: random.Random) -> Params 
     return {"title": p["title"], "_answer": str(p["author_posts"])}
 
 
-def expert_author_posts(p: Params) -> Expert:
-    obs = yield None
-    link, obs = yield from _search_post(obs, p["title"])
-    author = _after(obs, link, "link")
-    obs = yield click(author, f"The post was submitted by {author.name}; I open the profile.")
-    n = grab(obs, r"Registered on [^·]*· (\d+) submissions?", "submission count")
-    yield answer(n, f"{author.name}'s profile says {n} submissions.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=314,
     name="reddit.author_post_count",
     kind="info",
     intent=f'How many posts has the author of the post "{{title}}" submitted in all? '
     f"{ANSWER_NUMBER}",
     sample=sample_author_posts,
-    evaluation=answer_eval,
-    expert=expert_author_posts,
     difficulty="3-5",
 )
+def expert_author_posts(p: Params, obs: Observation) -> Expert:
+    link, obs = yield from _search_post(obs, p["title"])
+    author = _after(obs, link, "link")
+    obs = yield click(author, f"The post was submitted by {author.name}; I open the profile.")
+    n = grab(obs, r"Registered on [^·]*· (\d+) submissions?", "submission count")
+    yield answer(n, f"{author.name}'s profile says {n} submissions.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -1070,24 +1003,19 @@ def sample_search_count(conn: sqlite3.Connection, rng: random.Random) -> Params 
     return {"query": query, "_answer": str(n)}
 
 
-def expert_search_count(p: Params) -> Expert:
-    obs = yield None
-    box = find(obs, "textbox", "Search")
-    obs = yield search(box, p["query"], f'I search the forum for "{p["query"]}".')
-    n = grab(obs, r"^(\d+) posts? found for", "result count")
-    yield answer(n, f"The search page says {n} posts were found.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=315,
     name="reddit.search_count",
     kind="info",
     intent=f'How many posts does a forum search for "{{query}}" find? {ANSWER_NUMBER}',
     sample=sample_search_count,
-    evaluation=answer_eval,
-    expert=expert_search_count,
     difficulty="1-2",
 )
+def expert_search_count(p: Params, obs: Observation) -> Expert:
+    box = find(obs, "textbox", "Search")
+    obs = yield search(box, p["query"], f'I search the forum for "{p["query"]}".')
+    n = grab(obs, r"^(\d+) posts? found for", "result count")
+    yield answer(n, f"The search page says {n} posts were found.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -1123,8 +1051,20 @@ def eval_copy_post(p: Params) -> dict[str, Any]:
     )
 
 
-def expert_copy_post(p: Params) -> Expert:
-    obs = yield None
+@TEMPLATES.template(
+    id=316,
+    name="reddit.copy_newest_post",
+    writes={"reddit.submissions": 1},
+    kind="change",
+    intent="Copy the newest post of the forum f/{src} to the forum f/{dst}: post there a "
+    "thread with the same title and the same text.",
+    sample=sample_copy_post,
+    evaluation=eval_copy_post,
+    user=USER,
+    heldout=True,
+    difficulty="10+",
+)
+def expert_copy_post(p: Params, obs: Observation) -> Expert:
     obs = yield from _open_forum(obs, p["src"])
     obs = yield from _sort_tab(obs, "New", "The New tab lists the newest post first.")
     first = _first_post(obs)
@@ -1139,22 +1079,6 @@ def expert_copy_post(p: Params) -> Expert:
         raise ExpertError(f"expert: no post text above the vote buttons on {obs.url}")
     obs = yield from _write_post(obs, p["dst"], title, body)
     yield answer("done", f'The post "{title}" is now copied to f/{p["dst"]}.')
-
-
-TEMPLATES.add(
-    id=316,
-    name="reddit.copy_newest_post",
-    writes={"reddit.submissions": 1},
-    kind="change",
-    intent="Copy the newest post of the forum f/{src} to the forum f/{dst}: post there a "
-    "thread with the same title and the same text.",
-    sample=sample_copy_post,
-    evaluation=eval_copy_post,
-    expert=expert_copy_post,
-    user=USER,
-    heldout=True,
-    difficulty="10+",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1173,22 +1097,18 @@ def eval_author_profile(p: Params) -> dict[str, Any]:
     return url_eval(f"__REDDIT__/user/{p['_author']}", shows=p["_author"])
 
 
-def expert_author_profile(p: Params) -> Expert:
-    obs = yield None
-    obs = yield from _open_post(obs, p["title"])
-    author = _link_below(obs, f'heading "{p["title"]}"')
-    obs = yield click(author, f"The post was submitted by {author.name}; I open the profile.")
-    yield answer("done", f"This is the profile page of {author.name}.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=317,
     name="reddit.author_profile",
     kind="nav",
     intent='Open the profile page of the user who submitted the post "{title}".',
     sample=sample_author_profile,
     evaluation=eval_author_profile,
-    expert=expert_author_profile,
     heldout=True,
     difficulty="3-5",
 )
+def expert_author_profile(p: Params, obs: Observation) -> Expert:
+    obs = yield from _open_post(obs, p["title"])
+    author = _link_below(obs, f'heading "{p["title"]}"')
+    obs = yield click(author, f"The post was submitted by {author.name}; I open the profile.")
+    yield answer("done", f"This is the profile page of {author.name}.")

@@ -41,7 +41,6 @@ from webagent_r1.tasks.templates.common import (
     Params,
     Registry,
     Sub,
-    answer_eval,
     db_memo,
     grab,
     line_after,
@@ -263,8 +262,15 @@ def sample_price(conn: sqlite3.Connection, rng: random.Random) -> Params | None:
     return {"product": p["name"], "_answer": fmt_money(p["price"])}
 
 
-def expert_price(p: Params) -> Expert:
-    obs = yield None
+@TEMPLATES.template(
+    id=100,
+    name="shopping.product_price",
+    kind="info",
+    intent="What is the price of the {product}? Answer with the price only, like $12.34.",
+    sample=sample_price,
+    difficulty="1-2",
+)
+def expert_price(p: Params, obs: Observation) -> Expert:
     box = find(obs, "textbox", "Search")
     obs = yield search(box, p["product"], f"I search for '{p['product']}' to see its price.")
     link, obs = yield from seek(
@@ -275,18 +281,6 @@ def expert_price(p: Params) -> Expert:
     if not m:
         raise ExpertError(f"expert: no price after {link.line!r}")
     yield answer(m.group(0), f"The result '{p['product']}' is listed at {m.group(0)}.")
-
-
-TEMPLATES.add(
-    id=100,
-    name="shopping.product_price",
-    kind="info",
-    intent="What is the price of the {product}? Answer with the price only, like $12.34.",
-    sample=sample_price,
-    evaluation=answer_eval,
-    expert=expert_price,
-    difficulty="1-2",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -305,24 +299,19 @@ def sample_rating(conn: sqlite3.Connection, rng: random.Random) -> Params | None
     return {"product": p["name"], "_answer": fmt_stars(p["rating"]).split()[0]}
 
 
-def expert_rating(p: Params) -> Expert:
-    obs = yield None
-    obs = yield from _open_product(obs, p["product"])
-    rating = grab(obs, r"^Rating: ([\d.]+) out of 5", "rating")
-    yield answer(rating, f"The product page shows 'Rating: {rating} out of 5'.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=101,
     name="shopping.product_rating",
     kind="info",
     intent="What is the average customer rating of the {product}? Answer with the number "
     "of stars out of 5 as the site shows it, like 4.1.",
     sample=sample_rating,
-    evaluation=answer_eval,
-    expert=expert_rating,
     difficulty="3-5",
 )
+def expert_rating(p: Params, obs: Observation) -> Expert:
+    obs = yield from _open_product(obs, p["product"])
+    rating = grab(obs, r"^Rating: ([\d.]+) out of 5", "rating")
+    yield answer(rating, f"The product page shows 'Rating: {rating} out of 5'.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -337,23 +326,18 @@ def sample_sku(conn: sqlite3.Connection, rng: random.Random) -> Params | None:
     return {"product": p["name"], "_answer": p["sku"]}
 
 
-def expert_sku(p: Params) -> Expert:
-    obs = yield None
-    obs = yield from _open_product(obs, p["product"])
-    sku = grab(obs, r"SKU: (\w+)", "SKU")
-    yield answer(sku, f"The product details line shows SKU: {sku}.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=102,
     name="shopping.product_sku",
     kind="info",
     intent="What is the SKU of the {product}? Answer with the SKU only.",
     sample=sample_sku,
-    evaluation=answer_eval,
-    expert=expert_sku,
     difficulty="3-5",
 )
+def expert_sku(p: Params, obs: Observation) -> Expert:
+    obs = yield from _open_product(obs, p["product"])
+    sku = grab(obs, r"SKU: (\w+)", "SKU")
+    yield answer(sku, f"The product details line shows SKU: {sku}.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -370,8 +354,16 @@ def sample_extreme(conn: sqlite3.Connection, rng: random.Random) -> Params | Non
     return {"which": which, "leaf": leaf["name"], "top": leaf["top"], "_answer": best["name"]}
 
 
-def expert_extreme(p: Params) -> Expert:
-    obs = yield None
+@TEMPLATES.template(
+    id=103,
+    name="shopping.category_price_extreme",
+    kind="info",
+    intent="What is the {which} product in the {leaf} category (under {top})? Answer with "
+    "the exact product name.",
+    sample=sample_extreme,
+    difficulty="3-5",
+)
+def expert_extreme(p: Params, obs: Observation) -> Expert:
     obs = yield from _open_leaf(obs, p["top"], p["leaf"])
     option = EXTREMES[p["which"]]
     obs = yield from _sort_listing(
@@ -379,19 +371,6 @@ def expert_extreme(p: Params) -> Expert:
     )
     first = _first_listed(obs)
     yield answer(first.name, f"Sorted by price, the first product is '{first.name}'.")
-
-
-TEMPLATES.add(
-    id=103,
-    name="shopping.category_price_extreme",
-    kind="info",
-    intent="What is the {which} product in the {leaf} category (under {top})? Answer with "
-    "the exact product name.",
-    sample=sample_extreme,
-    evaluation=answer_eval,
-    expert=expert_extreme,
-    difficulty="3-5",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -423,24 +402,19 @@ def sample_search_count(conn: sqlite3.Connection, rng: random.Random) -> Params 
     return {"query": query, "_answer": str(n)}
 
 
-def expert_search_count(p: Params) -> Expert:
-    obs = yield None
-    box = find(obs, "textbox", "Search")
-    obs = yield search(box, p["query"], f"I search the store for '{p['query']}'.")
-    n = grab(obs, r"Items \d+-\d+ of (\d+)", "result count")
-    yield answer(n, f"The results header says 'Items ... of {n}', so the search finds {n}.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=104,
     name="shopping.search_result_count",
     kind="info",
     intent='How many products does a store search for "{query}" return? Answer with a number.',
     sample=sample_search_count,
-    evaluation=answer_eval,
-    expert=expert_search_count,
     difficulty="1-2",
 )
+def expert_search_count(p: Params, obs: Observation) -> Expert:
+    box = find(obs, "textbox", "Search")
+    obs = yield search(box, p["query"], f"I search the store for '{p['query']}'.")
+    n = grab(obs, r"Items \d+-\d+ of (\d+)", "result count")
+    yield answer(n, f"The results header says 'Items ... of {n}', so the search finds {n}.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -509,8 +483,16 @@ def _find_order(obs: Observation, number: str) -> Sub:
     raise ExpertError(f"expert: order {number} not found on {obs.url}")
 
 
-def expert_order_detail(p: Params) -> Expert:
-    obs = yield None
+@TEMPLATES.template(
+    id=105,
+    name="shopping.my_order_detail",
+    kind="info",
+    intent="What is the {field} of my order number {order}? {answer_format}",
+    sample=sample_order_detail,
+    user=SHOPPER,
+    difficulty="3-5",
+)
+def expert_order_detail(p: Params, obs: Observation) -> Expert:
     number, field = p["order"], p["field"]
     obs = yield from _go_account(obs, "My orders are listed in My Account; I open it.")
     row, obs = yield from _find_order(obs, number)
@@ -525,19 +507,6 @@ def expert_order_detail(p: Params) -> Expert:
     label = {"subtotal": "Subtotal", "shipping & handling fee": "Shipping & Handling"}[field]
     value = grab(obs, rf"^{re.escape(label)} \| (\$[\d,]+\.\d\d)", field)
     yield answer(value, f"The order totals show {label}: {value}.")
-
-
-TEMPLATES.add(
-    id=105,
-    name="shopping.my_order_detail",
-    kind="info",
-    intent="What is the {field} of my order number {order}? {answer_format}",
-    sample=sample_order_detail,
-    evaluation=answer_eval,
-    expert=expert_order_detail,
-    user=SHOPPER,
-    difficulty="3-5",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -558,22 +527,18 @@ def eval_product_page(p: Params) -> dict[str, Any]:
     return url_eval(f"__SHOPPING__/product/{p['_id']}", shows=p["product"])
 
 
-def expert_product_page(p: Params) -> Expert:
-    obs = yield None
-    obs = yield from _open_product(obs, p["product"])
-    yield answer("done", f"This is the product page of '{p['product']}'.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=106,
     name="shopping.product_page",
     kind="nav",
     intent="Open the product page of the {product}.",
     sample=sample_product_page,
     evaluation=eval_product_page,
-    expert=expert_product_page,
     difficulty="3-5",
 )
+def expert_product_page(p: Params, obs: Observation) -> Expert:
+    obs = yield from _open_product(obs, p["product"])
+    yield answer("done", f"This is the product page of '{p['product']}'.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -592,24 +557,20 @@ def eval_sorted_category(p: Params) -> dict[str, Any]:
     return url_eval(f"__SHOPPING__/category/{p['_path']}?sort={key}")
 
 
-def expert_sorted_category(p: Params) -> Expert:
-    obs = yield None
-    obs = yield from _open_leaf(obs, p["top"], p["leaf"])
-    option = SORTS[p["order"]][1]
-    obs = yield from _sort_listing(obs, option, f"I sort the listing by '{option}'.")
-    yield answer("done", f"The '{p['leaf']}' products are now sorted by '{option}'.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=107,
     name="shopping.sorted_category",
     kind="nav",
     intent="Show me the products of the {leaf} category (under {top}) sorted by {order}.",
     sample=sample_sorted_category,
     evaluation=eval_sorted_category,
-    expert=expert_sorted_category,
     difficulty="3-5",
 )
+def expert_sorted_category(p: Params, obs: Observation) -> Expert:
+    obs = yield from _open_leaf(obs, p["top"], p["leaf"])
+    option = SORTS[p["order"]][1]
+    obs = yield from _sort_listing(obs, option, f"I sort the listing by '{option}'.")
+    yield answer("done", f"The '{p['leaf']}' products are now sorted by '{option}'.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -687,14 +648,7 @@ def _add_current_product(obs: Observation, p: Params) -> Sub:
     return obs
 
 
-def expert_add_to_cart(p: Params) -> Expert:
-    obs = yield None
-    obs = yield from _open_product(obs, p["product"])
-    obs = yield from _add_current_product(obs, p)
-    yield answer("done", f"The store confirms that {p['product']} is in my cart.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=108,
     name="shopping.add_to_cart",
     writes={"shopping.cart_items": 1},
@@ -702,10 +656,13 @@ TEMPLATES.add(
     intent="Add the {product} to my shopping cart with {options} and quantity {qty}.",
     sample=sample_add_to_cart,
     evaluation=eval_add_to_cart,
-    expert=expert_add_to_cart,
     user=SHOPPER,
     difficulty="6-9",
 )
+def expert_add_to_cart(p: Params, obs: Observation) -> Expert:
+    obs = yield from _open_product(obs, p["product"])
+    obs = yield from _add_current_product(obs, p)
+    yield answer("done", f"The store confirms that {p['product']} is in my cart.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -756,14 +713,7 @@ def _wish_current(obs: Observation, product: str) -> Sub:
     return obs
 
 
-def expert_wishlist(p: Params) -> Expert:
-    obs = yield None
-    obs = yield from _open_product(obs, p["product"])
-    obs = yield from _wish_current(obs, p["product"])
-    yield answer("done", f"My wish list now shows '{p['product']}'.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=109,
     name="shopping.add_to_wishlist",
     writes={"shopping.wishlist_items": 1},
@@ -771,10 +721,13 @@ TEMPLATES.add(
     intent="Add the {product} to my wish list.",
     sample=sample_wishlist,
     evaluation=eval_wishlist,
-    expert=expert_wishlist,
     user=SHOPPER,
     difficulty="3-5",
 )
+def expert_wishlist(p: Params, obs: Observation) -> Expert:
+    obs = yield from _open_product(obs, p["product"])
+    obs = yield from _wish_current(obs, p["product"])
+    yield answer("done", f"My wish list now shows '{p['product']}'.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -826,8 +779,19 @@ def eval_review(p: Params) -> dict[str, Any]:
     )
 
 
-def expert_review(p: Params) -> Expert:
-    obs = yield None
+@TEMPLATES.template(
+    id=110,
+    name="shopping.write_review",
+    writes={"shopping.reviews": 1},
+    kind="change",
+    intent='Write a {stars}-star review of the {product} with the summary "{title}" and the '
+    'review text "{text}"',
+    sample=sample_review,
+    evaluation=eval_review,
+    user=SHOPPER,
+    difficulty="6-9",
+)
+def expert_review(p: Params, obs: Observation) -> Expert:
     obs = yield from _open_product(obs, p["product"])
     stars = int(p["stars"])
     box, obs = yield from seek(obs, "combobox", "Rating", "The review form is further down.")
@@ -841,21 +805,6 @@ def expert_review(p: Params) -> Expert:
     if "submitted your review" not in obs.text:
         raise ExpertError(f"expert: the review was not accepted on {obs.url}")
     yield answer("done", "The store says my review was submitted for moderation.")
-
-
-TEMPLATES.add(
-    id=110,
-    name="shopping.write_review",
-    writes={"shopping.reviews": 1},
-    kind="change",
-    intent='Write a {stars}-star review of the {product} with the summary "{title}" and the '
-    'review text "{text}"',
-    sample=sample_review,
-    evaluation=eval_review,
-    expert=expert_review,
-    user=SHOPPER,
-    difficulty="6-9",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -911,8 +860,19 @@ def _fill(obs: Observation, label: str, value: str, why: str) -> Sub:
     return obs
 
 
-def expert_address(p: Params) -> Expert:
-    obs = yield None
+@TEMPLATES.template(
+    id=111,
+    name="shopping.update_address",
+    writes={"shopping.customers": 1},
+    kind="change",
+    intent="Change my default address to {street}, {city}, {region} {postcode} (same "
+    "country) and my phone number to {phone}.",
+    sample=sample_address,
+    evaluation=eval_address,
+    user=SHOPPER,
+    difficulty="6-9",
+)
+def expert_address(p: Params, obs: Observation) -> Expert:
     obs = yield from _go_account(obs, "The default address is managed in My Account.")
     link = find(obs, "link", "Address Book", exact=True)
     obs = yield click(link, "The Address Book holds my default address; I open it.")
@@ -923,21 +883,6 @@ def expert_address(p: Params) -> Expert:
     if "saved the address" not in obs.text:
         raise ExpertError(f"expert: the address was not saved on {obs.url}")
     yield answer("done", "The account page confirms the new address was saved.")
-
-
-TEMPLATES.add(
-    id=111,
-    name="shopping.update_address",
-    writes={"shopping.customers": 1},
-    kind="change",
-    intent="Change my default address to {street}, {city}, {region} {postcode} (same "
-    "country) and my phone number to {phone}.",
-    sample=sample_address,
-    evaluation=eval_address,
-    expert=expert_address,
-    user=SHOPPER,
-    difficulty="6-9",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1029,8 +974,20 @@ CHECKOUT_BOXES = (
 )
 
 
-def expert_checkout(p: Params) -> Expert:
-    obs = yield None
+@TEMPLATES.template(
+    id=112,
+    name="shopping.checkout_ship_to",
+    writes={"shopping.order_items": 1, "shopping.orders": 1, "shopping.products": 1},
+    kind="change",
+    intent="Buy {qty} of the {product} ({options}) and have the order shipped to "
+    "{first_name} {last_name}, {street}, {city}, {region} {postcode}, United States, "
+    "phone {phone}.",
+    sample=sample_checkout,
+    evaluation=eval_checkout,
+    user=SHOPPER,
+    difficulty="10+",
+)
+def expert_checkout(p: Params, obs: Observation) -> Expert:
     obs = yield from _open_product(obs, p["product"])
     obs = yield from _add_current_product(obs, p)
     cart = find(obs, "link", "My Cart")
@@ -1046,22 +1003,6 @@ def expert_checkout(p: Params) -> Expert:
     obs = yield click(button, "The shipping address is complete; I place the order.")
     number = grab(obs, r"Your order number is:\s*(?:\[\d+\] link \")?(\d{9})", "order number")
     yield answer(number, f"The order was placed; its number is {number}.")
-
-
-TEMPLATES.add(
-    id=112,
-    name="shopping.checkout_ship_to",
-    writes={"shopping.order_items": 1, "shopping.orders": 1, "shopping.products": 1},
-    kind="change",
-    intent="Buy {qty} of the {product} ({options}) and have the order shipped to "
-    "{first_name} {last_name}, {street}, {city}, {region} {postcode}, United States, "
-    "phone {phone}.",
-    sample=sample_checkout,
-    evaluation=eval_checkout,
-    expert=expert_checkout,
-    user=SHOPPER,
-    difficulty="10+",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1104,8 +1045,18 @@ def eval_email(p: Params) -> dict[str, Any]:
     )
 
 
-def expert_email(p: Params) -> Expert:
-    obs = yield None
+@TEMPLATES.template(
+    id=113,
+    name="shopping.change_email",
+    writes={"shopping.customers": 1, "shopping.users": 1},
+    kind="change",
+    intent="Change the email address of my account to {email}.",
+    sample=sample_email,
+    evaluation=eval_email,
+    user=SHOPPER,
+    difficulty="3-5",
+)
+def expert_email(p: Params, obs: Observation) -> Expert:
     obs = yield from _go_account(obs, "Account details are edited from My Account.")
     link = find(obs, "link", "Account Information", exact=True)
     obs = yield click(link, "The email is part of the Account Information; I open it.")
@@ -1116,20 +1067,6 @@ def expert_email(p: Params) -> Expert:
     if "saved the account information" not in obs.text:
         raise ExpertError(f"expert: the email was not saved on {obs.url}")
     yield answer("done", f"The account now shows the email {p['email']}.")
-
-
-TEMPLATES.add(
-    id=113,
-    name="shopping.change_email",
-    writes={"shopping.customers": 1, "shopping.users": 1},
-    kind="change",
-    intent="Change the email address of my account to {email}.",
-    sample=sample_email,
-    evaluation=eval_email,
-    expert=expert_email,
-    user=SHOPPER,
-    difficulty="3-5",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1194,8 +1131,18 @@ REGISTER_BOXES = (
 )
 
 
-def expert_register(p: Params) -> Expert:
-    obs = yield None
+@TEMPLATES.template(
+    id=114,
+    name="shopping.register_account",
+    writes={"shopping.customers": 1, "shopping.users": 1},
+    kind="change",
+    intent="Create a new customer account for {first_name} {last_name} with the email "
+    "{email}, the username {username} and the password {password}.",
+    sample=sample_register,
+    evaluation=eval_register,
+    difficulty="6-9",
+)
+def expert_register(p: Params, obs: Observation) -> Expert:
     link = find(obs, "link", "Create an Account", exact=True)
     obs = yield click(link, "I am not signed in; the Create an Account link opens the form.")
     for key, label in REGISTER_BOXES:
@@ -1206,20 +1153,6 @@ def expert_register(p: Params) -> Expert:
     if "Thank you for registering" not in obs.text:
         raise ExpertError(f"expert: the account was not created on {obs.url}")
     yield answer("done", f"The store welcomes the new customer {p['username']}.")
-
-
-TEMPLATES.add(
-    id=114,
-    name="shopping.register_account",
-    writes={"shopping.customers": 1, "shopping.users": 1},
-    kind="change",
-    intent="Create a new customer account for {first_name} {last_name} with the email "
-    "{email}, the username {username} and the password {password}.",
-    sample=sample_register,
-    evaluation=eval_register,
-    expert=expert_register,
-    difficulty="6-9",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1253,26 +1186,21 @@ def _listed_rating(obs: Observation, product: str) -> Sub:
     return float(m.group(1)), obs
 
 
-def expert_compare(p: Params) -> Expert:
-    obs = yield None
-    ra, obs = yield from _listed_rating(obs, p["a"])
-    rb, obs = yield from _listed_rating(obs, p["b"])
-    best = p["a"] if ra > rb else p["b"]
-    yield answer(best, f"'{p['a']}' is rated {ra} and '{p['b']}' {rb}; '{best}' is higher.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=150,
     name="shopping.compare_ratings",
     kind="info",
     intent="Which has the higher average customer rating: the {a} or the {b}? Answer with "
     "the exact product name.",
     sample=sample_compare,
-    evaluation=answer_eval,
-    expert=expert_compare,
     heldout=True,
     difficulty="3-5",
 )
+def expert_compare(p: Params, obs: Observation) -> Expert:
+    ra, obs = yield from _listed_rating(obs, p["a"])
+    rb, obs = yield from _listed_rating(obs, p["b"])
+    best = p["a"] if ra > rb else p["b"]
+    yield answer(best, f"'{p['a']}' is rated {ra} and '{p['b']}' {rb}; '{best}' is higher.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -1331,8 +1259,17 @@ def eval_filtered(p: Params) -> dict[str, Any]:
     return url_eval(f"__SHOPPING__/category/{p['_path']}?color={p['color']}&price={p['_price']}")
 
 
-def expert_filtered(p: Params) -> Expert:
-    obs = yield None
+@TEMPLATES.template(
+    id=151,
+    name="shopping.category_filter_color_price",
+    kind="nav",
+    intent="Show me the {color} products of the {leaf} category (under {top}) priced {price}.",
+    sample=sample_filtered,
+    evaluation=eval_filtered,
+    heldout=True,
+    difficulty="3-5",
+)
+def expert_filtered(p: Params, obs: Observation) -> Expert:
     obs = yield from _open_leaf(obs, p["top"], p["leaf"])
     color = find(obs, "link", p["color"], exact=True)
     obs = yield click(color, f"The Color filter lists '{color.name}'; I filter by it.")
@@ -1340,19 +1277,6 @@ def expert_filtered(p: Params) -> Expert:
     price = find(obs, "link", label, exact=True)
     obs = yield click(price, f"Prices {p['price']} are the '{label}' range; I filter by it.")
     yield answer("done", f"The page lists the {p['color']} {p['leaf']} products {p['price']}.")
-
-
-TEMPLATES.add(
-    id=151,
-    name="shopping.category_filter_color_price",
-    kind="nav",
-    intent="Show me the {color} products of the {leaf} category (under {top}) priced {price}.",
-    sample=sample_filtered,
-    evaluation=eval_filtered,
-    expert=expert_filtered,
-    heldout=True,
-    difficulty="3-5",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1382,8 +1306,19 @@ def sample_wish_extreme(conn: sqlite3.Connection, rng: random.Random) -> Params 
     }
 
 
-def expert_wish_extreme(p: Params) -> Expert:
-    obs = yield None
+@TEMPLATES.template(
+    id=152,
+    name="shopping.wishlist_extreme_in_category",
+    writes={"shopping.wishlist_items": 1},
+    kind="change",
+    intent="Add the {which} product of the {leaf} category (under {top}) to my wish list.",
+    sample=sample_wish_extreme,
+    evaluation=eval_wishlist,
+    user=SHOPPER,
+    heldout=True,
+    difficulty="6-9",
+)
+def expert_wish_extreme(p: Params, obs: Observation) -> Expert:
     obs = yield from _open_leaf(obs, p["top"], p["leaf"])
     option = EXTREMES[p["which"]]
     obs = yield from _sort_listing(
@@ -1393,18 +1328,3 @@ def expert_wish_extreme(p: Params) -> Expert:
     obs = yield click(first, f"The {p['which']} product is '{first.name}'; I open its page.")
     obs = yield from _wish_current(obs, first.name)
     yield answer("done", f"'{first.name}' is now in my wish list.")
-
-
-TEMPLATES.add(
-    id=152,
-    name="shopping.wishlist_extreme_in_category",
-    writes={"shopping.wishlist_items": 1},
-    kind="change",
-    intent="Add the {which} product of the {leaf} category (under {top}) to my wish list.",
-    sample=sample_wish_extreme,
-    evaluation=eval_wishlist,
-    expert=expert_wish_extreme,
-    user=SHOPPER,
-    heldout=True,
-    difficulty="6-9",
-)

@@ -41,7 +41,6 @@ from webagent_r1.tasks.experts import (
 )
 from webagent_r1.tasks.templates.common import (
     Registry,
-    answer_eval,
     state_check,
     state_eval,
     string_eval,
@@ -272,9 +271,16 @@ def sample_order_total(conn: sqlite3.Connection, rng: random.Random) -> dict[str
     return {"order": row["increment_id"], "_answer": fmt_money(row["grand_total"])}
 
 
-def expert_order_total(p: dict) -> Expert:
+@TEMPLATES.template(
+    id=200,
+    name="shopping_admin.order_grand_total",
+    kind="info",
+    intent="What is the grand total of order #{order}? Answer with the amount only, like $12.34.",
+    sample=sample_order_total,
+    difficulty="3-5",
+)
+def expert_order_total(p: dict, obs: Observation) -> Expert:
     order = p["order"]
-    obs = yield None
     obs = yield click(
         menu(obs, "Orders"), f"The grand total of order {order} is in the Orders grid."
     )
@@ -285,18 +291,6 @@ def expert_order_total(p: dict) -> Expert:
         raise ExpertError(f"expert: order {order} not found")
     total = row[3].strip()
     yield answer(total, f"The row of order {order} shows the grand total {total}.")
-
-
-TEMPLATES.add(
-    id=200,
-    name="shopping_admin.order_grand_total",
-    kind="info",
-    intent="What is the grand total of order #{order}? Answer with the amount only, like $12.34.",
-    sample=sample_order_total,
-    evaluation=answer_eval,
-    expert=expert_order_total,
-    difficulty="3-5",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -316,9 +310,18 @@ def sample_order_customer(conn: sqlite3.Connection, rng: random.Random) -> dict[
     return {"order": row["increment_id"], "_name": row["name"], "_email": row["email"]}
 
 
-def expert_order_customer(p: dict) -> Expert:
+@TEMPLATES.template(
+    id=201,
+    name="shopping_admin.order_customer_email",
+    kind="info",
+    intent="Who placed order #{order}, and what is their email address? Answer like "
+    "'Jane Doe, jane.doe@example.com'.",
+    sample=sample_order_customer,
+    evaluation=lambda p: string_eval([p["_name"], p["_email"]], "must_include"),
+    difficulty="3-5",
+)
+def expert_order_customer(p: dict, obs: Observation) -> Expert:
     order = p["order"]
-    obs = yield None
     obs = yield from open_order(obs, order, f"find who placed order {order}")
     m = re.search(r'Customer Name:\s*\[\d+\] link "([^"]+)"\s*Email: (\S+)', obs.text)
     if m is None:
@@ -328,19 +331,6 @@ def expert_order_customer(p: dict) -> Expert:
         f"{name}, {email}",
         f"The order page lists the customer {name} with the email {email}.",
     )
-
-
-TEMPLATES.add(
-    id=201,
-    name="shopping_admin.order_customer_email",
-    kind="info",
-    intent="Who placed order #{order}, and what is their email address? Answer like "
-    "'Jane Doe, jane.doe@example.com'.",
-    sample=sample_order_customer,
-    evaluation=lambda p: string_eval([p["_name"], p["_email"]], "must_include"),
-    expert=expert_order_customer,
-    difficulty="3-5",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -362,10 +352,18 @@ def sample_status_count(conn: sqlite3.Connection, rng: random.Random) -> dict[st
     }
 
 
-def expert_status_count(p: dict) -> Expert:
+@TEMPLATES.template(
+    id=202,
+    name="shopping_admin.count_orders_status_month",
+    kind="info",
+    intent="How many orders placed in {month} currently have the status {status}? Answer "
+    "with a number only.",
+    sample=sample_status_count,
+    difficulty="6-9",
+)
+def expert_status_count(p: dict, obs: Observation) -> Expert:
     status, month = p["status"], p["month"]
     start, end = month_bounds(month)
-    obs = yield None
     obs = yield click(
         menu(obs, "Orders"),
         f"The Orders grid can filter by status and purchase date, which is what I need to count "
@@ -383,19 +381,6 @@ def expert_status_count(p: dict) -> Expert:
     yield answer(str(n), f"The filtered grid says {n} records found: {n} {status} orders.")
 
 
-TEMPLATES.add(
-    id=202,
-    name="shopping_admin.count_orders_status_month",
-    kind="info",
-    intent="How many orders placed in {month} currently have the status {status}? Answer "
-    "with a number only.",
-    sample=sample_status_count,
-    evaluation=answer_eval,
-    expert=expert_status_count,
-    difficulty="6-9",
-)
-
-
 # --------------------------------------------------------------------------------------------
 # 203 info: stock quantity of a product by SKU (starts on the products grid)
 # --------------------------------------------------------------------------------------------
@@ -410,9 +395,17 @@ def sample_sku_stock(conn: sqlite3.Connection, rng: random.Random) -> dict[str, 
     return {"sku": row["sku"], "_answer": str(row["stock_qty"])}
 
 
-def expert_sku_stock(p: dict) -> Expert:
+@TEMPLATES.template(
+    id=203,
+    name="shopping_admin.stock_by_sku",
+    kind="info",
+    intent="How many units of the product with SKU {sku} are in stock? Answer with a number only.",
+    start_url=f"{ADMIN}/products",
+    sample=sample_sku_stock,
+    difficulty="1-2",
+)
+def expert_sku_stock(p: dict, obs: Observation) -> Expert:
     sku = p["sku"]
-    obs = yield None
     box = find(obs, "textbox", "Keyword (name or SKU)")
     obs = yield search(box, sku, f"I am on the products grid; I search it for the SKU {sku}.")
     row = find_row(obs, 2, sku)
@@ -420,19 +413,6 @@ def expert_sku_stock(p: dict) -> Expert:
         raise ExpertError(f"expert: SKU {sku} not found")
     qty = row[5].strip()
     yield answer(qty, f"The product with SKU {sku} shows a quantity of {qty} in the grid.")
-
-
-TEMPLATES.add(
-    id=203,
-    name="shopping_admin.stock_by_sku",
-    kind="info",
-    intent="How many units of the product with SKU {sku} are in stock? Answer with a number only.",
-    start_url=f"{ADMIN}/products",
-    sample=sample_sku_stock,
-    evaluation=answer_eval,
-    expert=expert_sku_stock,
-    difficulty="1-2",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -484,24 +464,19 @@ def bestseller_report(obs: Observation, p: dict) -> SubExpert:
     return obs, row
 
 
-def expert_bestseller(p: dict) -> Expert:
-    obs = yield None
-    obs, row = yield from bestseller_report(obs, p)
-    name, qty = cell_text(row[1]), row[3].strip()
-    yield answer(name, f"Rank 1 in the report is {name} with {qty} units ordered.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=204,
     name="shopping_admin.bestseller_in_period",
     kind="info",
     intent="According to the Bestsellers Report, which product sold the most units from "
     "{start} to {end}? Answer with the exact product name.",
     sample=sample_bestseller,
-    evaluation=answer_eval,
-    expert=expert_bestseller,
     difficulty="3-5",
 )
+def expert_bestseller(p: dict, obs: Observation) -> Expert:
+    obs, row = yield from bestseller_report(obs, p)
+    name, qty = cell_text(row[1]), row[3].strip()
+    yield answer(name, f"Rank 1 in the report is {name} with {qty} units ordered.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -540,11 +515,19 @@ def sample_sales_month(conn: sqlite3.Connection, rng: random.Random) -> dict[str
     }
 
 
-def expert_sales_month(p: dict) -> Expert:
+@TEMPLATES.template(
+    id=205,
+    name="shopping_admin.sales_report_month",
+    kind="info",
+    intent="According to the Sales Report, what was the {metric} in {month} (canceled orders "
+    "excluded)? Answer with {answer_format}.",
+    sample=sample_sales_month,
+    difficulty="3-5",
+)
+def expert_sales_month(p: dict, obs: Observation) -> Expert:
     metric, month = p["metric"], p["month"]
     start, end = month_bounds(month)
     col = SALES_METRICS[metric][0]
-    obs = yield None
     obs = yield click(
         menu(obs, "Sales Report"),
         f"The Sales Report sums orders per month; I open it to find the {metric} of {month}.",
@@ -559,19 +542,6 @@ def expert_sales_month(p: dict) -> Expert:
         raise ExpertError(f"expert: no row {start[:7]} in the sales report")
     value = row[col].strip()
     yield answer(value, f"The row {start[:7]} shows {value} as the {metric}.")
-
-
-TEMPLATES.add(
-    id=205,
-    name="shopping_admin.sales_report_month",
-    kind="info",
-    intent="According to the Sales Report, what was the {metric} in {month} (canceled orders "
-    "excluded)? Answer with {answer_format}.",
-    sample=sample_sales_month,
-    evaluation=answer_eval,
-    expert=expert_sales_month,
-    difficulty="3-5",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -593,27 +563,22 @@ def sample_contact(conn: sqlite3.Connection, rng: random.Random) -> dict[str, An
     }
 
 
-def expert_contact(p: dict) -> Expert:
-    name, field_ = p["name"], p["field"]
-    obs = yield None
-    box = find(obs, "textbox", "Search by keyword")
-    obs = yield search(box, name, f"I am on the customers grid; I search it for {name}.")
-    obs, row = yield from page_through(obs, 1, name, "the customer")
-    value = row[CONTACT_FIELDS[field_][1]].strip()
-    yield answer(value, f"The row of {name} lists the {field_} {value}.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=206,
     name="shopping_admin.customer_contact",
     kind="info",
     intent="What is the {field} of the customer {name}? Answer with the {field} only.",
     start_url=f"{ADMIN}/customers",
     sample=sample_contact,
-    evaluation=answer_eval,
-    expert=expert_contact,
     difficulty="1-2",
 )
+def expert_contact(p: dict, obs: Observation) -> Expert:
+    name, field_ = p["name"], p["field"]
+    box = find(obs, "textbox", "Search by keyword")
+    obs = yield search(box, name, f"I am on the customers grid; I search it for {name}.")
+    obs, row = yield from page_through(obs, 1, name, "the customer")
+    value = row[CONTACT_FIELDS[field_][1]].strip()
+    yield answer(value, f"The row of {name} lists the {field_} {value}.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -646,9 +611,18 @@ def eval_orders_filter(p: dict) -> dict[str, Any]:
     return url_eval(f"{ADMIN}/orders?status={p['_status']}&from={p['start']}&to={p['end']}")
 
 
-def expert_orders_filter(p: dict) -> Expert:
+@TEMPLATES.template(
+    id=207,
+    name="shopping_admin.orders_grid_filtered",
+    kind="nav",
+    intent="Show the orders grid filtered to {status} orders purchased from {start} to "
+    "{end} (dates as YYYY-MM-DD).",
+    sample=sample_orders_filter,
+    evaluation=eval_orders_filter,
+    difficulty="6-9",
+)
+def expert_orders_filter(p: dict, obs: Observation) -> Expert:
     status, start, end = p["status"], p["start"], p["end"]
-    obs = yield None
     obs = yield click(
         menu(obs, "Orders"), f"I open the Orders grid to filter it to {status} orders."
     )
@@ -662,19 +636,6 @@ def expert_orders_filter(p: dict) -> Expert:
     )
     n = records_found(obs)
     yield done(f"The grid now shows the {n} {status} orders purchased from {start} to {end}.")
-
-
-TEMPLATES.add(
-    id=207,
-    name="shopping_admin.orders_grid_filtered",
-    kind="nav",
-    intent="Show the orders grid filtered to {status} orders purchased from {start} to "
-    "{end} (dates as YYYY-MM-DD).",
-    sample=sample_orders_filter,
-    evaluation=eval_orders_filter,
-    expert=expert_orders_filter,
-    difficulty="6-9",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -698,23 +659,19 @@ def eval_product_page(p: dict) -> dict[str, Any]:
     )
 
 
-def expert_product_page(p: dict) -> Expert:
-    name = p["name"]
-    obs = yield None
-    obs = yield from open_product(obs, name, 1, f"reach the edit page of {name}")
-    yield done(f"This is the edit page of {name}, with its name, SKU, price and quantity.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=208,
     name="shopping_admin.open_product_edit",
     kind="nav",
     intent="Open the admin edit page of the product '{name}'.",
     sample=sample_product,
     evaluation=eval_product_page,
-    expert=expert_product_page,
     difficulty="3-5",
 )
+def expert_product_page(p: dict, obs: Observation) -> Expert:
+    name = p["name"]
+    obs = yield from open_product(obs, name, 1, f"reach the edit page of {name}")
+    yield done(f"This is the edit page of {name}, with its name, SKU, price and quantity.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -738,9 +695,17 @@ def eval_customer_page(p: dict) -> dict[str, Any]:
     return url_eval(f"{ADMIN}/customers/{p['_id']}", shows=p["_name"])
 
 
-def expert_order_owner(p: dict) -> Expert:
+@TEMPLATES.template(
+    id=209,
+    name="shopping_admin.open_order_customer",
+    kind="nav",
+    intent="Open the customer page of the customer who placed order #{order}.",
+    sample=sample_order_owner,
+    evaluation=eval_customer_page,
+    difficulty="3-5",
+)
+def expert_order_owner(p: dict, obs: Observation) -> Expert:
     order = p["order"]
-    obs = yield None
     obs = yield from open_order(obs, order, f"find who placed order {order}")
     m = re.search(r"Customer Name:\s*\n?\s*\[(\d+)\] link \"([^\"]+)\"", obs.text)
     if m is None:
@@ -750,18 +715,6 @@ def expert_order_owner(p: dict) -> Expert:
         link, f"Order {order} was placed by {m.group(2)}; I follow the link to the customer."
     )
     yield done(f"I am on the customer page of {m.group(2)}, who placed order {order}.")
-
-
-TEMPLATES.add(
-    id=209,
-    name="shopping_admin.open_order_customer",
-    kind="nav",
-    intent="Open the customer page of the customer who placed order #{order}.",
-    sample=sample_order_owner,
-    evaluation=eval_customer_page,
-    expert=expert_order_owner,
-    difficulty="3-5",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -820,9 +773,18 @@ def eval_order_status(p: dict) -> dict[str, Any]:
     )
 
 
-def expert_order_status(p: dict) -> Expert:
+@TEMPLATES.template(
+    id=210,
+    name="shopping_admin.update_order_status",
+    writes={"shopping_admin.order_comments": 1, "shopping_admin.orders": 1},
+    kind="change",
+    intent="Change the status of order #{order} to {status} and add this comment: {comment}",
+    sample=sample_order_status,
+    evaluation=eval_order_status,
+    difficulty="6-9",
+)
+def expert_order_status(p: dict, obs: Observation) -> Expert:
     order, status, comment = p["order"], p["status"], p["comment"]
-    obs = yield None
     obs = yield from open_order(obs, order, f"change the status of order {order}")
     obs = yield select(
         find(obs, "combobox", "Status"),
@@ -838,19 +800,6 @@ def expert_order_status(p: dict) -> Expert:
     if not re.search(rf"Order Status: {re.escape(status)}", obs.text):
         raise ExpertError(f"expert: order {order} did not change to {status}")
     yield done(f"The order page now shows the status {status} and my comment.")
-
-
-TEMPLATES.add(
-    id=210,
-    name="shopping_admin.update_order_status",
-    writes={"shopping_admin.order_comments": 1, "shopping_admin.orders": 1},
-    kind="change",
-    intent="Change the status of order #{order} to {status} and add this comment: {comment}",
-    sample=sample_order_status,
-    evaluation=eval_order_status,
-    expert=expert_order_status,
-    difficulty="6-9",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -894,9 +843,18 @@ def eval_price(p: dict) -> dict[str, Any]:
     )
 
 
-def expert_price(p: dict) -> Expert:
+@TEMPLATES.template(
+    id=211,
+    name="shopping_admin.set_product_price",
+    writes={"shopping_admin.products": 1},
+    kind="change",
+    intent="Change the price of the product '{name}' to ${price}.",
+    sample=sample_price,
+    evaluation=eval_price,
+    difficulty="6-9",
+)
+def expert_price(p: dict, obs: Observation) -> Expert:
     name, price = p["name"], p["price"]
-    obs = yield None
     obs = yield from open_product(obs, name, 1, f"change the price of {name}")
     box = find(obs, "textbox", "Price ($)")
     obs = yield type_text(
@@ -906,19 +864,6 @@ def expert_price(p: dict) -> Expert:
     if "You saved the product" not in obs.text:
         raise ExpertError("expert: the product was not saved")
     yield done(f"The product was saved with the price ${price}.")
-
-
-TEMPLATES.add(
-    id=211,
-    name="shopping_admin.set_product_price",
-    writes={"shopping_admin.products": 1},
-    kind="change",
-    intent="Change the price of the product '{name}' to ${price}.",
-    sample=sample_price,
-    evaluation=eval_price,
-    expert=expert_price,
-    difficulty="6-9",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -959,9 +904,18 @@ def eval_sold_out(p: dict) -> dict[str, Any]:
     )
 
 
-def expert_sold_out(p: dict) -> Expert:
+@TEMPLATES.template(
+    id=212,
+    name="shopping_admin.mark_sold_out",
+    writes={"shopping_admin.products": 1},
+    kind="change",
+    intent="The product with SKU {sku} has sold out: set its quantity to 0 and disable it.",
+    sample=sample_sold_out,
+    evaluation=eval_sold_out,
+    difficulty="6-9",
+)
+def expert_sold_out(p: dict, obs: Observation) -> Expert:
     sku = p["sku"]
-    obs = yield None
     obs = yield from open_product(obs, sku, 2, f"mark the product {sku} as sold out")
     obs = yield select(
         find(obs, "combobox", "Enable Product"),
@@ -974,19 +928,6 @@ def expert_sold_out(p: dict) -> Expert:
     if "You saved the product" not in obs.text:
         raise ExpertError("expert: the product was not saved")
     yield done(f"Product {sku} is saved as disabled with quantity 0.")
-
-
-TEMPLATES.add(
-    id=212,
-    name="shopping_admin.mark_sold_out",
-    writes={"shopping_admin.products": 1},
-    kind="change",
-    intent="The product with SKU {sku} has sold out: set its quantity to 0 and disable it.",
-    sample=sample_sold_out,
-    evaluation=eval_sold_out,
-    expert=expert_sold_out,
-    difficulty="6-9",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1039,9 +980,18 @@ def eval_delete_review(p: dict) -> dict[str, Any]:
     )
 
 
-def expert_delete_review(p: dict) -> Expert:
+@TEMPLATES.template(
+    id=213,
+    name="shopping_admin.delete_review",
+    writes={"shopping_admin.reviews": 1},
+    kind="change",
+    intent="Delete the review titled '{title}' that {nickname} wrote about '{product}'.",
+    sample=sample_review,
+    evaluation=eval_delete_review,
+    difficulty="3-5",
+)
+def expert_delete_review(p: dict, obs: Observation) -> Expert:
     title, nick, product = p["title"], p["nickname"], p["product"]
-    obs = yield None
     obs = yield click(
         menu(obs, "Reviews"),
         f"Reviews are moderated in the Reviews grid; I open it to find "
@@ -1076,19 +1026,6 @@ def expert_delete_review(p: dict) -> Expert:
     if "was deleted" not in obs.text:
         raise ExpertError("expert: the review was not deleted")
     yield done(f"The review '{title}' by {nick} is deleted.")
-
-
-TEMPLATES.add(
-    id=213,
-    name="shopping_admin.delete_review",
-    writes={"shopping_admin.reviews": 1},
-    kind="change",
-    intent="Delete the review titled '{title}' that {nickname} wrote about '{product}'.",
-    sample=sample_review,
-    evaluation=eval_delete_review,
-    expert=expert_delete_review,
-    difficulty="3-5",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1133,9 +1070,19 @@ def eval_address(p: dict) -> dict[str, Any]:
     )
 
 
-def expert_address(p: dict) -> Expert:
+@TEMPLATES.template(
+    id=214,
+    name="shopping_admin.update_customer_address",
+    writes={"shopping_admin.customers": 1},
+    kind="change",
+    intent="Customer {name} has moved. Update their address to {street}, {city}, {region} "
+    "{postcode} and their phone number to {phone}.",
+    sample=sample_address,
+    evaluation=eval_address,
+    difficulty="10+",
+)
+def expert_address(p: dict, obs: Observation) -> Expert:
     name = p["name"]
-    obs = yield None
     obs = yield from open_customer(obs, name, f"update the address of {name}")
     edit = find(obs, "button", "Edit Customer")
     if "collapsed" in edit.line:
@@ -1157,20 +1104,6 @@ def expert_address(p: dict) -> Expert:
     if "You saved the customer" not in obs.text:
         raise ExpertError("expert: the customer was not saved")
     yield done(f"{name}'s address and phone number are updated.")
-
-
-TEMPLATES.add(
-    id=214,
-    name="shopping_admin.update_customer_address",
-    writes={"shopping_admin.customers": 1},
-    kind="change",
-    intent="Customer {name} has moved. Update their address to {street}, {city}, {region} "
-    "{postcode} and their phone number to {phone}.",
-    sample=sample_address,
-    evaluation=eval_address,
-    expert=expert_address,
-    difficulty="10+",
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1223,8 +1156,20 @@ def eval_new_product(p: dict) -> dict[str, Any]:
     )
 
 
-def expert_new_product(p: dict) -> Expert:
-    obs = yield None
+@TEMPLATES.template(
+    id=215,
+    name="shopping_admin.create_product",
+    writes={"shopping_admin.products": 1},
+    kind="change",
+    intent="Add a new enabled product named '{name}' (SKU {sku}) in the category "
+    "'{category}', priced at ${price} with {qty} units in stock. Its description: "
+    "{description}",
+    sample=sample_new_product,
+    evaluation=eval_new_product,
+    heldout=True,
+    difficulty="10+",
+)
+def expert_new_product(p: dict, obs: Observation) -> Expert:
     obs = yield click(menu(obs, "Products"), "New products are added from the Products grid.")
     obs = yield click(
         find(obs, "link", "Add Product"), f"I click Add Product to create {p['name']}."
@@ -1255,22 +1200,6 @@ def expert_new_product(p: dict) -> Expert:
     yield done(f"The product {p['name']} (SKU {p['sku']}) is created.")
 
 
-TEMPLATES.add(
-    id=215,
-    name="shopping_admin.create_product",
-    writes={"shopping_admin.products": 1},
-    kind="change",
-    intent="Add a new enabled product named '{name}' (SKU {sku}) in the category "
-    "'{category}', priced at ${price} with {qty} units in stock. Its description: "
-    "{description}",
-    sample=sample_new_product,
-    evaluation=eval_new_product,
-    expert=expert_new_product,
-    heldout=True,
-    difficulty="10+",
-)
-
-
 # --------------------------------------------------------------------------------------------
 # 216 info (held out): the largest order of a month and who placed it (sorting the grid)
 # --------------------------------------------------------------------------------------------
@@ -1295,10 +1224,20 @@ def sample_top_order(conn: sqlite3.Connection, rng: random.Random) -> dict[str, 
     }
 
 
-def expert_top_order(p: dict) -> Expert:
+@TEMPLATES.template(
+    id=216,
+    name="shopping_admin.largest_order_in_month",
+    kind="info",
+    intent="Which customer placed the order with the highest grand total in {month}, and "
+    "what was that total? Answer like 'Jane Doe, $123.45'.",
+    sample=sample_top_order,
+    evaluation=lambda p: string_eval([p["_name"], p["_total"]], "must_include"),
+    heldout=True,
+    difficulty="6-9",
+)
+def expert_top_order(p: dict, obs: Observation) -> Expert:
     month = p["month"]
     start, end = month_bounds(month)
-    obs = yield None
     obs = yield click(
         menu(obs, "Orders"),
         f"I need the largest order placed in {month}; the Orders grid can filter by date and "
@@ -1321,36 +1260,12 @@ def expert_top_order(p: dict) -> Expert:
     )
 
 
-TEMPLATES.add(
-    id=216,
-    name="shopping_admin.largest_order_in_month",
-    kind="info",
-    intent="Which customer placed the order with the highest grand total in {month}, and "
-    "what was that total? Answer like 'Jane Doe, $123.45'.",
-    sample=sample_top_order,
-    evaluation=lambda p: string_eval([p["_name"], p["_total"]], "must_include"),
-    expert=expert_top_order,
-    heldout=True,
-    difficulty="6-9",
-)
-
-
 # --------------------------------------------------------------------------------------------
 # 217 nav (held out): the edit page of a period's best seller (report, then product)
 # --------------------------------------------------------------------------------------------
 
 
-def expert_top_seller_page(p: dict) -> Expert:
-    obs = yield None
-    obs, row = yield from bestseller_report(obs, p)
-    link = row_elements([row[1]])[0]
-    obs = yield click(
-        link, f"Rank 1 is {link.name}; its name links to the product's edit page, so I click it."
-    )
-    yield done(f"This is the edit page of {link.name}, the best seller of the period.")
-
-
-TEMPLATES.add(
+@TEMPLATES.template(
     id=217,
     name="shopping_admin.open_top_seller",
     kind="nav",
@@ -1358,7 +1273,13 @@ TEMPLATES.add(
     "to {end}, according to the Bestsellers Report.",
     sample=sample_bestseller,
     evaluation=eval_product_page,
-    expert=expert_top_seller_page,
     heldout=True,
     difficulty="6-9",
 )
+def expert_top_seller_page(p: dict, obs: Observation) -> Expert:
+    obs, row = yield from bestseller_report(obs, p)
+    link = row_elements([row[1]])[0]
+    obs = yield click(
+        link, f"Rank 1 is {link.name}; its name links to the product's edit page, so I click it."
+    )
+    yield done(f"This is the edit page of {link.name}, the best seller of the period.")
