@@ -48,6 +48,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, S
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
+from types import ModuleType
 from typing import Any, overload
 
 import jinja2
@@ -218,6 +219,36 @@ class Site:
     on_login: Callable[[sqlite3.Connection, str | None, str, int], None] | None = None
     context: Callable[[Ctx], dict[str, Any]] | None = None
     login_redirect: str = "/"
+
+    @classmethod
+    def from_views(
+        cls,
+        views: ModuleType,
+        title: str,
+        default_port: int,
+        backend: Backend,
+        users: tuple[SiteUser, ...],
+        **options: Any,
+    ) -> Site:
+        """The site of the package whose ``views`` module is given: named after the package,
+        with the module's ``routes`` and, where it defines them, ``site_context`` (as
+        ``context``), ``login_check`` and ``on_login``; its templates in the package's
+        ``templates`` folder. ``options``: the other fields (``admin_only``,
+        ``login_redirect``)."""
+        package = views.__name__.rsplit(".", 1)[0]
+        hooks = {"context": "site_context", "login_check": "login_check", "on_login": "on_login"}
+        found = {f: getattr(views, n) for f, n in hooks.items() if hasattr(views, n)}
+        return cls(
+            name=package.rsplit(".", 1)[-1],
+            title=title,
+            default_port=default_port,
+            backend=backend,
+            routes=views.routes,
+            templates_dir=Path(views.__file__).parent / "templates",
+            users=users,
+            **found,
+            **options,
+        )
 
     @property
     def session_cookie(self) -> str:

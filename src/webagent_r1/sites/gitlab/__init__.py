@@ -7,22 +7,12 @@ their ``__GITLAB__`` start URLs work. Default account: ``byteblaze`` / ``hello12
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from webagent_r1.sites.base import Site
 from webagent_r1.sites.gitlab import views
 from webagent_r1.sites.gitlab.db import GITLAB_BACKEND, GITLAB_USERS, SITE_VERSION
 
-GITLAB = Site(
-    name="gitlab",
-    title="GitLab",
-    default_port=8023,
-    backend=GITLAB_BACKEND,
-    routes=views.routes,
-    templates_dir=Path(__file__).parent / "templates",
-    users=GITLAB_USERS,
-    context=views.site_context,
-    login_redirect="/dashboard/projects",
+GITLAB = Site.from_views(
+    views, "GitLab", 8023, GITLAB_BACKEND, GITLAB_USERS, login_redirect="/dashboard/projects"
 )
 """The code-hosting site."""
 

@@ -8,22 +8,11 @@ account exists for the login page. Episodes still get their own instance of the 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from webagent_r1.sites.base import Site
 from webagent_r1.sites.map import views
 from webagent_r1.sites.map.db import MAP_BACKEND, MAP_USERS, SITE_VERSION
 
-MAP = Site(
-    name="map",
-    title="OpenStreetMap",
-    default_port=3000,
-    backend=MAP_BACKEND,
-    routes=views.routes,
-    templates_dir=Path(__file__).parent / "templates",
-    users=MAP_USERS,
-    context=views.site_context,
-)
+MAP = Site.from_views(views, "OpenStreetMap", 3000, MAP_BACKEND, MAP_USERS)
 """The map site."""
 
 __all__ = ["MAP", "MAP_BACKEND", "SITE_VERSION"]
