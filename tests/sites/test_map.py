@@ -24,11 +24,11 @@ from webagent_r1.sites.map.geo import (
     haversine_m,
     is_open_at,
     parse_latlon,
-    singular,
     turn,
 )
 from webagent_r1.sites.map.routing import Anchor, Edge, Graph, load_graph, route, snap
 from webagent_r1.sites.seed_utils import data_checksum
+from webagent_r1.sites.words import singular
 
 # --------------------------------------------------------------------------------------------
 # Pure functions, hand-computed

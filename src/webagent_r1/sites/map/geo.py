@@ -104,17 +104,6 @@ def fold(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", " ", t).strip()
 
 
-def singular(word: str) -> str:
-    """A rough English singular for search terms (``pharmacies`` -> ``pharmacy``)."""
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if len(word) > 4 and word.endswith(("ches", "shes", "sses", "xes")):
-        return word[:-2]
-    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
-        return word[:-1]
-    return word
-
-
 def fmt_hours(opens: str | None, closes: str | None) -> str:
     """One day's opening hours as shown: ``08:00 - 18:00`` or ``Closed``."""
     return f"{opens} - {closes}" if opens and closes else "Closed"

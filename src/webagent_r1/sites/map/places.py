@@ -9,7 +9,8 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from webagent_r1.sites.map.geo import fmt_latlon, fold, haversine_m, parse_latlon, singular
+from webagent_r1.sites.map.geo import fmt_latlon, fold, haversine_m, parse_latlon
+from webagent_r1.sites.words import singular
 
 PLACE_COLUMNS = (
     "p.*, c.slug AS category_slug, c.name AS category, c.plural AS category_plural, "

@@ -22,7 +22,6 @@ A form whose title or forum is over ``base.FIELD_MAX`` characters, or whose text
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from typing import Any
 
@@ -33,6 +32,7 @@ from webagent_r1.sites.base import Ctx, login_required, page, parse_int, too_lon
 from webagent_r1.sites.reddit.db import hot_rank
 from webagent_r1.sites.seed_utils import slugify
 from webagent_r1.sites.textcache import SEARCH_CACHE_BYTES, text_cache
+from webagent_r1.sites.words import search_words
 
 PER_PAGE = 20
 """Posts (or comments) per listing page."""
@@ -114,27 +114,11 @@ def _return_to(value: str, default: str) -> str:
     return value if local and len(value) <= MAX_RETURN_TO else default
 
 
-def _stem(word: str) -> str:
-    """Crude English singular: ``stories`` -> ``story``, ``books`` -> ``book``."""
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if len(word) > 4 and word.endswith(("ches", "shes", "xes", "sses")):
-        return word[:-2]
-    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
-        return word[:-1]
-    return word
-
-
-def _tokens(text: str) -> tuple[str, ...]:
-    """The singular words of ``text``."""
-    return tuple(_stem(t) for t in re.findall(r"[a-z0-9]+", text.lower()))
-
-
 @text_cache(SEARCH_CACHE_BYTES)
 def _post_tokens(title: str, body: str) -> tuple[frozenset[str], str, frozenset[str]]:
     """A post's title words, its title as one string of words, and all its words."""
-    t = _tokens(title)
-    return frozenset(t), " ".join(t), frozenset(t) | frozenset(_tokens(body))
+    t = search_words(title)
+    return frozenset(t), " ".join(t), frozenset(t) | frozenset(search_words(body))
 
 
 def search_ids(db: sqlite3.Connection, query: str) -> list[int]:
@@ -143,7 +127,7 @@ def search_ids(db: sqlite3.Connection, query: str) -> list[int]:
     Words match whole words, singular and plural alike. Posts whose title holds the whole
     query, then more of its words, come first; ties go to the newest post.
     """
-    words = _tokens(query)[:10]
+    words = search_words(query)[:10]
     if not words:
         return []
     phrase = " ".join(words)
@@ -269,7 +253,7 @@ async def subscribe(ctx: Ctx) -> Response:
 async def search(ctx: Ctx) -> Response:
     """Search posts by the words of their title and body."""
     q = ctx.arg("q")
-    if not _tokens(q):
+    if not search_words(q):
         return ctx.render("search.html", query=q, posts=[], pager=None, error=None)
     ids = search_ids(ctx.db, q)
     page_ids, pager = ctx.page_items(ids, PER_PAGE)

@@ -48,6 +48,7 @@ from webagent_r1.sites.shopping.queries import (
     product_options,
 )
 from webagent_r1.sites.textcache import SEARCH_CACHE_BYTES, text_cache
+from webagent_r1.sites.words import search_words
 
 PER_PAGE = 10
 REVIEWS_PER_PAGE = 5
@@ -288,25 +289,10 @@ def _return_to(value: str, default: str) -> str:
     return value if value.startswith("/") and not value.startswith("//") else default
 
 
-def _stem(word: str) -> str:
-    """Crude English singular: ``batteries`` -> ``battery``, ``mugs`` -> ``mug``."""
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if len(word) > 4 and word.endswith(("ches", "shes", "xes", "sses")):
-        return word[:-2]
-    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
-        return word[:-1]
-    return word
-
-
-def _words(text: str) -> tuple[str, ...]:
-    """The singular words of ``text`` (a query: never cached, its size is the user's)."""
-    return tuple(_stem(t) for t in re.findall(r"[a-z0-9]+", text.lower()))
-
-
-_tokens = text_cache(SEARCH_CACHE_BYTES)(_words)
-"""``_words`` of the catalogue's texts, cached: every instance starts from the same catalogue,
-so texts repeat across requests; bounded in bytes (an admin may write 255-character names)."""
+_tokens = text_cache(SEARCH_CACHE_BYTES)(search_words)
+"""``search_words`` of the catalogue's texts, cached (a query's are not: its size is the
+user's): every instance starts from the same catalogue, so texts repeat across requests;
+bounded in bytes (an admin may write 255-character names)."""
 
 
 def search_ids(db: sqlite3.Connection, query: str) -> list[int]:
@@ -316,7 +302,7 @@ def search_ids(db: sqlite3.Connection, query: str) -> list[int]:
     (singular/plural alike); words of 4+ letters also match as a prefix ("headph").
     Products whose name holds more of the words, or the whole phrase, rank first.
     """
-    words = _words(query)[:10]
+    words = search_words(query)[:10]
     if not words:
         return []
     phrase = " ".join(words)
@@ -389,7 +375,7 @@ async def category(ctx: Ctx) -> Response:
 async def search(ctx: Ctx) -> Response:
     """Full-catalogue search over names, brands, categories, SKUs and colors."""
     q = ctx.arg("q")
-    if not _words(q):
+    if not search_words(q):
         return ctx.render(
             "listing.html",
             heading="Search",
