@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import hmac
 import html as _html
 import json
@@ -185,6 +186,18 @@ class SiteUser:
     password: str
     is_admin: bool = False
     description: str = ""
+
+
+def source_digest(db_module: str, *sources: str) -> str:
+    """The first 8 hex digits of the sha256 of a site's seed sources: the files ``sources``
+    beside ``db_module`` (a site's ``db.py`` path, ``__file__``), in order, then the shared
+    ``seed_utils.py``. A safety net next to a site's ``SITE_VERSION`` in its backend's
+    ``version``: any edit of them also changes the name of the cached pristine database."""
+    here = Path(db_module).parent
+    h = hashlib.sha256()
+    for path in (*(here / name for name in sources), Path(__file__).parent / "seed_utils.py"):
+        h.update(path.read_bytes())
+    return h.hexdigest()[:8]
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,11 @@ requests, members and stars.
 
 from __future__ import annotations
 
-import hashlib
 import random
 import sqlite3
 from datetime import datetime, timedelta
-from pathlib import Path
 
-from webagent_r1.sites.base import Backend, SiteUser
+from webagent_r1.sites.base import Backend, SiteUser, source_digest
 from webagent_r1.sites.gitlab.content import (
     COMMENTS,
     COMMIT_MESSAGES,
@@ -38,16 +36,6 @@ from webagent_r1.sites.seed_utils import (
 
 SITE_VERSION = "2"
 """Version of the schema + seed; bump it when either changes (rebuilds cached DBs)."""
-
-
-def _source_digest() -> str:
-    # Any edit of the seed sources also changes the cache name.
-    here = Path(__file__).parent
-    h = hashlib.sha256()
-    for path in (here / "db.py", here / "content.py", here / "files.py"):
-        h.update(path.read_bytes())
-    h.update((here.parent / "seed_utils.py").read_bytes())
-    return h.hexdigest()[:8]
 
 
 MAIN_USER, MAIN_PASSWORD = "byteblaze", "hello1234"
@@ -463,7 +451,7 @@ def _seed_notes(
 
 GITLAB_BACKEND = Backend(
     name="gitlab",
-    version=f"{SITE_VERSION}-{_source_digest()}",
+    version=f"{SITE_VERSION}-{source_digest(__file__, 'db.py', 'content.py', 'files.py')}",
     create_schema=create_schema,
     seed=seed,
 )

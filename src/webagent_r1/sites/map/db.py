@@ -13,13 +13,11 @@ Seeded contents (seed 0):
 
 from __future__ import annotations
 
-import hashlib
 import math
 import random
 import sqlite3
-from pathlib import Path
 
-from webagent_r1.sites.base import Backend, SiteUser
+from webagent_r1.sites.base import Backend, SiteUser, source_digest
 from webagent_r1.sites.map.geo import haversine_m
 from webagent_r1.sites.seed_utils import LAST_NAMES, hash_password, make_salt, slugify, words
 
@@ -29,15 +27,6 @@ SITE_VERSION = "2"
 CITY, STATE, STATE_CODE = "Riverton", "Pennsylvania", "PA"
 MAPPER_USERNAME, MAPPER_PASSWORD = "mapper", "Password.123"
 MAP_USERS = (SiteUser(MAPPER_USERNAME, MAPPER_PASSWORD, False, "A map contributor"),)
-
-
-def _source_digest() -> str:
-    # Safety net next to SITE_VERSION: any edit of the seed sources also changes the cache name.
-    here = Path(__file__).parent
-    h = hashlib.sha256()
-    for path in (here / "db.py", here / "geo.py", here.parent / "seed_utils.py"):
-        h.update(path.read_bytes())
-    return h.hexdigest()[:8]
 
 
 SCHEMA = """
@@ -463,7 +452,7 @@ def seed(conn: sqlite3.Connection, rng: random.Random) -> None:
 
 MAP_BACKEND = Backend(
     name="map",
-    version=f"{SITE_VERSION}-{_source_digest()}",
+    version=f"{SITE_VERSION}-{source_digest(__file__, 'db.py', 'geo.py')}",
     create_schema=create_schema,
     seed=seed,
     seed_value=0,

@@ -8,14 +8,12 @@ Post titles and comment texts are unique, so tasks can name them.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import random
 import sqlite3
 from datetime import datetime, timedelta
-from pathlib import Path
 
-from webagent_r1.sites.base import Backend, SiteUser
+from webagent_r1.sites.base import Backend, SiteUser, source_digest
 from webagent_r1.sites.reddit.content import (
     BODY_CLOSERS,
     BODY_MIDDLES,
@@ -32,15 +30,6 @@ from webagent_r1.sites.seed_utils import fmt_dt, hash_password, make_salt, rand_
 
 SITE_VERSION = "2"
 """Version of the forum schema + seed; bump it when either changes (rebuilds cached DBs)."""
-
-
-def _source_digest() -> str:
-    # Safety net next to SITE_VERSION: any edit of the seed sources also changes the cache name.
-    here = Path(__file__).parent
-    h = hashlib.sha256()
-    for path in (here / "db.py", here / "content.py", here.parent / "seed_utils.py"):
-        h.update(path.read_bytes())
-    return h.hexdigest()[:8]
 
 
 USER_PASSWORD = "Password.123"
@@ -303,7 +292,7 @@ def _seed_comments(
 
 REDDIT_BACKEND = Backend(
     name="reddit",
-    version=f"{SITE_VERSION}-{_source_digest()}",
+    version=f"{SITE_VERSION}-{source_digest(__file__, 'db.py', 'content.py')}",
     create_schema=create_schema,
     seed=seed,
 )

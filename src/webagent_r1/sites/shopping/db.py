@@ -8,13 +8,11 @@ customers (each with a login, password ``Password.123``), 400 orders from Jan 20
 
 from __future__ import annotations
 
-import hashlib
 import random
 import sqlite3
 from datetime import datetime, timedelta
-from pathlib import Path
 
-from webagent_r1.sites.base import Backend, SiteUser
+from webagent_r1.sites.base import Backend, SiteUser, source_digest
 from webagent_r1.sites.seed_utils import (
     EMAIL_DOMAINS,
     FIRST_NAMES,
@@ -40,15 +38,6 @@ from webagent_r1.sites.shopping.catalog import (
 
 SITE_VERSION = "2"
 """Version of the shop schema + seed; bump it when either changes (rebuilds cached DBs)."""
-
-
-def _source_digest() -> str:
-    # Safety net next to SITE_VERSION: any edit of the seed sources also changes the cache name.
-    here = Path(__file__).parent
-    h = hashlib.sha256()
-    for path in (here / "db.py", here / "catalog.py", here.parent / "seed_utils.py"):
-        h.update(path.read_bytes())
-    return h.hexdigest()[:8]
 
 
 ORDER_STATUSES = ("pending", "processing", "shipped", "complete", "canceled")
@@ -533,7 +522,7 @@ def _seed_wishlists(conn: sqlite3.Connection, rng: random.Random, customers: lis
 
 SHOP_BACKEND = Backend(
     name="shopping",
-    version=f"{SITE_VERSION}-{_source_digest()}",
+    version=f"{SITE_VERSION}-{source_digest(__file__, 'db.py', 'catalog.py')}",
     create_schema=create_schema,
     seed=seed,
 )
