@@ -17,23 +17,17 @@ from __future__ import annotations
 import random
 import re
 import sqlite3
-from collections import Counter
 from typing import Any
 
 from webagent_r1.sites.map.geo import DAYS, fmt_distance, fmt_duration, fmt_latlon, fold
 from webagent_r1.sites.map.places import (
     RADII,
-    all_places,
     category_by_slug,
-    category_for_query,
     hours,
     nearby,
     street_address,
 )
-from webagent_r1.sites.map.routing import Anchor, load_graph, route
 from webagent_r1.sites.reddit.views import search_ids as forum_search_ids
-from webagent_r1.sites.shopping.queries import PRODUCT_COLUMNS, PRODUCT_FROM
-from webagent_r1.sites.shopping.views import search_ids as shop_search_ids
 from webagent_r1.tasks.experts import (
     Expert,
     ExpertError,
@@ -61,6 +55,8 @@ from webagent_r1.tasks.templates.common import (
     string_eval,
     user_id,
 )
+from webagent_r1.tasks.templates.map import _places, _route
+from webagent_r1.tasks.templates.shopping import _pick_product
 from webagent_r1.types import Observation
 
 SHOPPER = "emma.lopez"
@@ -107,31 +103,6 @@ TEMPLATES = Registry()
 """The module's templates, in the suite's order."""
 
 
-def _places(conn: sqlite3.Connection) -> list[Any]:
-    """Map places a search for their full name lists first."""
-    memo = db_memo(conn, __name__)
-    if "places" not in memo:
-        rows = all_places(conn)
-        folded = Counter(fold(p["name"]) for p in rows)
-        memo["places"] = [
-            p
-            for p in rows
-            if folded[fold(p["name"])] == 1 and category_for_query(conn, p["name"]) is None
-        ]
-    return memo["places"]
-
-
-def _route(conn: sqlite3.Connection, a: Any, b: Any, mode: str) -> Any:
-    memo = db_memo(conn, __name__)
-    if "graph" not in memo:
-        memo["graph"] = load_graph(conn)
-    key = ("route", a["id"], b["id"], mode)
-    if key not in memo:
-        anchors = [Anchor(p["lat"], p["lon"], p["edge_id"], p["edge_t"]) for p in (a, b)]
-        memo[key] = route(memo["graph"], anchors[0], anchors[1], mode)
-    return memo[key]
-
-
 def _pair(conn: sqlite3.Connection, rng: random.Random) -> tuple[Any, Any]:
     """Two places at least 500 m apart."""
     rows = _places(conn)
@@ -156,26 +127,6 @@ def _closest(
     if len(found) < 2 or found[1][0] - found[0][0] < 30:
         return None
     return place, cat, found[0][1], [r for _, r in found[1 : 1 + RIVALS]]
-
-
-def _products(conn: sqlite3.Connection) -> list[Any]:
-    """Enabled shop products a search for their full name lists on the first page."""
-    memo = db_memo(conn, __name__)
-    if "products" not in memo:
-        rows = conn.execute(
-            f"SELECT {PRODUCT_COLUMNS} FROM {PRODUCT_FROM} WHERE p.status = 'enabled' ORDER BY p.id"
-        ).fetchall()
-        memo["products"] = rows
-    return memo["products"]
-
-
-def _pick_product(conn: sqlite3.Connection, rng: random.Random) -> Any | None:
-    p = rng.choice(_products(conn))
-    memo = db_memo(conn, __name__)
-    key = ("findable", p["id"])
-    if key not in memo:
-        memo[key] = p["id"] in shop_search_ids(conn, p["name"])[:10]
-    return p if memo[key] else None
 
 
 def _price(p: Any) -> str:
