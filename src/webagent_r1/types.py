@@ -49,11 +49,6 @@ class Action:
     argument: str | None = None
     raw: str = ""
 
-    @property
-    def prompt_url(self) -> str:
-        """The URL the prompt shows: ``shown_url`` when set, else ``url``."""
-        return self.url if self.shown_url is None else self.shown_url
-
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
