@@ -56,6 +56,20 @@ def _integer_ticks() -> Any:
     return MaxNLocator(integer=True)
 
 
+def _per_step(
+    ax: Any, title: str, xlabel: str, ylabel: str, ylim: tuple[float, float] | None = None
+) -> None:
+    """Dress the axes of a per-step plot: the title, integer ticks on x, the axis labels, the
+    y range (when given) and a light grid."""
+    ax.set_title(title)
+    ax.xaxis.set_major_locator(_integer_ticks())
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    ax.grid(alpha=0.3)
+
+
 def _xy(points: Series) -> tuple[list[float], list[float]]:
     return [p[0] for p in points], [p[1] for p in points]
 
@@ -93,12 +107,7 @@ def plot_learning_curve(
         if eval_success:
             x, y = _xy(eval_success)
             ax.plot(x, y, "o-", color="tab:red", lw=1.8, label="eval (eval/success)")
-        ax.set_title("M-GRPO success")
-        ax.xaxis.set_major_locator(_integer_ticks())
-        ax.set_xlabel("RL step")
-        ax.set_ylabel("success rate")
-        ax.set_ylim(-0.02, 1.02)
-        ax.grid(alpha=0.3)
+        _per_step(ax, "M-GRPO success", "RL step", "success rate", (-0.02, 1.02))
         ax.legend(loc="best", fontsize=9)
     if has_bc:
         ax = axes[k]
@@ -108,11 +117,7 @@ def plot_learning_curve(
         if bc_heldout:
             x, y = _xy(bc_heldout)
             ax.plot(x, y, "s--", color="tab:purple", lw=1.4, label="held-out loss")
-        ax.set_title("BC loss")
-        ax.xaxis.set_major_locator(_integer_ticks())
-        ax.set_xlabel("BC step")
-        ax.set_ylabel("loss (cross-entropy)")
-        ax.grid(alpha=0.3)
+        _per_step(ax, "BC loss", "BC step", "loss (cross-entropy)")
         ax.legend(loc="best", fontsize=9)
     return _save(fig, path)
 
@@ -244,12 +249,13 @@ def plot_curriculum(
     if mixed_frac:
         x, y = _xy(mixed_frac)
         ax.plot(x, y, "k--", lw=1.6, label="groups with mixed rewards (fraction)")
-    ax.set_title("Curriculum: estimated success per template")
-    ax.xaxis.set_major_locator(_integer_ticks())
-    ax.set_xlabel("RL step")
-    ax.set_ylabel("estimated success (posterior mean)")
-    ax.set_ylim(-0.02, 1.02)
-    ax.grid(alpha=0.3)
+    _per_step(
+        ax,
+        "Curriculum: estimated success per template",
+        "RL step",
+        "estimated success (posterior mean)",
+        (-0.02, 1.02),
+    )
     # right of the axes: template names are long
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)
     return _save(fig, path)
@@ -262,20 +268,14 @@ def plot_compare_mixed(path: Path, runs: Sequence[tuple[str, Series]]) -> Path:
         path: the PNG to write.
         runs: ``(label, points)`` of ``curriculum/mixed_frac`` per RL step.
     """
-    runs = [(label, pts) for label, pts in runs if pts]
-    if not runs:
-        raise ValueError("plot_compare_mixed needs at least one run with points")
-    fig = _figure(6.5, 4.2)
-    ax = fig.subplots()
-    for (label, pts), color in zip(runs, _colors(len(runs)), strict=True):
-        x, y = _xy(pts)
-        ax.plot(x, y, "o-" if len(pts) == 1 else "-", color=color, lw=1.4, label=label)
-    ax.set_title("Groups with mixed rewards (the ones with a gradient)")
-    ax.xaxis.set_major_locator(_integer_ticks())
-    ax.set_xlabel("RL step")
-    ax.set_ylabel("fraction of groups rolled out")
-    ax.set_ylim(-0.02, 1.02)
-    ax.grid(alpha=0.3)
+    fig, ax, runs = _line_per_run("plot_compare_mixed", runs, markers=False, lw=1.4)
+    _per_step(
+        ax,
+        "Groups with mixed rewards (the ones with a gradient)",
+        "RL step",
+        "fraction of groups rolled out",
+        (-0.02, 1.02),
+    )
     ax.legend(loc="best", fontsize=8)
     return _save(fig, path)
 
@@ -288,14 +288,7 @@ def plot_compare_success(path: Path, runs: Sequence[tuple[str, Series]]) -> Path
         runs: ``(label, points)`` of ``(minutes since the run's first metrics row,
             eval/success)``.
     """
-    runs = [(label, pts) for label, pts in runs if pts]
-    if not runs:
-        raise ValueError("plot_compare_success needs at least one run with points")
-    fig = _figure(6.5, 4.2)
-    ax = fig.subplots()
-    for (label, pts), color in zip(runs, _colors(len(runs)), strict=True):
-        x, y = _xy(pts)
-        ax.plot(x, y, "o-", color=color, lw=1.6, label=label)
+    fig, ax, runs = _line_per_run("plot_compare_success", runs, markers=True, lw=1.6)
     ax.set_title("Eval success against RL wall time")
     ax.set_xlabel("RL wall-clock time (minutes)")
     ax.set_ylabel("success rate")
@@ -305,6 +298,29 @@ def plot_compare_success(path: Path, runs: Sequence[tuple[str, Series]]) -> Path
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize=8)
     return _save(fig, path)
+
+
+def _line_per_run(
+    plot: str, runs: Sequence[tuple[str, Series]], markers: bool, lw: float
+) -> tuple[Figure, Any, list[tuple[str, Series]]]:
+    """A new figure with one line per run that has points, in the runs' colours; a marker at
+    every point (``markers``) or only on a run of one point.
+
+    Returns:
+        The figure, its axes and the runs drawn.
+
+    Raises:
+        ValueError: no run has points (``plot`` names the plot).
+    """
+    runs = [(label, pts) for label, pts in runs if pts]
+    if not runs:
+        raise ValueError(f"{plot} needs at least one run with points")
+    fig = _figure(6.5, 4.2)
+    ax = fig.subplots()
+    for (label, pts), color in zip(runs, _colors(len(runs)), strict=True):
+        x, y = _xy(pts)
+        ax.plot(x, y, "o-" if markers or len(pts) == 1 else "-", color=color, lw=lw, label=label)
+    return fig, ax, runs
 
 
 def _colors(n: int) -> list[Any]:
