@@ -156,54 +156,60 @@ def _project(conn: sqlite3.Connection, name: str) -> Any:
     return conn.execute("SELECT * FROM projects WHERE name = ?", (name,)).fetchone()
 
 
+def _one_new(
+    site: str,
+    sql: str,
+    args: list[Any],
+    found: str,
+    text: tuple[str, str],
+    *phrases: str,
+    exclude: list[str] | None = None,
+) -> list[dict[str, Any]]:
+    """state_checks on ``site``: ``sql`` (``{}``: the column) with ``args`` finds one row
+    (``found`` says which), and its ``text`` column (column, description) holds ``phrases``
+    and none of ``exclude``."""
+    column, holds = text
+    return [
+        state_check(sql.format("id"), args, row_count=1, description=found, site=site),
+        state_check(
+            sql.format(column),
+            args,
+            must_include=list(phrases),
+            must_exclude=exclude,
+            description=holds,
+            site=site,
+        ),
+    ]
+
+
 def _new_post_check(
     p: Params, *phrases: str, exclude: list[str] | None = None
 ) -> list[dict[str, Any]]:
     """state_checks: one post by the user in the forum with the title, body holding phrases."""
-    sql = "SELECT {} FROM submissions WHERE title = ? AND forum_id = ? AND user_id = ?"
-    args = [p["title"], p["_forum_id"], p["_user"]]
-    return [
-        state_check(
-            sql.format("id"),
-            args,
-            row_count=1,
-            description="one post with this title in the forum",
-            site="reddit",
-        ),
-        state_check(
-            sql.format("body"),
-            args,
-            must_include=list(phrases),
-            must_exclude=exclude,
-            description="the post's text gives the facts looked up",
-            site="reddit",
-        ),
-    ]
+    return _one_new(
+        "reddit",
+        "SELECT {} FROM submissions WHERE title = ? AND forum_id = ? AND user_id = ?",
+        [p["title"], p["_forum_id"], p["_user"]],
+        "one post with this title in the forum",
+        ("body", "the post's text gives the facts looked up"),
+        *phrases,
+        exclude=exclude,
+    )
 
 
 def _new_issue_check(
     p: Params, *phrases: str, exclude: list[str] | None = None
 ) -> list[dict[str, Any]]:
     """state_checks: one issue by the user in the project with the title and facts."""
-    sql = "SELECT {} FROM issues WHERE project_id = ? AND title = ? AND author_id = ?"
-    args = [p["_pid"], p["title"], p["_uid"]]
-    return [
-        state_check(
-            sql.format("id"),
-            args,
-            row_count=1,
-            description="one issue with this title in the project",
-            site="gitlab",
-        ),
-        state_check(
-            sql.format("description"),
-            args,
-            must_include=list(phrases),
-            must_exclude=exclude,
-            description="the issue's description gives the facts looked up",
-            site="gitlab",
-        ),
-    ]
+    return _one_new(
+        "gitlab",
+        "SELECT {} FROM issues WHERE project_id = ? AND title = ? AND author_id = ?",
+        [p["_pid"], p["title"], p["_uid"]],
+        "one issue with this title in the project",
+        ("description", "the issue's description gives the facts looked up"),
+        *phrases,
+        exclude=exclude,
+    )
 
 
 # --------------------------------------------------------------------------------------------
