@@ -104,6 +104,7 @@ from webagent_r1.train.dist import (
     trainable_parameters,
     update_rms,
 )
+from webagent_r1.train.fsdp_load import load_sharded_reference
 from webagent_r1.train.metrics import release_free_memory
 from webagent_r1.train.sharding import is_sharded
 from webagent_r1.train.stage import Stage
@@ -385,14 +386,13 @@ def _old_and_ref_logprobs(
     if rl.beta > 0:
         if ref_model is None:
             raise ValueError("rl.beta > 0 needs a reference model")
-        with reference_context(model, ref_model), torch.no_grad():  # LoRA: adapters off
-            ref = (
-                _all_logprobs(
-                    ref_model, samples, pad_id, budget, temp, bf16, share=share, prefix=prefix
+        # a sharded reference (fsdp_load) gathers in every forward: every process takes part
+        if samples or is_sharded(ref_model):
+            with reference_context(model, ref_model), torch.no_grad():  # LoRA: adapters off
+                ref = _all_logprobs(
+                    ref_model, samples, pad_id, budget, temp, bf16, dist, share, prefix
                 )
-                if samples
-                else None
-            )
+        ref = ref if samples else None
     return old, ref
 
 
@@ -884,7 +884,14 @@ class RLStage(Stage):
         self.clock_t0 = time.time()
         self.restore()
         # the KL reference: the LoRA policy with adapters disabled, or a frozen (bf16 on GPU) copy
-        self.ref_model = load_reference(cfg, self.start_from, self.model) if rl.beta > 0 else None
+        # sharded policy: the reference sharded alike (fsdp_load), read by rank 0 only
+        self.ref_model = (
+            None
+            if rl.beta <= 0
+            else load_sharded_reference(cfg, self.start_from, self.bf16)
+            if is_sharded(self.model)
+            else load_reference(cfg, self.start_from, self.model)
+        )
         self.engine = generation_engine(cfg, self.model, self.tokenizer, self.policy_from)
         # Each process pushes to its own engine (in-process vLLM, or the HF copy of a sharded
         # model); a shared HF engine only has its version set. A copy starts from the model's

@@ -82,7 +82,7 @@ def mixed_precision_policy(bf16: bool) -> Any:
     return MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
 
 
-def shard_model(model: Any, bf16: bool = False) -> CompletionLM:
+def shard_model(model: Any, bf16: bool = False, device: torch.device | None = None) -> CompletionLM:
     """Wrap a causal LM for fully sharded training (each decoder layer, then the root).
 
     Args:
@@ -90,6 +90,8 @@ def shard_model(model: Any, bf16: bool = False) -> CompletionLM:
             already on its device (``setup.load_policy``); not PEFT-wrapped.
         bf16: gather and compute in bf16, reduce gradients in fp32
             (``mixed_precision_policy``); the shards stay in the model's dtype.
+        device: where the shards live (default: the model's device); needed for a model on
+            the ``meta`` device (``fsdp_load``), whose shards are allocated afterwards.
 
     Returns:
         The root FSDP unit: a ``CompletionLM`` whose ``module`` is ``model``; its parameters
@@ -113,7 +115,7 @@ def shard_model(model: Any, bf16: bool = False) -> CompletionLM:
             f"train.sharding=fsdp shards decoder layers (model.layers); "
             f"{type(model).__name__} has none: use train.sharding=none"
         )
-    device = next(model.parameters()).device
+    device = device or next(model.parameters()).device
     _ensure_process_group(device)
     mesh = init_device_mesh(device.type, (dist.get_world_size(),))
     policy = mixed_precision_policy(bf16)

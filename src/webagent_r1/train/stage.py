@@ -47,8 +47,9 @@ from webagent_r1.train.dist import (
     lr_factor,
     trainable_parameters,
 )
+from webagent_r1.train.fsdp_load import empty_policy, load_sharded_policy
 from webagent_r1.train.metrics import MemoryWatch, MetricLogger
-from webagent_r1.train.sharding import is_sharded, shard_model
+from webagent_r1.train.sharding import is_sharded
 
 __all__ = ["Stage", "save_trainer_checkpoint"]
 
@@ -216,11 +217,14 @@ class Stage:
         optimizer; ``flops`` measures the whole (unsharded) model."""
         torch.manual_seed(self.cfg.seed)
         random.seed(self.cfg.seed)
-        self.model, self.tokenizer = load_policy(self.cfg, path)
+        sharded = self.cfg.train.sharding == "fsdp"
+        # sharded: built on the meta device, the weights read by rank 0 only (fsdp_load)
+        self.model, self.tokenizer = (empty_policy if sharded else load_policy)(self.cfg, path)
         self.bf16 = autocast_enabled(self.cfg.model)
-        self.flops = FlopsMeter(self.model, self.bf16)  # before sharding: whole-model sizes
-        if self.cfg.train.sharding == "fsdp":
-            self.model = shard_model(self.model, bf16=self.bf16)  # bf16 gathers, fp32 reduce
+        if sharded:  # bf16 gathers, fp32 reduce
+            self.model = load_sharded_policy(self.cfg, path, self.bf16, model=self.model)
+        # whole-model sizes (a sharded parameter counts its full shape)
+        self.flops = FlopsMeter(self.model.module if sharded else self.model, self.bf16)
         self.params = trainable_parameters(self.model)
         self.opt = build_optimizer(self.params, lr, self.cfg.train)
 
