@@ -65,6 +65,9 @@ mean bound still fails a bookkeeping error, which moves every token's ratio by t
 percent."""
 PRECS = ("fp32", "bf16")
 """The precisions the engine and the trainer are compared under (bf16: autocast)."""
+PLAN_TOL = 0.15
+"""Largest relative gap between the memory plan's predicted update peak and the measured
+``torch.cuda.max_memory_allocated`` of a small configuration (``plan_small``), either way."""
 PLAN_SLACK = (0.02, 0.25)
 """The memory plan is an upper bound: the measured peak of an update may exceed it by at most
 2% and fall below it by at most 25%. (The plan adds every gradient to every activation kept
@@ -183,10 +186,14 @@ def _shape_3b() -> Any:
 
 def _random_3b(c: Check, dtype: Any = None) -> Any:
     """A Qwen2.5-3B-shaped random model built on the device (no download, no file)."""
+    return _random_model(c, _shape_3b(), dtype)
+
+
+def _random_model(c: Check, s: Any, dtype: Any = None) -> Any:
+    """A random Qwen2-style model of shape ``s`` (a ``ModelShape``) built on the device."""
     import torch
     from transformers import AutoModelForCausalLM, Qwen2Config
 
-    s = _shape_3b()
     cfg = Qwen2Config(
         vocab_size=s.vocab,
         hidden_size=s.hidden,
@@ -571,7 +578,13 @@ def check_grad_allreduce(c: Check) -> dict[str, Any]:
     d = Dist(rank=0, world=2, device=device, grad_bucket_mb=bucket_mb)
     # (CUDA: 2 GiB of fp32 gradients, 3B's largest tensors and many small ones; CPU: 8 MB)
     scale = 1 if c.cuda else 256
-    sizes = [151936 * 2048 // scale, *[2048 * 11008 // scale] * 4, *[2048 // scale] * 64]
+    # plus 32 tensors of 4 MB (CUDA): they fill 64 MB buckets, the copy the plan counts
+    sizes = [
+        151936 * 2048 // scale,
+        *[2048 * 11008 // scale] * 4,
+        *[2048 // scale] * 64,
+        *[2**20 // scale] * 32,
+    ]
     params = [torch.nn.Parameter(torch.zeros(n, device=device)) for n in sizes]
     for i, p in enumerate(params):
         p.grad = torch.full_like(p, float(i % 7))
@@ -586,8 +599,13 @@ def check_grad_allreduce(c: Check) -> dict[str, Any]:
         torch.cuda.synchronize()
         extra = torch.cuda.max_memory_allocated() - before
         out["extra_mb"] = round(extra / 2**20, 1)
-        if extra > 1.05 * bucket_mb * 2**20:
-            raise CheckFailed("the all-reduce held more than one bucket", out)
+        # the plan's term (memory_plan: unsharded on several GPUs, one bucket)
+        planned = min(bucket_mb * 2**20, sum(sizes) * 4) / 2**20
+        out.update(compare_to_plan(planned, extra / 2**20))
+        if not out["within"]:
+            raise CheckFailed(
+                f"the all-reduce held {extra / 2**20:.0f} MB, the plan {planned:.0f} MB", out
+            )
     same = all(p.grad is g for p, g in zip(params, grads, strict=True))
     values = all(float(p.grad[0]) == float(i % 7) for i, p in enumerate(params))
     if not (same and values):
@@ -707,6 +725,94 @@ def _peak_memory(c: Check, cfg: Any, expected: float, info: dict[str, Any]) -> d
     return out
 
 
+def compare_to_plan(planned: float, measured: float, tol: float = PLAN_TOL) -> dict[str, Any]:
+    """The measured memory against the plan's: ``gap`` = measured / planned - 1, ``within``
+    when |gap| <= ``tol`` (either unit, the same for both)."""
+    if planned <= 0:
+        return {"planned": planned, "measured": measured, "gap": None, "within": False}
+    gap = measured / planned - 1
+    return {
+        "planned": round(planned, 3),
+        "measured": round(measured, 3),
+        "gap": round(gap, 3),
+        "within": abs(gap) <= tol,
+    }
+
+
+SMALL = "smollm2-135m-instruct"
+"""The small configuration's shape (``plan_small``): the CPU recipe's model, random weights."""
+
+
+def check_plan_small(c: Check) -> dict[str, Any]:
+    """The memory plan's update peak against the measured one for a small configuration:
+    SmolLM2-135M-shaped random weights, fp32 master weights under bf16 autocast, gradient
+    checkpointing, AdamW, 4,096 tokens; within ``PLAN_TOL``."""
+    if not c.cuda:
+        return {"skip": True, "why": "CUDA only (the allocator's peak)"}
+    import torch
+
+    from webagent_r1.train.memory_plan import GIB, KNOWN_SHAPES, plan_memory
+
+    shape = KNOWN_SHAPES[SMALL]
+    cfg = _cfg(
+        c,
+        SMALL,
+        "rl.beta=0",
+        "train.token_budget=4096",
+        "train.gradient_checkpointing=true",
+        "rollout.max_new_tokens=256",
+        "observation.max_tokens=1024",
+    )
+    _free(True)
+    total_gib = torch.cuda.get_device_properties(0).total_memory / GIB
+    plan = plan_memory(cfg, 1, total_gib, shape=shape)
+    expected = plan.update_peak - plan.overhead  # the allocator does not see the overhead
+    model = _random_model(c, shape)
+    try:
+        out = _measure_update(c, model, cfg)
+    finally:
+        del model
+        _free(True)
+    out.update(compare_to_plan(expected, out["measured_gib"]))
+    out["plan_gib"] = round(expected, 3)
+    if not out["within"]:
+        raise CheckFailed(
+            f"peak {out['measured_gib']:.2f} GiB vs plan {expected:.2f} GiB "
+            f"({out['gap']:+.0%}, more than {PLAN_TOL:.0%})",
+            out,
+        )
+    return out
+
+
+def _measure_update(c: Check, model: Any, cfg: Any) -> dict[str, Any]:
+    """The steady-state peak (GiB) of an M-GRPO update of ``model`` at ``cfg``'s budget: the
+    first update allocates AdamW's moments, the second is measured."""
+    import torch
+
+    from webagent_r1.train.dist import build_optimizer
+    from webagent_r1.train.memory_plan import GIB, rollout_context
+    from webagent_r1.train.rl import mgrpo_update
+
+    if cfg.train.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+        model.config.use_cache = False
+    model.train()
+    opt = build_optimizer(list(model.parameters()), cfg.rl.lr, cfg.train)
+    ctx = rollout_context(cfg)
+    n_rows = max(1, cfg.train.token_budget // ctx)
+    new = cfg.rollout.max_new_tokens
+    vocab = model.config.vocab_size
+    mgrpo_update(model, opt, _rows(n_rows, ctx - new, new, vocab, 1), cfg, pad_id=1)
+    opt.zero_grad(set_to_none=True)
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    mgrpo_update(model, opt, _rows(n_rows, ctx - new, new, vocab, 2), cfg, pad_id=1)
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() / GIB
+    del opt
+    return {"measured_gib": round(peak, 3), "rows": n_rows, "tokens": n_rows * ctx}
+
+
 def check_throughput(c: Check) -> dict[str, Any]:
     params = _shape_3b().params if c.cuda else None
     peak = next((v for k, v in BF16_PEAK_TFLOPS.items() if c.gpu and k in c.gpu), None)
@@ -731,6 +837,7 @@ CHECKS: dict[str, Callable[[Check], dict[str, Any] | None]] = {
     "fsdp": check_fsdp,
     "handover": check_handover,
     "peak_memory": check_peak_memory,
+    "plan_small": check_plan_small,
     "throughput": check_throughput,
 }
 

@@ -335,7 +335,14 @@ class VLLMConfig:
     """Where weight shards are staged for the engine to load (None: /dev/shm when it has
     room, else the temporary folder)."""
     shard_mb: int = 512
-    """Largest weight shard staged at once, in MB (bounds the staging space)."""
+    """Largest weight shard staged at once, in MB (bounds the staging space); also the
+    largest chunk handed over at once by the in-GPU weight transfer."""
+    weight_transfer: str = "auto"
+    """How pushed weights reach the engine: 'ipc' (vLLM's weight-transfer API with CUDA IPC
+    handles of the trainer's tensors: no file, no copy through the host), 'files'
+    (safetensors shards staged on the host), or 'auto' (ipc where the installed vLLM has the
+    API and the engine spans one GPU, else files). Files stay the fallback when a transfer
+    fails."""
 
     def __post_init__(self) -> None:
         _check(
@@ -358,6 +365,10 @@ class VLLMConfig:
             f"got {self.logprobs_mode!r}",
         )
         _check(self.shard_mb >= 1, "vllm.shard_mb must be >= 1")
+        _check(
+            self.weight_transfer in ("auto", "ipc", "files"),
+            f"vllm.weight_transfer must be auto, ipc or files, got {self.weight_transfer!r}",
+        )
 
 
 @dataclass

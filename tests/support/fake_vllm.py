@@ -70,3 +70,62 @@ class FakeAsyncLLM:
 
     def shutdown(self) -> None:
         self.calls.append(("shutdown", None))
+
+
+class FakeTransferLLM(FakeAsyncLLM):
+    """A stand-in ``AsyncLLM`` that also has vLLM's weight-transfer API (ipc backend).
+
+    Its ``update_weights`` unpickles the chunk's handles as vLLM's workers do; the tests'
+    handles are the tensors themselves (``fake_handle``), no CUDA needed. ``fail_at``: the
+    0-based ``update_weights`` call that raises (None: none); ``fail_init``: the set-up raises.
+    """
+
+    def __init__(self, fail_at: int | None = None, fail_init: bool = False) -> None:
+        super().__init__()
+        self.fail_at = fail_at
+        self.fail_init = fail_init
+        self.updates = 0
+        self.via_ipc: dict[str, torch.Tensor] = {}
+
+    async def init_weight_transfer_engine(self, request: Any) -> None:
+        self.calls.append(("init_weight_transfer_engine", request.init_info))
+        if self.fail_init:
+            raise RuntimeError("Weight transfer not configured")
+
+    async def start_weight_update(self) -> None:
+        self.calls.append(("start_weight_update", None))
+
+    async def finish_weight_update(self) -> None:
+        self.calls.append(("finish_weight_update", None))
+
+    async def update_weights(self, request: Any) -> None:
+        import base64
+        import pickle
+
+        info = request.update_info
+        self.calls.append(("update_weights", list(info["names"])))
+        k = self.updates
+        self.updates += 1
+        if self.fail_at is not None and k >= self.fail_at:
+            raise RuntimeError("IPC handle not found for GPU UUID")
+        handles = pickle.loads(base64.b64decode(info["ipc_handles_pickled"]))
+        assert len(handles) == len(info["names"]) == len(info["shapes"])
+        for name, dtype, shape, h in zip(
+            info["names"], info["dtype_names"], info["shapes"], handles, strict=True
+        ):
+            t = h["fake-gpu"]
+            assert str(t.dtype) == f"torch.{dtype}" and list(t.shape) == shape
+            self.via_ipc[name] = t.clone()
+            self.loaded[name] = t.clone()
+
+
+def fake_handle(t: torch.Tensor) -> dict[str, torch.Tensor]:
+    """A stand-in for a CUDA IPC handle: the tensor itself, keyed by a fake GPU UUID."""
+    return {"fake-gpu": t}
+
+
+def transfer_request_classes() -> tuple[Any, Any]:
+    """Stand-ins for vLLM's ``WeightTransferInitRequest`` / ``WeightTransferUpdateRequest``."""
+    return (lambda init_info: SimpleNamespace(init_info=init_info)), (
+        lambda update_info: SimpleNamespace(update_info=update_info)
+    )

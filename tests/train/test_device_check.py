@@ -40,7 +40,8 @@ def test_device_check_runs_on_cpu_without_playwright(tmp_path: Path) -> None:
     passed = ("models", "hf_logprobs", "mgrpo_shared", "dist", "grad_allreduce", "fsdp")
     for check in (*passed, "throughput"):
         assert status[check] == "PASS", out.stdout
-    assert status["peak_memory"] == status["handover"] == "SKIP" and status["all:"] == "PASS"
+    assert status["peak_memory"] == status["handover"] == status["plan_small"] == "SKIP"
+    assert status["all:"] == "PASS"
     summary = json.loads((tmp_path / "out" / "device-check.json").read_text())
     assert summary["playwright_stand_in"] is True and summary["failed"] == []
     fsdp = next(r for r in summary["results"] if r["check"] == "fsdp")
@@ -63,3 +64,24 @@ def test_a_failing_check_is_reported_and_the_others_still_run(tmp_path: Path) ->
     c.run("fine", lambda _c: {"x": 1})
     assert [r["status"] for r in c.results] == ["FAIL", "PASS"]
     assert "ratio off" in c.results[0]["error"] and c.results[1]["x"] == 1
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("device_check", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_plan_vs_measured_flags_a_gap_over_15_percent() -> None:
+    m = _module()
+    assert m.PLAN_TOL == 0.15
+    ok = m.compare_to_plan(10.0, 11.4)  # 14% over the plan
+    assert ok["within"] and ok["gap"] == 0.14
+    assert m.compare_to_plan(10.0, 8.6)["within"]  # 14% under
+    over = m.compare_to_plan(10.0, 11.6)
+    assert not over["within"] and over["gap"] == 0.16
+    under = m.compare_to_plan(10.0, 8.4)  # the plan 19% too high: flagged as well
+    assert not under["within"] and under["gap"] == -0.16
+    assert not m.compare_to_plan(0.0, 1.0)["within"]
+    assert m.compare_to_plan(64.0, 80.0, tol=0.3)["within"]

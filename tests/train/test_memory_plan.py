@@ -107,6 +107,30 @@ def test_lora_sharding_and_vllm_parts() -> None:
         plan_memory(_toy_cfg(), 0, 1.0, TOY)
 
 
+def test_the_reference_is_sharded_and_the_push_holds_a_chunk() -> None:
+    # the bf16 reference of 1704 parameters (3408 bytes) whole on one GPU, 1/4 on each of 4
+    assert plan_memory(_toy_cfg(), 1, 2.0, TOY).reference * GIB == 3408
+    fsdp = plan_memory(_toy_cfg("train.sharding=fsdp"), 4, 1.0, TOY)
+    assert fsdp.reference * GIB == 3408 / 4 and fsdp.push_path == "copy"
+    # vLLM: the embeddings gathered in fp32 and cast (32*8*6), plus the chunk handed over:
+    # vllm.shard_mb, here more than all weights in bf16 (3408)
+    v = plan_memory(_toy_cfg("train.generation_engine=vllm"), 1, 2.0, TOY)
+    assert v.push_buffer * GIB == 32 * 8 * 6 + 3408 and v.push_path == "ipc"
+    files = plan_memory(
+        _toy_cfg("train.generation_engine=vllm", "vllm.weight_transfer=files"), 1, 2.0, TOY
+    )
+    assert files.push_path == "files" and files.push_buffer == v.push_buffer
+    tp = plan_memory(
+        _toy_cfg("train.generation_engine=vllm", "vllm.tensor_parallel_size=2"), 1, 2.0, TOY
+    )
+    assert tp.push_path == "files"  # CUDA IPC handles reach one GPU
+    assert "push path     ipc" in format_plan(v)
+    qwen = load_config(str(ROOT / "configs" / "gpu" / "qwen2.5-3b-r1.yaml"), [])
+    # 3B: the 151936 x 2048 embeddings in fp32 + bf16, and one 512 MB chunk
+    want = 151936 * 2048 * 6 + 512 * 2**20
+    assert plan_memory(qwen, 1, 79.0).push_buffer * GIB == pytest.approx(want)
+
+
 def test_the_gradient_all_reduce_holds_one_bucket() -> None:
     one = plan_memory(_toy_cfg(), 1, 2.0, TOY)
     two = plan_memory(_toy_cfg(), 2, 2.0, TOY)
@@ -158,7 +182,8 @@ def test_fp32_frozen_copies_would_not_fit_8b_on_eight_gpus() -> None:
     [overrides] = _header_commands(path)
     hf = [*overrides, "model.autocast_bf16=false", "train.generation_engine=hf"]  # a copy each
     bad = plan_memory(load_config(str(path), hf), 8, 79.0)
-    assert bad.reference == bad.sampler_copy == pytest.approx(8_030_261_248 * 4 / GIB)
+    assert bad.sampler_copy == pytest.approx(8_030_261_248 * 4 / GIB)
+    assert bad.reference == pytest.approx(8_030_261_248 * 4 / 8 / GIB)  # sharded like the policy
     assert not bad.fits
 
 

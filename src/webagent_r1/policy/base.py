@@ -79,6 +79,9 @@ class Engine(abc.ABC):
     takes_weight_stream: bool = False
     """Whether ``update_weights`` consumes (name, tensor) pairs lazily (else it gets a state
     dict, or a model of its own has them copied in)."""
+    push_path: str | None = None
+    """How the last ``update_weights`` reached the engine ('ipc': in-GPU transfer, 'files':
+    staged shards), or None: the engine does not say."""
     weight_dtype: Any = None
     """The ``torch.dtype`` pushed weights are cast to; None: the dtype of ``model`` when it is
     a torch module, else each tensor's own."""

@@ -7,12 +7,22 @@ Many episodes call ``generate`` at once; vLLM's own scheduler batches their requ
 
 Weights: the engine holds its own copy. ``update_weights(weights, version)`` takes a state dict
 or a stream of (name, tensor) pairs (``WeightSync`` streams them, one parameter at a time),
-stages them as safetensors shards of at most ``vllm.shard_mb`` (``/dev/shm`` when it has room;
-files, not CUDA-IPC handles, which no CPU test could exercise) and has every vLLM worker load
-them in place through ``collective_rpc`` into ``WeightLoaderExtension`` (a worker extension,
-``worker_extension_cls``), which calls the model's own ``load_weights`` (so Hugging Face
-parameter names work, fused q/k/v included); then the prefix cache is reset, since its KV
-entries came from the old weights. An update waits for the requests in flight and holds new
+hands them over in chunks of at most ``vllm.shard_mb``, one of two ways (``push_path``):
+
+- ``ipc`` (``vllm.weight_transfer: auto`` where the installed vLLM has the weight-transfer
+  API, ``weight_transfer_config``, and the engine spans one GPU): vLLM's own in-GPU transfer
+  with its ``ipc`` backend. Each chunk goes as CUDA IPC handles of the trainer's bf16 tensors
+  (``init_weight_transfer_engine`` once, then ``start_weight_update`` / ``update_weights`` /
+  ``finish_weight_update`` where the release has them): no file, no copy through the host.
+  Written against vLLM's API and not yet run on a GPU; any failure falls back to files, for
+  the rest of that push and the later ones, with a warning.
+- ``files``: staged as safetensors shards (``/dev/shm`` when it has room) that every vLLM
+  worker loads in place through ``collective_rpc`` into ``WeightLoaderExtension`` (a worker
+  extension, ``worker_extension_cls``).
+
+Either way the model's own ``load_weights`` takes them (so Hugging Face parameter names work,
+fused q/k/v included); then the prefix cache is reset, since its KV entries came from the old
+weights. An update waits for the requests in flight and holds new
 ones back until it is done, so every completion is stamped with the one ``weight_version``
 that produced it. ``sleep()`` / ``wake_up()`` (``vllm.enable_sleep_mode``) free vLLM's GPU
 memory while the trainer updates on the same GPU.
@@ -39,10 +49,12 @@ functions, tested on CPU without vLLM.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import dataclasses
 import itertools
 import os
+import pickle
 import shutil
 import tempfile
 import uuid
@@ -65,6 +77,10 @@ __all__ = [
     "VLLMUnavailableError",
     "WeightLoaderExtension",
     "check_startup_memory",
+    "choose_weight_transfer",
+    "cuda_ipc_handle",
+    "ipc_update_info",
+    "transfer_capable",
     "engine_devices",
     "engine_kwargs",
     "max_model_len_for",
@@ -91,6 +107,11 @@ WORKER_EXTENSION = "webagent_r1.policy.vllm.WeightLoaderExtension"
 """Qualified name of the worker extension (vLLM imports it in its worker processes)."""
 LOAD_METHOD = "webagent_load_weight_shard"
 """The extension's method that ``collective_rpc`` calls on every worker."""
+TRANSFER_BACKEND = "ipc"
+"""vLLM's weight-transfer backend the engine asks for (CUDA IPC: trainer and engine share the
+GPU)."""
+TRANSFER_METHODS = ("init_weight_transfer_engine", "update_weights")
+"""The ``AsyncLLM`` methods the in-GPU weight transfer needs (``transfer_capable``)."""
 
 
 class VLLMUnavailableError(ImportError):
@@ -407,6 +428,76 @@ class WeightLoaderExtension:
 
 
 # --------------------------------------------------------------------------------------
+# In-GPU weight transfer (vLLM's weight-transfer API, ipc backend)
+# --------------------------------------------------------------------------------------
+
+
+def choose_weight_transfer(cfg: VLLMConfig, known: Iterable[str]) -> tuple[str, str]:
+    """How the engine will take pushed weights: ('ipc' or 'files', why).
+
+    Args:
+        cfg: ``vllm.weight_transfer`` ('auto', 'ipc', 'files') and ``tensor_parallel_size``.
+        known: the installed ``AsyncEngineArgs``' field names.
+    """
+    if cfg.weight_transfer == "files":
+        return "files", "vllm.weight_transfer=files"
+    if "weight_transfer_config" not in set(known):
+        return "files", "the installed vLLM has no weight-transfer API (weight_transfer_config)"
+    if cfg.tensor_parallel_size != 1:
+        return "files", "CUDA IPC handles reach one GPU, the engine spans several"
+    return "ipc", "vLLM's in-GPU weight transfer (ipc backend)"
+
+
+def transfer_capable(llm: Any) -> bool:
+    """Whether ``llm`` (an ``AsyncLLM``) has the weight-transfer methods the push calls."""
+    return all(callable(getattr(llm, m, None)) for m in TRANSFER_METHODS)
+
+
+def cuda_ipc_handle(t: torch.Tensor) -> dict[str, Any]:
+    """``t``'s CUDA IPC handle keyed by its GPU's UUID, as vLLM's ipc backend reads it (the
+    receiving worker finds its own GPU by UUID: device indices differ between processes)."""
+    # heavy: torch.multiprocessing loads only when this runs
+    from torch.multiprocessing.reductions import reduce_tensor
+
+    uuid_ = str(torch.cuda.get_device_properties(t.device).uuid)
+    return {uuid_: reduce_tensor(t)}
+
+
+def ipc_update_info(
+    tensors: Sequence[tuple[str, torch.Tensor]], handle: Any = cuda_ipc_handle
+) -> dict[str, Any]:
+    """The ``update_info`` of one chunk for vLLM's ipc backend: names, dtype names, shapes and
+    the handles, pickled and base64-encoded (a string crosses vLLM's process boundary as is;
+    the workers unpickle it with ``VLLM_ALLOW_INSECURE_SERIALIZATION=1``).
+
+    The tensors must stay alive until the workers have loaded them."""
+    handles = [handle(t) for _, t in tensors]
+    return {
+        "names": [name for name, _ in tensors],
+        "dtype_names": [str(t.dtype).removeprefix("torch.") for _, t in tensors],
+        "shapes": [list(t.shape) for _, t in tensors],
+        "ipc_handles_pickled": base64.b64encode(pickle.dumps(handles)).decode("ascii"),
+    }
+
+
+def _transfer_requests() -> tuple[Any, Any, Any] | None:
+    """vLLM's (``WeightTransferConfig``, init request, update request) classes, or None when
+    the installed vLLM lacks them."""
+    try:
+        # heavy: keeps vllm off the import path
+        from vllm.config.weight_transfer import WeightTransferConfig
+
+        # heavy: keeps vllm off the import path
+        from vllm.distributed.weight_transfer.base import (
+            WeightTransferInitRequest,
+            WeightTransferUpdateRequest,
+        )
+    except ImportError:
+        return None
+    return WeightTransferConfig, WeightTransferInitRequest, WeightTransferUpdateRequest
+
+
+# --------------------------------------------------------------------------------------
 # The engine
 # --------------------------------------------------------------------------------------
 
@@ -521,6 +612,17 @@ class VLLMEngine(Engine):
             needs_logprobs_mode=needs_logprobs_mode,
             max_model_len=max_model_len_for(cfg, token_budget),
         )
+        transfer, why = choose_weight_transfer(cfg, known)
+        classes = _transfer_requests() if transfer == "ipc" else None
+        if transfer == "ipc":
+            try:
+                kw["weight_transfer_config"] = classes[0](backend=TRANSFER_BACKEND)  # type: ignore[index]
+            except Exception as e:  # no classes, or a release without the ipc backend
+                transfer, why = "files", f"vLLM's weight transfer has no ipc backend here ({e})"
+            else:  # the workers unpickle the chunks' IPC handles
+                os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")
+        if cfg.weight_transfer == "ipc" and transfer != "ipc":
+            warnings.warn(f"vllm.weight_transfer=ipc: {why}; pushing through files", stacklevel=2)
         # vLLM refuses to start below gpu_memory_utilization x total free: hand back what an
         # earlier stage (BC, an evaluation) left in the caching allocator, and say what is free
         check_startup_memory(free_cuda_memory("before the vLLM engine starts"), cfg)
@@ -536,6 +638,8 @@ class VLLMEngine(Engine):
             pass
         self._setup(llm, vllm.SamplingParams, cfg, extra)
         self.model_path = path
+        if transfer == "ipc" and classes is not None:
+            self.use_weight_transfer(classes[1], classes[2])
 
     @classmethod
     def from_llm(
@@ -565,7 +669,16 @@ class VLLMEngine(Engine):
         self.generated_tokens = 0
         """Completion tokens sampled so far."""
         self.synced_bytes = 0
-        """Weight bytes staged for the workers so far."""
+        """Weight bytes handed to the workers so far."""
+        self.transfer = "files"
+        """How the next push goes: 'ipc' (``use_weight_transfer``) or 'files'."""
+        self.push_path: str | None = None
+        """How the last push went: 'ipc', or 'files' (also after an ipc push fell back)."""
+        self.transfer_failures = 0
+        """In-GPU transfers that failed (each falls back to files for good)."""
+        self._requests: tuple[Any, Any] | None = None
+        self._ipc_handle: Any = cuda_ipc_handle
+        self._transfer_ready = False
         self._ids = itertools.count()
         self._prefix = uuid.uuid4().hex[:8]
         self._inflight = 0
@@ -574,6 +687,28 @@ class VLLMEngine(Engine):
         self._open = asyncio.Event()  # cleared while weights change or the engine sleeps
         self._open.set()
         self._changing = asyncio.Lock()  # one weight update / sleep / wake-up at a time
+
+    def use_weight_transfer(
+        self, init_request: Any, update_request: Any, handle: Any = cuda_ipc_handle
+    ) -> bool:
+        """Push through vLLM's in-GPU weight transfer from now on, where the engine has it
+        (``transfer_capable``); otherwise keep the files.
+
+        Args:
+            init_request: vLLM's ``WeightTransferInitRequest`` class (``init_info=``).
+            update_request: vLLM's ``WeightTransferUpdateRequest`` class (``update_info=``).
+            handle: a tensor's IPC handle (``cuda_ipc_handle``; tests pass a stand-in).
+
+        Returns:
+            Whether the transfer is in use.
+        """
+        if not transfer_capable(self.llm):
+            self.transfer = "files"
+            return False
+        self._requests = (init_request, update_request)
+        self._ipc_handle = handle
+        self.transfer = "ipc"
+        return True
 
     takes_weight_stream = True
     """``update_weights`` consumes (name, tensor) pairs lazily (``WeightSync`` streams them)."""
@@ -671,14 +806,29 @@ class VLLMEngine(Engine):
         shard_bytes: int,
         version: int | None,
     ) -> None:
-        """Stage the shards, have every worker load them, reset the prefix cache (gate closed)."""
+        """Hand the chunks over (in-GPU transfer, else staged shards), have every worker load
+        them, reset the prefix cache (gate closed)."""
         await self._idle.wait()  # requests in flight finish on the old weights
-        folder = staging_dir(self.cfg, shard_bytes)
+        via_ipc = self.transfer == "ipc" and await self._ipc_begin()
+        files = False
+        folder: Path | None = None
         # groups formed as the stream is consumed: at most one shard's tensors held at once
         # (no enumerate: its reused result tuple would keep the previous group alive)
         numbers = itertools.count()
         for group in iter_shard_groups(items, shard_bytes, dtype):
             k = next(numbers)
+            if via_ipc:
+                try:
+                    await self._ipc_send(group, dtype)
+                    group.clear()
+                    del group
+                    continue
+                except Exception as e:  # this chunk and the rest go through files
+                    self._ipc_failed(f"sending chunk {k}", e)
+                    via_ipc = False
+                    await self._ipc_end(quiet=True)
+            files = True
+            folder = folder or staging_dir(self.cfg, shard_bytes)
             path = folder / f"webagent-weights-{self._prefix}-{os.getpid()}-{k}.safetensors"
             try:
                 self.synced_bytes += await asyncio.to_thread(save_shard, group, path, dtype)
@@ -688,9 +838,59 @@ class VLLMEngine(Engine):
             finally:
                 path.unlink(missing_ok=True)
             del group  # freed before the stream gathers the next shard
+        if via_ipc:
+            await self._ipc_end()
+        self.push_path = "files" if files or not via_ipc else "ipc"
         if "kv_cache" not in self.asleep:  # (an asleep cache is dropped: nothing to reset)
             await self._reset_prefix_cache()  # cached KV came from the old weights
         self.weight_version = self.weight_version + 1 if version is None else version
+
+    async def _ipc_begin(self) -> bool:
+        """Set the transfer up (once) and open an update; False (and files from now on) when
+        vLLM refuses."""
+        assert self._requests is not None
+        try:
+            if not self._transfer_ready:
+                await self.llm.init_weight_transfer_engine(self._requests[0](init_info={}))
+                self._transfer_ready = True
+            start = getattr(self.llm, "start_weight_update", None)  # newer releases only
+            if callable(start):
+                await start()
+        except Exception as e:
+            self._ipc_failed("setting the transfer up", e)
+            return False
+        return True
+
+    async def _ipc_send(self, group: list[tuple[str, torch.Tensor]], dtype: Any) -> None:
+        """One chunk through vLLM's ipc backend: the cast tensors stay alive until every
+        worker has loaded them (``update_weights`` returns after the workers)."""
+        assert self._requests is not None
+        tensors = [(n, t.detach().to(dtype or t.dtype).contiguous()) for n, t in group]
+        info = ipc_update_info(tensors, self._ipc_handle)
+        await self.llm.update_weights(self._requests[1](update_info=info))
+        self.synced_bytes += sum(t.numel() * t.element_size() for _, t in tensors)
+        del tensors
+
+    async def _ipc_end(self, quiet: bool = False) -> None:
+        """Close the update where the release has ``finish_weight_update``."""
+        finish = getattr(self.llm, "finish_weight_update", None)
+        if not callable(finish):
+            return
+        try:
+            await finish()
+        except Exception as e:
+            if not quiet:
+                self._ipc_failed("finishing the update", e)
+
+    def _ipc_failed(self, stage: str, err: BaseException) -> None:
+        """Warn, and push through files from now on."""
+        self.transfer_failures += 1
+        self.transfer = "files"
+        warnings.warn(
+            f"vLLM's in-GPU weight transfer failed {stage} ({type(err).__name__}: {err}): "
+            "pushing through files from now on",
+            stacklevel=3,
+        )
 
     async def _reset_prefix_cache(self) -> None:
         """Drop the prefix cache; vLLM refuses (returns False) while requests hold blocks.

@@ -12,7 +12,10 @@ Per GPU, in GiB (2**30 bytes):
   adapters), in ``model.dtype``, sharded alike; the gradients live during the update only
   (``update_then_push`` frees them after the last optimizer step);
 - reference (``rl.beta > 0``): under LoRA none (the policy with adapters disabled), else a
-  full frozen copy in ``frozen_copy_dtype`` (bf16 on a GPU) on every GPU;
+  frozen copy in ``frozen_copy_dtype`` (bf16 on a GPU), sharded like the policy under FSDP
+  (``train/fsdp_load.py``: 1/N per GPU; its forwards gather two layers and its root unit at
+  a time, before the update's own forward, so they add nothing to the update's peak), else
+  whole on every GPU;
 - sampler copy: the full bf16 copy the HF engine samples from when the trainer is sharded;
   none when it shares the trainer's model; vLLM's weights are in its share;
 - vLLM share: ``vllm.gpu_memory_utilization`` of the GPU while vLLM is awake; with sleep mode
@@ -29,7 +32,10 @@ Per GPU, in GiB (2**30 bytes):
   tensors (``activation_bytes``), plus the LM head's logits at the completion positions;
 - rollout KV cache of the HF engine: ``rollout.max_batch_size`` rows of the rollout context;
 - push buffer: the largest parameter gathered in fp32 and cast to bf16 (the push streams one
-  parameter at a time);
+  parameter at a time); for vLLM also the chunk being handed over (``vllm.shard_mb`` of bf16
+  tensors on the GPU): its CUDA IPC handles under the in-GPU transfer (the engine reads them
+  in place, no copy), the tensors about to be staged as a file otherwise (``push_path`` says
+  which; the same GPU bytes either way, the files also take twice a chunk of host memory);
 - overhead: CUDA context, cuBLAS workspace, allocator slack (``OVERHEAD_GIB``).
 
 The peak is the largest of three phases: rollout, update, push.
@@ -199,6 +205,9 @@ class MemoryPlan:
     rollout_kv: float
     push_buffer: float
     overhead: float
+    push_path: str
+    """How the push reaches the sampler: 'ipc' (vLLM's in-GPU transfer, files where the
+    installed vLLM lacks it), 'files', 'copy' (the HF sampler copy), 'none' (shared model)."""
     rollout_peak: float
     update_peak: float
     push_peak: float
@@ -280,7 +289,7 @@ def plan_memory(
     parameters = p * master / shards
     gradients = trainable * master / shards
     optimizer = 2 * trainable * master / shards
-    reference = 0.0 if (rl.beta <= 0 or lora) else p * frozen_bytes
+    reference = 0.0 if (rl.beta <= 0 or lora) else p * frozen_bytes / shards
     sampler_copy = p * frozen_bytes if (t.sharding == "fsdp" and not vllm) else 0.0
     vllm_share = vc.gpu_memory_utilization * gpu_mem_gib * GIB if vllm else 0.0
     vllm_weights = p * 2 / vc.tensor_parallel_size if vllm else 0.0
@@ -302,6 +311,15 @@ def plan_memory(
     activations = layers_act + logits
     rollout_kv = 0.0 if vllm else cfg.rollout.max_batch_size * ctx * s.layers * 2 * s.kv_dim * 2
     push_buffer = s.largest_param * (4 + 2) if (vllm or sampler_copy) else 0.0
+    if vllm:  # the chunk handed over (IPC handles, or tensors to stage), below the next one
+        push_buffer += min(vc.shard_mb * 2**20, p * 2)
+    push_path = (
+        ("files" if vc.weight_transfer == "files" or vc.tensor_parallel_size > 1 else "ipc")
+        if vllm
+        else "copy"
+        if sampler_copy
+        else "none"
+    )
     overhead = OVERHEAD_GIB * GIB
 
     resident = parameters + optimizer + reference + sampler_copy + overhead
@@ -335,6 +353,7 @@ def plan_memory(
         rollout_kv=rollout_kv / g,
         push_buffer=push_buffer / g,
         overhead=overhead / g,
+        push_path=push_path,
         rollout_peak=rollout_peak / g,
         update_peak=update_peak / g,
         push_peak=push_peak / g,
@@ -352,7 +371,7 @@ ROWS = [
     ("grad_reduce", "gradient reduction"),
     ("activations", "at the token budget"),
     ("rollout_kv", "HF engine KV cache"),
-    ("push_buffer", "one parameter pushed"),
+    ("push_buffer", "one parameter (+ a vLLM chunk) pushed"),
     ("overhead", "CUDA context, slack"),
     ("rollout_peak", "phase: rollout"),
     ("update_peak", "phase: update"),
@@ -369,6 +388,7 @@ def format_plan(plan: MemoryPlan) -> str:
     lines = [head]
     for key, what in ROWS:
         lines.append(f"  {key:<14}{getattr(plan, key):>8.1f} GiB  {what}")
+    lines.append(f"  push path     {plan.push_path}")
     verdict = "fits" if plan.fits else "does NOT fit"
     lines.append(f"  peak {plan.peak:.1f} GiB of {plan.gpu_mem_gib:g} GiB: {verdict}")
     return "\n".join(lines)

@@ -93,7 +93,7 @@ from webagent_r1.train.batching import (
     unwrap_model,
 )
 from webagent_r1.train.bc import batch_indices, bc_backward, split_demos, successful_demos
-from webagent_r1.train.checkpoint import rng_state
+from webagent_r1.train.checkpoint import print_note, rng_state
 from webagent_r1.train.curriculum import Curriculum, StepGroups, collect_step, step_tasks
 from webagent_r1.train.dist import (
     Dist,
@@ -897,7 +897,12 @@ class RLStage(Stage):
         # model); a shared HF engine only has its version set. A copy starts from the model's
         # files: give it the trainer's weights.
         self.sync = WeightSync(
-            self.engine, self.model, rank=self.dist.rank, every_rank=True, version=self.start
+            self.engine,
+            self.model,
+            rank=self.dist.rank,
+            every_rank=True,
+            version=self.start,
+            say=print_note if self.dist.main else None,  # the push path, when it changes
         )
         self.open_logger()
         await self.open_tasks()

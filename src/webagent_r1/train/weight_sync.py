@@ -38,6 +38,7 @@ from webagent_r1.train.sharding import full_state_dict as sharded_full_state_dic
 from webagent_r1.train.sharding import is_sharded
 
 __all__ = [
+    "SYNC_PATHS",
     "SyncRecord",
     "WeightSync",
     "empty_device_cache",
@@ -61,6 +62,14 @@ class SyncRecord:
     """False when nothing was sent (a shared model, or a process that does not push)."""
     largest: int = 0
     """Bytes of the largest tensor sent (the push streams one parameter at a time)."""
+    path: str = "none"
+    """How the weights got there (``SYNC_PATHS``): 'ipc' (vLLM's in-GPU transfer), 'files'
+    (staged shards), 'copy' (into an in-process HF copy), 'state_dict' (a whole state dict
+    handed to the engine), 'shared' (nothing to send), 'none' (this process does not push)."""
+
+
+SYNC_PATHS = {"none": 0, "shared": 1, "copy": 2, "state_dict": 3, "files": 4, "ipc": 5}
+"""``sync/path``'s number for each ``SyncRecord.path`` (metrics are numbers)."""
 
 
 def shares_model(engine: Engine, model: Any) -> bool:
@@ -203,6 +212,8 @@ class WeightSync:
             ``train/sharding.py`` needs none.
         shared: whether the engine shares ``model``; None finds out (``shares_model``).
         version: the version of the weights at start (the step a resumed run starts from).
+        say: where a line goes when the push path changes (the first push, a fallback to
+            files); None: nowhere.
     """
 
     def __init__(
@@ -215,8 +226,10 @@ class WeightSync:
         accelerator: Any = None,
         shared: bool | None = None,
         version: int = 0,
+        say: Callable[[str], None] | None = None,
     ) -> None:
         self.engine = engine
+        self.say = say
         self.model = model
         self.rank = rank
         self.every_rank = every_rank
@@ -241,9 +254,10 @@ class WeightSync:
             ``sync/version``).
         """
         t0 = time.perf_counter()
-        nbytes, largest, pushed = 0, 0, False
+        nbytes, largest, pushed, path = 0, 0, False, "none"
         if self.shared:
             self._set_shared_version(step)
+            path = "shared"
         else:
             # Under sharding each gather is a collective: every process takes part.
             sharded = self.accelerator is not None or is_sharded(self.model)
@@ -253,14 +267,17 @@ class WeightSync:
                     iter_push_weights(self.model, _engine_dtype(self.engine), self.accelerator),
                     tally,
                 )
-                await _deliver(self.engine, stream, step)
+                path = await _deliver(self.engine, stream, step)
                 nbytes, largest, pushed = tally[0], tally[1], True
             elif sharded:
                 for _ in iter_push_weights(self.model, accelerator=self.accelerator):
                     pass  # this process's part of each gather; nothing to send
         self.version = step
-        rec = SyncRecord(step, step, time.perf_counter() - t0, nbytes, pushed, largest)
+        rec = SyncRecord(step, step, time.perf_counter() - t0, nbytes, pushed, largest, path)
+        before = self.history[-1].path if self.history else None
         self.history.append(rec)
+        if self.say is not None and pushed and path != before:
+            self.say(f"weight push: {path} ({PATH_WORDS.get(path, path)}), {rec.seconds:.2f} s")
         return self.metrics()
 
     def metrics(self) -> dict[str, float]:
@@ -273,6 +290,7 @@ class WeightSync:
             "sync/bytes": float(rec.bytes),
             "sync/largest_bytes": float(rec.largest),
             "sync/version": float(rec.version),
+            "sync/path": float(SYNC_PATHS[rec.path]),
             "sync/total_seconds": sum(r.seconds for r in self.history),
         }
 
@@ -283,6 +301,15 @@ class WeightSync:
             return
         with lock:  # no batch is stamped while the version changes
             self.engine.weight_version = version
+
+
+PATH_WORDS = {
+    "ipc": "vLLM's in-GPU weight transfer",
+    "files": "safetensors shards staged on the host",
+    "copy": "copied into the engine's model",
+    "state_dict": "a state dict handed to the engine",
+}
+"""What each push path means, for the line ``WeightSync`` says when it changes."""
 
 
 def _tallied(
@@ -308,22 +335,30 @@ def _engine_dtype(engine: Engine) -> torch.dtype | None:
     return None
 
 
-async def _deliver(engine: Any, stream: Iterator[tuple[str, torch.Tensor]], version: int) -> None:
+async def _deliver(engine: Any, stream: Iterator[tuple[str, torch.Tensor]], version: int) -> str:
     """Hand ``stream`` to ``engine`` without building a whole state dict where possible.
 
     An engine that takes a stream (``takes_weight_stream``: vLLM) consumes it in bounded
-    shards; an in-process HF copy (``model`` and ``lock``) has each tensor copied into its
-    model under its lock; any other engine gets a state dict (``update_weights(dict)``).
+    chunks (in-GPU transfer or staged files, its ``push_path`` says which); an in-process HF
+    copy (``model`` and ``lock``) has each tensor copied into its model under its lock; any
+    other engine gets a state dict (``update_weights(dict)``).
+
+    Returns:
+        The path taken (a ``SYNC_PATHS`` key).
     """
     if engine.takes_weight_stream:
         res = engine.update_weights(stream, version)
+        kind = None
     elif isinstance(engine.model, torch.nn.Module) and engine.lock is not None:
         _copy_into(engine, stream, version)
-        return
+        return "copy"
     else:
         res = engine.update_weights(dict(stream), version)
+        kind = "state_dict"
     if inspect.isawaitable(res):
         await res
+    said = getattr(engine, "push_path", None)
+    return kind or (said if said in SYNC_PATHS else "files")
 
 
 def _copy_into(engine: Any, stream: Iterator[tuple[str, torch.Tensor]], version: int) -> None:
