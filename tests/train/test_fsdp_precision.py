@@ -53,11 +53,17 @@ def test_sharded_layers_compute_in_bf16_and_keep_fp32_shards(tmp_path: Path) -> 
 
 @pytest.mark.parametrize("bf16", [True, False])
 def test_stages_shard_with_the_runs_precision(monkeypatch: pytest.MonkeyPatch, bf16: bool) -> None:
+    from webagent_r1.train.batching import CompletionLM
+
     got: list[bool] = []
     tiny = torch.nn.Linear(2, 2)
-    monkeypatch.setattr(stage_mod, "load_policy", lambda cfg, path: (tiny, None))
+    monkeypatch.setattr(stage_mod, "empty_policy", lambda cfg, path: (tiny, None))
     monkeypatch.setattr(stage_mod, "autocast_enabled", lambda mcfg: bf16)
-    monkeypatch.setattr(stage_mod, "shard_model", lambda m, bf16: got.append(bf16) or m)
+    monkeypatch.setattr(
+        stage_mod,
+        "load_sharded_policy",
+        lambda cfg, path, bf16, model: got.append(bf16) or CompletionLM(model),
+    )
     from webagent_r1.config import load_config
 
     cfg = load_config(None, ["train.sharding=fsdp", "model.device=cpu"])

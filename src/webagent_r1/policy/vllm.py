@@ -616,7 +616,9 @@ class VLLMEngine(Engine):
         classes = _transfer_requests() if transfer == "ipc" else None
         if transfer == "ipc":
             try:
-                kw["weight_transfer_config"] = classes[0](backend=TRANSFER_BACKEND)  # type: ignore[index]
+                if classes is None:
+                    raise ImportError("no vllm.distributed.weight_transfer")
+                kw["weight_transfer_config"] = classes[0](backend=TRANSFER_BACKEND)
             except Exception as e:  # no classes, or a release without the ipc backend
                 transfer, why = "files", f"vLLM's weight transfer has no ipc backend here ({e})"
             else:  # the workers unpickle the chunks' IPC handles
