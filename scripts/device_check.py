@@ -576,7 +576,7 @@ def check_grad_allreduce(c: Check) -> dict[str, Any]:
     bucket_mb = 64 if c.cuda else 1
     # world=2 takes the collective path on the one-process group: the sum is the value itself
     d = Dist(rank=0, world=2, device=device, grad_bucket_mb=bucket_mb)
-    # (CUDA: 2 GiB of fp32 gradients, 3B's largest tensors and many small ones; CPU: 8 MB)
+    # (CUDA: 1.6 GiB of fp32 gradients, 3B's largest tensors and many small ones; CPU: 6 MB)
     scale = 1 if c.cuda else 256
     # plus 32 tensors of 4 MB (CUDA): they fill 64 MB buckets, the copy the plan counts
     sizes = [
