@@ -1,0 +1,1 @@
+"""Training: behaviour cloning, the RL loop, checkpoints, distributed setup."""
