@@ -16,13 +16,13 @@ import random
 import statistics
 
 from webagent_r1.browser import Browser
+from webagent_r1.checks.tasks import run_expert
 from webagent_r1.config import BrowserConfig, EnvConfig, ObservationConfig
-from webagent_r1.env import WebEnv
+from webagent_r1.grading.embedded import evaluate
 from webagent_r1.policy.hf import load_tokenizer
+from webagent_r1.rollout.env import WebEnv
 from webagent_r1.sites.episodes import EmbeddedSites
-from webagent_r1.tasks.check import run_expert
-from webagent_r1.tasks.evaluators import evaluate
-from webagent_r1.tasks.suite import build_suite, select
+from webagent_r1.sources.embedded.suite import build_suite, select
 
 
 class RecordingEnv(WebEnv):

@@ -32,7 +32,7 @@ from typing import Any
 
 from webagent_r1.browser import Browser
 from webagent_r1.config import BrowserConfig, EnvConfig, ObservationConfig
-from webagent_r1.env import WebEnv
+from webagent_r1.rollout.env import WebEnv
 from webagent_r1.sites.episodes import EmbeddedSites
 from webagent_r1.types import Task
 

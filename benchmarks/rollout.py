@@ -49,13 +49,13 @@ from webagent_r1.config import (
     ModelConfig,
     RolloutConfig,
 )
+from webagent_r1.grading.embedded import evaluate
 from webagent_r1.policy.base import SamplingParams
 from webagent_r1.policy.expert import ExpertPolicy, FixedLatencyEngine
 from webagent_r1.rollout.collect import RolloutStats, collect
 from webagent_r1.rollout.pool import LocalEnvPool, make_env_pool
 from webagent_r1.sites.episodes import EmbeddedSites
-from webagent_r1.tasks.evaluators import evaluate
-from webagent_r1.tasks.suite import build_suite, select
+from webagent_r1.sources.embedded.suite import build_suite, select
 from webagent_r1.types import Task
 
 DEFAULTS: dict[str, dict[str, Any]] = {

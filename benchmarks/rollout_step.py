@@ -45,12 +45,12 @@ from contextlib import contextmanager
 from typing import Any
 
 from webagent_r1.config import load_config
-from webagent_r1.evaluate import _setup
+from webagent_r1.evaluation.run import _setup
 from webagent_r1.policy.base import SamplingParams
 from webagent_r1.policy.hf import PrefixCache
 from webagent_r1.rollout.collect import RolloutStats, collect
 from webagent_r1.rollout.pool import make_env_pool
-from webagent_r1.tasks.suite import tasks_for
+from webagent_r1.sources.embedded.suite import tasks_for
 from webagent_r1.train.metrics import proc_status_bytes
 
 VARIANTS = {

@@ -115,10 +115,11 @@ import torch
 
 from webagent_r1.config import Config, load_config
 from webagent_r1.policy.precision import FlopsMeter, autocast_enabled
+from webagent_r1.policy.trainable import load_policy
 from webagent_r1.rollout.collect import Group
 from webagent_r1.rollout.trajectories import read_trajectories
 from webagent_r1.train.batching import collate, completion_logprobs, micro_batches
-from webagent_r1.train.dist import build_optimizer, load_policy, trainable_parameters
+from webagent_r1.train.dist import build_optimizer, trainable_parameters
 from webagent_r1.train.rl import RLBatch, build_rl_batch, mgrpo_update
 from webagent_r1.types import Task, Trajectory, Turn
 

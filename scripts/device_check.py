@@ -295,7 +295,7 @@ def check_hf_logprobs(c: Check) -> dict[str, Any]:
     import torch
 
     from webagent_r1.policy.hf import load_tokenizer
-    from webagent_r1.train.dist import load_policy
+    from webagent_r1.policy.trainable import load_policy
 
     rng = random.Random(0)
     model, tok = load_policy(_cfg(c, str(c.tiny_dir)))
@@ -329,7 +329,8 @@ def check_mgrpo_shared(c: Check) -> dict[str, Any]:
     import torch
     from tests.support.tiny import shared_prompt_group
 
-    from webagent_r1.train.dist import build_optimizer, load_policy
+    from webagent_r1.policy.trainable import load_policy
+    from webagent_r1.train.dist import build_optimizer
     from webagent_r1.train.rl import build_rl_batch, mgrpo_update
 
     group = shared_prompt_group([1.0, 0.0, 0.0, 1.0, 0.0, 1.0], seed=7, system_len=8)
@@ -416,7 +417,7 @@ def _rows(n_rows: int, prompt: int, completion: int, vocab: int, seed: int) -> A
 def check_fsdp(c: Check) -> dict[str, Any]:
     import torch
 
-    from webagent_r1.train.dist import load_policy
+    from webagent_r1.policy.trainable import load_policy
 
     extra = ("train.sharding=fsdp", "rl.lr=1e-4", "model.autocast_bf16=true")
     if c.cuda:

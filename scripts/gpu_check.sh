@@ -39,7 +39,7 @@ if ! "$PY" -c "from webagent_r1.policy.models import resolve_model; resolve_mode
   exit 0
 fi
 log "vLLM engine vs Hugging Face forward, weight push, throughput"
-timeout 240 "$PY" -m webagent_r1.policy.vllm_check engine --out "$OUT/engine.json" \
+timeout 240 "$PY" -m webagent_r1.checks.vllm engine --out "$OUT/engine.json" \
   || die "engine check (see $OUT/engine.json and the log above)"
 
 # 3) two M-GRPO steps with vLLM generation and weight sync (needs Chromium)
@@ -49,6 +49,6 @@ if ! command -v chromium >/dev/null 2>&1 && [ -z "${WEBAGENT_R1_CHROMIUM:-}" ]; 
 fi
 log "2 M-GRPO steps with vLLM generation"
 rm -rf "$OUT/train"
-timeout 300 "$PY" -m webagent_r1.policy.vllm_check train --enforce-eager --steps 2 \
+timeout 300 "$PY" -m webagent_r1.checks.vllm train --enforce-eager --steps 2 \
   --run-dir "$OUT/train" --out "$OUT/train.json" || die "training check (see $OUT/train.json)"
 log "all checks passed"

@@ -110,12 +110,12 @@ def _plot(rows: list[dict[str, Any]], path: Path) -> None:
 
 async def soak(a: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     from webagent_r1.browser import Browser
+    from webagent_r1.checks.tasks import run_expert
     from webagent_r1.config import BrowserConfig, EnvConfig, ObservationConfig
-    from webagent_r1.env import WebEnv
+    from webagent_r1.grading.embedded import evaluate
+    from webagent_r1.rollout.env import WebEnv
     from webagent_r1.sites.episodes import EmbeddedSites
-    from webagent_r1.tasks.check import run_expert
-    from webagent_r1.tasks.evaluators import evaluate
-    from webagent_r1.tasks.suite import build_suite, select
+    from webagent_r1.sources.embedded.suite import build_suite, select
 
     suite = build_suite()
     tasks = [t for name in LOOKUP_TEMPLATES for t in select(suite, "train", template=name)]

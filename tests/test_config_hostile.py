@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from webagent_r1.config import MAX_YAML_VALUES, ConfigError, load_config
-from webagent_r1.validation import show
+from webagent_r1.inputs import show
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 

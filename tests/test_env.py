@@ -12,8 +12,9 @@ import pytest
 
 from webagent_r1.browser import Browser, BrowserCrashedError
 from webagent_r1.config import EnvConfig
-from webagent_r1.env import EnvError, EvalContext, StaticSites, WebEnv
-from webagent_r1.tasks.evaluators import evaluate
+from webagent_r1.grading.base import EnvError, EvalContext, StaticSites
+from webagent_r1.grading.embedded import evaluate
+from webagent_r1.rollout.env import WebEnv
 from webagent_r1.types import Task
 
 from .browser.test_browser_safety import _pids_with

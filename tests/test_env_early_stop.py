@@ -7,7 +7,8 @@ import pytest
 
 from webagent_r1.browser import Browser
 from webagent_r1.config import ConfigError, EnvConfig
-from webagent_r1.env import StaticSites, WebEnv, early_stop_reason
+from webagent_r1.grading.base import StaticSites
+from webagent_r1.rollout.env import WebEnv, early_stop_reason
 
 from .test_env import _answer_is_12, _task
 

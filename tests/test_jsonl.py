@@ -124,7 +124,7 @@ def test_integers_past_64_bits_are_refused(tmp_path: Path) -> None:
 
 
 def test_read_jsonl_skips_or_raises_with_the_line(tmp_path: Path) -> None:
-    from webagent_r1.validation import read_jsonl
+    from webagent_r1.inputs import read_jsonl
 
     path = tmp_path / "rows.jsonl"
     path.write_text('{"a": 1}\n\n{"a": \n{"a": "x\u2028y"}\n')

@@ -1,5 +1,9 @@
 """The package's import graph: no cycle, and a function-level import only with a reason.
 
+The declared layers (``[tool.importlinter]`` in ``pyproject.toml``; ``docs/design.md``,
+"Layers") are checked by import-linter's ``layers`` contract, and the top-level subpackages
+and modules import each other without a cycle either.
+
 The graph has an edge for every ``import webagent_r1...`` / ``from webagent_r1... import``,
 at module level or inside a function (a function-level import still runs, so a cycle through
 one is still a cycle); imports under ``if TYPE_CHECKING:`` never run and are left out. The
@@ -17,7 +21,14 @@ its line or the line above it.
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
+
+import grimp
+from importlinter.api import read_configuration
+from importlinter.contracts.layers import LayersContract
 
 import webagent_r1
 
@@ -25,6 +36,7 @@ PKG = "webagent_r1"
 KNOWN_CYCLE_EDGES = {("webagent_r1.sites.server", "webagent_r1.sites")}
 """Edges left out of the cycle check (each a function-level import marked ``# cycle:``)."""
 ROOT = Path(webagent_r1.__file__).parent
+PYPROJECT = ROOT.parent.parent / "pyproject.toml"
 
 
 def _module_name(path: Path) -> str:
@@ -159,3 +171,87 @@ def test_function_level_imports_say_why() -> None:
         "function-level imports without a '# heavy: ...' reason (move them to the top): "
         + ", ".join(unexplained)
     )
+
+
+def _subpackage(module: str) -> str:
+    """The top-level subpackage or module of ``module`` (``webagent_r1.rollout.env`` ->
+    ``webagent_r1.rollout``)."""
+    return ".".join(module.split(".")[:2])
+
+
+def subpackage_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """``graph`` with each module replaced by its top-level subpackage (imports within one
+    subpackage left out)."""
+    out: dict[str, set[str]] = {}
+    for mod, targets in graph.items():
+        here = _subpackage(mod)
+        out.setdefault(here, set()).update(
+            _subpackage(t) for t in targets if _subpackage(t) not in (here, PKG)
+        )
+    return out
+
+
+def test_subpackage_graph_merges_modules() -> None:
+    graph = {f"{PKG}.a.x": {f"{PKG}.b.y", f"{PKG}.a.z"}, f"{PKG}.b.y": {f"{PKG}.c"}}
+    assert subpackage_graph(graph) == {f"{PKG}.a": {f"{PKG}.b"}, f"{PKG}.b": {f"{PKG}.c"}}
+
+
+def test_subpackages_have_no_import_cycle() -> None:
+    graph = subpackage_graph(import_graph()[0])
+    assert len(graph) > 15 and graph[f"{PKG}.rollout"]
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle between subpackages: " + " -> ".join(cycle or [])
+
+
+def _layers_contract() -> tuple[LayersContract, dict]:
+    config = read_configuration(str(PYPROJECT))
+    [options] = [c for c in config["contracts_options"] if c["type"] == "layers"]
+    return LayersContract(options["name"], config["session_options"], options), config
+
+
+def test_layers_contract_lists_every_top_level_module() -> None:
+    contract, _ = _layers_contract()
+    layered = {
+        m.strip()
+        for layer in contract.contract_options["layers"]
+        for m in layer.replace(":", "|").split("|")
+    }
+    top = {_subpackage(m) for m in _modules()} - {PKG}
+    assert top == layered, f"not in a layer: {sorted(top - layered)}"
+
+
+def test_layers_contract_breaks_on_an_upward_or_sideways_import() -> None:
+    contract, config = _layers_contract()
+    assert config["session_options"]["root_packages"] == [PKG]
+
+    def graph() -> grimp.ImportGraph:
+        return grimp.build_graph(PKG, exclude_type_checking_imports=True, cache_dir=None)
+
+    assert contract.check(graph(), verbose=False).kept
+    for importer, imported in [
+        ("errors", "cli"),  # a lower layer imports a higher one
+        ("sites.base", "browser"),  # siblings of one layer
+    ]:
+        broken = graph()
+        broken.add_import(
+            importer=f"{PKG}.{importer}",
+            imported=f"{PKG}.{imported}",
+            line_number=1,
+            line_contents=f"import {PKG}.{imported}",
+        )
+        assert not contract.check(broken, verbose=False).kept, (importer, imported)
+
+
+def test_import_contracts_are_kept() -> None:
+    """``lint-imports`` (the venv's), on this source tree: every contract kept."""
+    lint = Path(sys.executable).parent / "lint-imports"
+    env = {**os.environ, "PYTHONPATH": str(ROOT.parent)}
+    done = subprocess.run(
+        [str(lint), "--no-cache", "--no-logo", str(PYPROJECT)],
+        cwd=PYPROJECT.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -27,11 +27,10 @@ from rich.table import Table
 
 from webagent_r1 import __version__
 from webagent_r1.browser import BrowserNotFoundError
+from webagent_r1.checks.tasks import check_tasks
 from webagent_r1.config import Config, ConfigError, ObservationConfig, load_config, to_dict
-from webagent_r1.demos import collect_demos, pick_demo_tasks
-from webagent_r1.env import EnvError
 from webagent_r1.errors import LoadError
-from webagent_r1.evaluate import eval_subset, run_evaluation
+from webagent_r1.evaluation.run import run_evaluation
 from webagent_r1.experiment import PlanError, load_plan, run_experiment
 from webagent_r1.experiment.guard import (
     TEST_SPLITS,
@@ -39,6 +38,7 @@ from webagent_r1.experiment.guard import (
     check_test_split,
     log_test_eval,
 )
+from webagent_r1.grading.base import EnvError
 from webagent_r1.policy.models import (
     REGISTRY,
     GGUFSource,
@@ -59,16 +59,17 @@ from webagent_r1.report.paired import (
     to_json,
 )
 from webagent_r1.report.viewer import build_viewer
+from webagent_r1.rollout.budget_rollout import measure_page_budget
+from webagent_r1.rollout.demos import collect_demos, pick_demo_tasks
 from webagent_r1.rollout.ray_pool import RayNotInstalledError
 from webagent_r1.rollout.trajectories import TrajectoryFileError, write_trajectories
 from webagent_r1.sites.server import serve_forever
 from webagent_r1.sources import task_source
+from webagent_r1.sources.embedded.guess import baseline_line, split_shares
+from webagent_r1.sources.embedded.suite import all_templates, build_suite, select, spec_for
 from webagent_r1.tasks import TaskError, write_tasks
 from webagent_r1.tasks.budget import DEFAULT_BUDGETS, parse_budgets, summarize
-from webagent_r1.tasks.budget_rollout import measure_page_budget
-from webagent_r1.tasks.check import check_tasks
-from webagent_r1.tasks.guess import baseline_line, split_shares
-from webagent_r1.tasks.suite import all_templates, build_suite, select, spec_for
+from webagent_r1.tasks.subset import eval_subset
 from webagent_r1.train.memory_plan import format_plan, plan_memory
 from webagent_r1.train.runconfig import CONFIG_FILE, describe, differences, run_config_files
 
@@ -1149,7 +1150,7 @@ def credit(
     saved needs it); settings that change the credit and differ from the run's are named.
     """
     # heavy: the credit module imports the trainer's functions (torch) when it runs
-    from webagent_r1.report.credit import CREDIT_SETTINGS, run_credit, run_root
+    from webagent_r1.train.credit import CREDIT_SETTINGS, run_credit, run_root
 
     span = _step_span(steps)
     saved = run_config_files(run_root(target))

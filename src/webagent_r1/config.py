@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from webagent_r1.errors import LoadError
-from webagent_r1.validation import json_depth_ok, read_text, show
+from webagent_r1.inputs import json_depth_ok, read_text, show
 
 
 class ConfigError(LoadError):

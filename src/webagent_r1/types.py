@@ -283,3 +283,20 @@ def describe_task(task: Task) -> dict[str, str]:
     """What a trajectory records of its task (``info["task"]``): intent, site, template."""
     template = task.extra.get("template") or task.intent_template_id or ""
     return {"intent": task.intent, "site": site_of(task), "template": str(template)}
+
+
+def failure_reason(traj: Trajectory) -> str | None:
+    """Why an episode failed, in a few words (None when it succeeded).
+
+    Ran out of turns, no valid action, env error, or the evaluator's explanation.
+    """
+    if traj.reward == 1.0:
+        return None
+    if traj.status == "env_error":
+        return f"env error: {str(traj.info.get('error', ''))[:80]}"
+    invalid = sum(t.action is None for t in traj.turns)
+    if traj.status == "max_turns":
+        if invalid == len(traj.turns):
+            return "ran out of turns: no valid action in any turn"
+        return f"ran out of turns ({invalid} of {len(traj.turns)} turns without a valid action)"
+    return f"wrong result: {str(traj.info.get('explanation') or 'reward 0')[:120]}"

@@ -32,10 +32,10 @@ import pytest
 import torch
 
 from tests.support.tiny import make_tiny_model, shared_prompt_group, tiny_config
+from webagent_r1.policy.trainable import load_policy
 from webagent_r1.rollout.collect import Group
 from webagent_r1.rollout.trajectories import turn_samples
 from webagent_r1.train.batching import pack_plan
-from webagent_r1.train.dist import load_policy
 from webagent_r1.train.rl import build_rl_batch, mgrpo_update
 
 REWARDS = [1.0, 0.0, 0.0, 1.0, 0.0]

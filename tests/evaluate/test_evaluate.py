@@ -9,18 +9,14 @@ from pathlib import Path
 import pytest
 
 from webagent_r1.config import Config, load_config
-from webagent_r1.evaluate import (
-    EvalReport,
-    eval_subset,
-    evaluate_policy,
-    run_evaluation,
-)
+from webagent_r1.evaluation.run import EvalReport, evaluate_policy, run_evaluation
 from webagent_r1.policy.base import Completion, Engine, SamplingParams
-from webagent_r1.rollout.trajectories import failure_reason, read_trajectories
-from webagent_r1.sources.embedded import EmbeddedSource
-from webagent_r1.tasks.guess import baseline
-from webagent_r1.tasks.suite import run_tasks
-from webagent_r1.types import Action, Task, Trajectory, Turn
+from webagent_r1.rollout.trajectories import read_trajectories
+from webagent_r1.sources.embedded.guess import baseline
+from webagent_r1.sources.embedded.source import EmbeddedSource
+from webagent_r1.sources.embedded.suite import run_tasks
+from webagent_r1.tasks.subset import eval_subset
+from webagent_r1.types import Action, Task, Trajectory, Turn, failure_reason
 
 
 def _traj(task: Task, reward: float, status: str = "done", actions: int = 1) -> Trajectory:
@@ -249,9 +245,9 @@ class _Babbler(Engine):
 
 @pytest.mark.browser
 async def test_a_bad_engine_scores_0_with_reasons(browser, embedded_sites, tmp_path) -> None:
+    from webagent_r1.grading.embedded import evaluate
     from webagent_r1.policy.hf import load_tokenizer
     from webagent_r1.rollout.pool import LocalEnvPool
-    from webagent_r1.tasks.evaluators import evaluate
 
     cfg = _cfg(tmp_path, "env.max_turns=2")
     tok = load_tokenizer(cfg.model.name)

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from webagent_r1 import evaluate as ev
 from webagent_r1.config import load_config
-from webagent_r1.evaluate import PROGRESS_FILE, eval_subset, read_partial, run_evaluation
+from webagent_r1.evaluation import run as ev
+from webagent_r1.evaluation.run import PROGRESS_FILE, read_partial, run_evaluation
 from webagent_r1.rollout.trajectories import read_trajectories, write_trajectories
-from webagent_r1.tasks.suite import run_tasks
+from webagent_r1.sources.embedded.suite import run_tasks
+from webagent_r1.tasks.subset import eval_subset
 from webagent_r1.types import Trajectory, Turn
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from webagent_r1.config import Config
-from webagent_r1.evaluate import PROGRESS_FILE
+from webagent_r1.evaluation.run import PROGRESS_FILE
 from webagent_r1.rollout.trajectories import write_trajectories
 from webagent_r1.types import Task, Trajectory
 

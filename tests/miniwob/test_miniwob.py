@@ -21,13 +21,13 @@ from tests.support.fakes import FakeTokenizer
 from webagent_r1.agent.actions import format_action
 from webagent_r1.browser import Browser
 from webagent_r1.config import TASK_SOURCES, ConfigError, EnvConfig, ObservationConfig, load_config
-from webagent_r1.env import WebEnv
-from webagent_r1.evaluate import evaluate_policy
+from webagent_r1.evaluation.run import evaluate_policy
 from webagent_r1.policy.base import Completion, SamplingParams
+from webagent_r1.rollout.env import WebEnv
 from webagent_r1.rollout.pool import LocalEnvPool
 from webagent_r1.sources import SOURCES, EmbeddedSource, TaskSourceError, task_source
 from webagent_r1.sources import miniwob as mw
-from webagent_r1.tasks.suite import tasks_for
+from webagent_r1.sources.embedded.suite import tasks_for
 from webagent_r1.types import Action, Task
 
 TOK = FakeTokenizer()

@@ -156,7 +156,7 @@ def test_model_size_counts_what_a_backward_runs_through(tmp_path: Path) -> None:
     from tests.support.tiny import make_tiny_model
     from transformers import AutoModelForCausalLM
 
-    from webagent_r1.train.dist import freeze_lower_layers
+    from webagent_r1.policy.trainable import freeze_lower_layers
 
     model = AutoModelForCausalLM.from_pretrained(make_tiny_model(tmp_path / "m"))  # 2 layers
     n = sum(p.numel() for p in model.parameters())

@@ -54,7 +54,7 @@ def _gap(model: Any, samples: list[Sample], pad_id: int, temperature: float) -> 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any, Path]:
-    from webagent_r1.train.dist import load_policy
+    from webagent_r1.policy.trainable import load_policy
 
     folder = make_tiny_model(tmp_path_factory.mktemp("tiny") / "model", seed=1)
     model, tok = load_policy(tiny_config(folder))
@@ -87,7 +87,8 @@ def test_mgrpo_with_sampler_logprobs_starts_at_ratio_one(tiny: tuple[Any, Any, P
     """Through the update: π_old from the engine at T = 0.7, π_θ from the trainer at the
     rollout temperature: the first iteration's ratios are 1 and nothing is clipped."""
     from webagent_r1.policy.hf import HFEngine
-    from webagent_r1.train.dist import build_optimizer, load_policy
+    from webagent_r1.policy.trainable import load_policy
+    from webagent_r1.train.dist import build_optimizer
     from webagent_r1.train.rl import build_rl_batch, mgrpo_update
 
     _, tok, folder = tiny

@@ -47,15 +47,15 @@ def test_without_vllm_the_engine_says_how_to_install_it(no_vllm) -> None:
     msg = str(e.value)
     assert "pip install 'webagent-r1[vllm]'" in msg and "CUDA GPU" in msg and "\n" not in msg
     assert isinstance(e.value, ImportError)
+    from webagent_r1.checks.vllm import main
     from webagent_r1.cli import user_error_types
-    from webagent_r1.policy.vllm_check import main
 
     assert VLLMUnavailableError in user_error_types()  # the CLI prints it as one line
     assert main(["engine"]) == 2  # the GPU check stops before loading anything
 
 
 async def test_eval_and_training_choose_vllm_by_name(no_vllm) -> None:
-    from webagent_r1.evaluate import ENGINES, _setup
+    from webagent_r1.evaluation.run import ENGINES, _setup
     from webagent_r1.train.rl import generation_engine
 
     assert "vllm" in ENGINES
@@ -336,7 +336,7 @@ async def test_weight_sync_pushes_the_trainers_weights_into_the_engine(tmp_path:
 def test_gpu_check_comparison_math() -> None:
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from webagent_r1.policy.vllm_check import compare_to_hf, perturb_, teacher_forced_logprobs
+    from webagent_r1.checks.vllm import compare_to_hf, perturb_, teacher_forced_logprobs
 
     torch.manual_seed(0)
     cfg = LlamaConfig(
@@ -369,7 +369,7 @@ def test_gpu_check_comparison_math() -> None:
 
 
 def test_gpu_check_version_stamps(tmp_path: Path) -> None:
-    from webagent_r1.policy.vllm_check import check_versions
+    from webagent_r1.checks.vllm import check_versions
     from webagent_r1.rollout.trajectories import write_trajectories
     from webagent_r1.types import Trajectory, Turn
 

@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from webagent_r1.cli import app
 from webagent_r1.config import load_config
-from webagent_r1.report.credit import INVALID, credit_table
 from webagent_r1.rollout.trajectories import write_trajectories
+from webagent_r1.train.credit import INVALID, credit_table
 from webagent_r1.train.runconfig import save_run_config
 from webagent_r1.types import Action, Trajectory, Turn
 

@@ -33,7 +33,7 @@ from webagent_r1.report.paired import (
     to_json,
 )
 from webagent_r1.rollout.trajectories import write_trajectories
-from webagent_r1.tasks.suite import build_suite, select, spec_for
+from webagent_r1.sources.embedded.suite import build_suite, select, spec_for
 
 A = {"x.a/0": [1, 0], "x.a/1": [0, 0], "y.b/0": [1, 1], "y.b/1": [0, 1]}
 B = {"x.a/0": [1, 1], "x.a/1": [1, 0], "y.b/0": [1, 1], "y.b/1": [0, 0], "y.b/2": [1, 1]}

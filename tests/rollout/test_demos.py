@@ -7,12 +7,12 @@ import pytest
 from tests.support.fakes import FakeTokenizer
 from webagent_r1.agent.actions import parse_action
 from webagent_r1.config import Config
-from webagent_r1.demos import collect_demos, demo_failure
 from webagent_r1.policy.expert import ExpertPolicy, cot_rationale
 from webagent_r1.policy.hf import load_tokenizer
+from webagent_r1.rollout.demos import collect_demos, demo_failure
 from webagent_r1.sites import SITES
+from webagent_r1.sources.embedded.suite import build_suite, select
 from webagent_r1.tasks.experts import Step
-from webagent_r1.tasks.suite import build_suite, select
 from webagent_r1.types import Observation, Trajectory
 
 

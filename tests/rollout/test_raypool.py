@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from webagent_r1.config import Config, ConfigError, load_config
+from webagent_r1.grading.embedded import evaluate
 from webagent_r1.policy.expert import ExpertPolicy
 from webagent_r1.policy.hf import load_tokenizer
 from webagent_r1.rollout.collect import Group, RolloutStats, collect
 from webagent_r1.rollout.pool import EnvPool, LocalEnvPool, make_env_pool
-from webagent_r1.tasks.evaluators import evaluate
-from webagent_r1.tasks.suite import build_suite, select
+from webagent_r1.sources.embedded.suite import build_suite, select
 from webagent_r1.types import Task
 
 

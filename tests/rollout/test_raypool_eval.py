@@ -16,7 +16,7 @@ async def test_evaluation_runs_on_ray_workers_by_config(tmp_path: Any) -> None:
     """``rollout.env_pool: ray`` reaches the evaluation: the experts solve tasks whose
     sites and browsers live in the workers only (the driver starts neither)."""
     pytest.importorskip("ray")
-    from webagent_r1.evaluate import run_evaluation
+    from webagent_r1.evaluation.run import run_evaluation
 
     cfg = load_config(None, ["rollout.env_pool=ray", "rollout.ray_workers=1"])
     out = await run_evaluation(

@@ -9,7 +9,7 @@ import pytest
 from tests.support.fakes import FakeTokenizer, ScriptedEngine
 from webagent_r1.browser import Browser
 from webagent_r1.config import EnvConfig
-from webagent_r1.env import EvalContext, StaticSites
+from webagent_r1.grading.base import EvalContext, StaticSites
 from webagent_r1.rollout.collect import RolloutStats, collect
 from webagent_r1.rollout.pool import EnvPool, LocalEnvPool
 from webagent_r1.types import Task

@@ -255,7 +255,7 @@ def _act(kind: str, el: str | None = None, arg: str | None = None) -> str:
 @pytest.mark.browser
 async def test_browser_login_isolation_and_escaping(browser, embedded_sites) -> None:  # noqa: ANN001
     from webagent_r1.config import EnvConfig
-    from webagent_r1.env import WebEnv
+    from webagent_r1.rollout.env import WebEnv
     from webagent_r1.tasks.experts import find
     from webagent_r1.types import Task
 

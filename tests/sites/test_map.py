@@ -324,7 +324,7 @@ def test_pages_are_compact(map_sites: RunningSites) -> None:
 @pytest.mark.browser
 async def test_in_chromium_isolation_login_and_escaping(browser, embedded_sites) -> None:  # noqa: ANN001
     from webagent_r1.config import EnvConfig
-    from webagent_r1.env import WebEnv
+    from webagent_r1.rollout.env import WebEnv
     from webagent_r1.tasks.experts import find
     from webagent_r1.types import Task
 

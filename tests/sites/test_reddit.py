@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from webagent_r1.config import EnvConfig
-from webagent_r1.env import WebEnv
+from webagent_r1.rollout.env import WebEnv
 from webagent_r1.sites import INSTANCE_COOKIE, SITES, RunningSites, start_sites
 from webagent_r1.sites.base import BASE_SCHEMA, now_str
 from webagent_r1.sites.episodes import EmbeddedSites

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from webagent_r1.config import EnvConfig
-from webagent_r1.env import WebEnv
+from webagent_r1.rollout.env import WebEnv
 from webagent_r1.tasks.experts import find
 from webagent_r1.types import Task
 

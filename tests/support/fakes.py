@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webagent_r1.agent.actions import ActionParseError, parse_action
-from webagent_r1.env import EnvError
+from webagent_r1.grading.base import EnvError
 from webagent_r1.policy.base import Completion, Engine, SamplingParams
 from webagent_r1.rollout.pool_base import EnvPool
 from webagent_r1.types import Observation, StepResult, Task

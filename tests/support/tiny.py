@@ -121,7 +121,8 @@ def mgrpo_step(model_dir: Path, group: Group, *extra: str) -> tuple[dict[str, fl
     freshly loaded, on ``group`` under ``extra`` overrides; its metrics and the model."""
     import torch
 
-    from webagent_r1.train.dist import build_optimizer, load_policy
+    from webagent_r1.policy.trainable import load_policy
+    from webagent_r1.train.dist import build_optimizer
     from webagent_r1.train.rl import build_rl_batch, mgrpo_update
 
     cfg = tiny_config(model_dir, "rl.lr=0.01", "rl.mu=2", *extra)

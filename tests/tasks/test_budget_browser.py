@@ -10,11 +10,11 @@ import pytest
 
 from webagent_r1.browser.observation import fit_lines
 from webagent_r1.config import load_config
-from webagent_r1.demos import token_counter
 from webagent_r1.policy.hf import load_tokenizer
+from webagent_r1.rollout.budget_rollout import measure_page_budget
+from webagent_r1.rollout.demos import token_counter
+from webagent_r1.sources.embedded.suite import build_suite, select
 from webagent_r1.tasks.budget import summarize
-from webagent_r1.tasks.budget_rollout import measure_page_budget
-from webagent_r1.tasks.suite import build_suite, select
 
 pytestmark = pytest.mark.browser
 

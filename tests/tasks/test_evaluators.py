@@ -11,8 +11,8 @@ import dataclasses
 import pytest
 
 from webagent_r1.config import EnvConfig
-from webagent_r1.env import EvalContext, WebEnv
-from webagent_r1.tasks.evaluators import (
+from webagent_r1.grading.base import EvalContext
+from webagent_r1.grading.embedded import (
     answer_shown,
     evaluate,
     exact_match,
@@ -21,6 +21,7 @@ from webagent_r1.tasks.evaluators import (
     normalize,
     url_matches,
 )
+from webagent_r1.rollout.env import WebEnv
 from webagent_r1.types import Task
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from webagent_r1.tasks.evaluators import answer_shown
-from webagent_r1.tasks.suite import build_suite, spec_for
+from webagent_r1.grading.embedded import answer_shown
+from webagent_r1.sources.embedded.suite import build_suite, spec_for
 
 # Answers named in the question by design or by its wording, not by a format example (None:
 # any answer of the template): a choice between the options the intent lists, yes or no,

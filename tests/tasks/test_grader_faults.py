@@ -17,9 +17,10 @@ import pytest
 from playwright.async_api import Error as PlaywrightError
 
 from webagent_r1.config import EnvConfig
-from webagent_r1.env import EnvError, EvalContext, WebEnv
-from webagent_r1.tasks import evaluators
-from webagent_r1.tasks.evaluators import evaluate
+from webagent_r1.grading import embedded as evaluators
+from webagent_r1.grading.base import EnvError, EvalContext
+from webagent_r1.grading.embedded import evaluate
+from webagent_r1.rollout.env import WebEnv
 from webagent_r1.types import Task
 
 _STATE = {

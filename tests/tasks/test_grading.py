@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from webagent_r1.env import EvalContext
-from webagent_r1.tasks.evaluators import (
+from webagent_r1.grading.base import EvalContext
+from webagent_r1.grading.embedded import (
     answer_includes,
     evaluate,
     fuzzy_match_normalised,
@@ -26,7 +26,7 @@ from webagent_r1.tasks.evaluators import (
     rival_value,
     url_matches,
 )
-from webagent_r1.tasks.suite import build_suite, select
+from webagent_r1.sources.embedded.suite import build_suite, select
 from webagent_r1.types import Task
 
 

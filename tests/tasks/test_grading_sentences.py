@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from webagent_r1.env import EvalContext
-from webagent_r1.tasks.evaluators import answer_includes, evaluate, restating_words
-from webagent_r1.tasks.suite import build_suite, select
+from webagent_r1.grading.base import EvalContext
+from webagent_r1.grading.embedded import answer_includes, evaluate, restating_words
+from webagent_r1.sources.embedded.suite import build_suite, select
 from webagent_r1.types import Task
 
 

@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from webagent_r1.tasks.evaluators import reference_failure
-from webagent_r1.tasks.guess import (
+from webagent_r1.grading.embedded import reference_failure
+from webagent_r1.sources.embedded.guess import (
     Guess,
     answer_graded,
     baseline,
@@ -37,8 +37,8 @@ from webagent_r1.tasks.guess import (
     split_shares,
     suite_guesses,
 )
+from webagent_r1.sources.embedded.suite import build_suite, select, spec_for
 from webagent_r1.tasks.io import TaskError
-from webagent_r1.tasks.suite import build_suite, select, spec_for
 from webagent_r1.types import Task
 
 _IDS: dict[str, int] = {}

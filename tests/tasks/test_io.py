@@ -52,7 +52,7 @@ def test_jsonl_errors_name_the_line(tmp_path) -> None:
 
 
 def test_suite_is_deterministic_and_splits_are_disjoint() -> None:
-    from webagent_r1.tasks.suite import _SUITE_CACHE, build_suite
+    from webagent_r1.sources.embedded.suite import _SUITE_CACHE, build_suite
 
     a = [t.to_dict() for t in build_suite()]
     _SUITE_CACHE.clear()
@@ -76,7 +76,7 @@ def test_suite_is_deterministic_and_splits_are_disjoint() -> None:
 
 
 def test_run_tasks_filters_and_names_bad_filters() -> None:
-    from webagent_r1.tasks.suite import all_templates, build_suite, run_tasks, select
+    from webagent_r1.sources.embedded.suite import all_templates, build_suite, run_tasks, select
 
     difficulty = {t.name: t.difficulty for t in all_templates()}
     short = run_tasks("train", [], [], ["1-2"])
@@ -98,8 +98,8 @@ def test_run_tasks_filters_and_names_bad_filters() -> None:
 
 def test_heldout_templates_replace_the_trained_templates_on_the_heldout_split_only() -> None:
     from webagent_r1.config import Config, load_config
-    from webagent_r1.sources.embedded import EmbeddedSource
-    from webagent_r1.tasks.suite import all_templates, run_tasks, tasks_for
+    from webagent_r1.sources.embedded.source import EmbeddedSource
+    from webagent_r1.sources.embedded.suite import all_templates, run_tasks, tasks_for
 
     held = sorted(t.name for t in all_templates() if t.heldout)
     trained = sorted(t.name for t in all_templates() if not t.heldout)
@@ -134,7 +134,13 @@ def test_heldout_templates_replace_the_trained_templates_on_the_heldout_split_on
 
 
 def test_wide_split_adds_unseen_instances_and_leaves_train_and_test_alone() -> None:
-    from webagent_r1.tasks.suite import WIDE_EXTRA, build_suite, run_tasks, select, spec_for
+    from webagent_r1.sources.embedded.suite import (
+        WIDE_EXTRA,
+        build_suite,
+        run_tasks,
+        select,
+        spec_for,
+    )
 
     default = build_suite()
     wide = build_suite(spec_for("wide"))

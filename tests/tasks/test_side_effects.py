@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from webagent_r1.env import EvalContext
-from webagent_r1.tasks.evaluators import evaluate
-from webagent_r1.tasks.suite import all_templates, build_suite, select, spec_for
+from webagent_r1.grading.base import EvalContext
+from webagent_r1.grading.embedded import evaluate
+from webagent_r1.sources.embedded.suite import all_templates, build_suite, select, spec_for
 from webagent_r1.types import Task
 
 

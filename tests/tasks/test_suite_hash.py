@@ -12,7 +12,7 @@ import hashlib
 import json
 from typing import Any
 
-from webagent_r1.tasks.suite import all_templates, build_suite, spec_for
+from webagent_r1.sources.embedded.suite import all_templates, build_suite, spec_for
 
 SUITE_SHA256 = "267e0fdd0a305f80f7e426755a4cc2e8f10cedaaa6261d0434a505a0394b42e9"
 """sha256 of ``exported_suite()`` as canonical JSON."""

@@ -14,7 +14,7 @@ import pytest
 import webagent_r1.tasks.templates as templates_pkg
 from webagent_r1.browser import Browser
 from webagent_r1.sites.episodes import EmbeddedSites
-from webagent_r1.tasks.suite import SuiteSpec, build_suite, select
+from webagent_r1.sources.embedded.suite import SuiteSpec, build_suite, select
 from webagent_r1.types import Task
 
 
@@ -122,10 +122,10 @@ def test_every_template_module_has_a_case() -> None:
 async def test_expert_succeeds_and_a_wrong_exit_fails(
     module: str, browser: Browser, embedded_sites: EmbeddedSites
 ) -> None:
+    from webagent_r1.checks.tasks import check_tasks
     from webagent_r1.config import EnvConfig, ObservationConfig
-    from webagent_r1.env import WebEnv
-    from webagent_r1.tasks.check import check_tasks
-    from webagent_r1.tasks.evaluators import evaluate
+    from webagent_r1.grading.embedded import evaluate
+    from webagent_r1.rollout.env import WebEnv
 
     case = CASES[module]
     tasks = case.tasks()
@@ -172,8 +172,8 @@ async def test_reply_expert_scrolls_to_its_comment_on_a_long_thread(
     """After posting, the browser opens at the new comment's anchor, a screen above the end of
     a long thread. With pages cut at 400 tokens the confirmation (at the top) and the comment
     (below the cut) are both out of view, so the expert scrolls down to its comment."""
+    from webagent_r1.checks.tasks import check_tasks
     from webagent_r1.config import ObservationConfig
-    from webagent_r1.tasks.check import check_tasks
 
     tasks = [t for t in build_suite(sites=["reddit"]) if t.task_id == "reddit.reply_post/043"]
     assert len(tasks) == 1

@@ -11,11 +11,11 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
+from webagent_r1.grading.embedded import check_state_match
 from webagent_r1.sites import INSTANCE_COOKIE, SITES, start_sites
 from webagent_r1.sites.base import SITES_COOKIE
 from webagent_r1.sites.episodes import logins
-from webagent_r1.tasks.evaluators import check_state_match
-from webagent_r1.tasks.suite import (
+from webagent_r1.sources.embedded.suite import (
     SuiteSpec,
     build_suite,
     instantiate,

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from webagent_r1.grading.embedded import url_matches
 from webagent_r1.sites import SITES
-from webagent_r1.tasks.evaluators import url_matches
-from webagent_r1.tasks.suite import SuiteSpec, build_suite, instantiate, public_params
+from webagent_r1.sources.embedded.suite import SuiteSpec, build_suite, instantiate, public_params
 from webagent_r1.tasks.templates.map import TEMPLATES, display_meters, display_minutes
 
 

@@ -10,9 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from webagent_r1.grading.embedded import check_state_match
 from webagent_r1.sites import SITES
-from webagent_r1.tasks.evaluators import check_state_match
-from webagent_r1.tasks.suite import SuiteSpec, build_suite, instantiate, public_params
+from webagent_r1.sources.embedded.suite import SuiteSpec, build_suite, instantiate, public_params
 from webagent_r1.tasks.templates.reddit import (
     TEMPLATES,
     _comment_text_line,

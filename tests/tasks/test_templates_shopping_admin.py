@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import string
 
-from webagent_r1.tasks.suite import SuiteSpec, build_suite, select
+from webagent_r1.sources.embedded.suite import SuiteSpec, build_suite, select
 from webagent_r1.tasks.templates.shopping_admin import TEMPLATES
 
 

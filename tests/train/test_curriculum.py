@@ -181,7 +181,7 @@ def test_curriculum_refuses_test_and_heldout_tasks() -> None:
 
 @pytest.fixture(scope="module")
 def real_train_tasks() -> list[Task]:
-    from webagent_r1.tasks.suite import run_tasks
+    from webagent_r1.sources.embedded.suite import run_tasks
 
     return run_tasks("train", [], [], ["1-2"])
 
@@ -190,7 +190,7 @@ def real_train_tasks() -> list[Task]:
 def test_samplers_draw_only_training_tasks_of_the_suite(
     sampler: str, real_train_tasks: list[Task]
 ) -> None:
-    from webagent_r1.tasks.suite import build_suite, select
+    from webagent_r1.sources.embedded.suite import build_suite, select
 
     test_ids = {t.task_id for t in select(build_suite(), split="test")}
     heldout = {t.extra["template"] for t in select(build_suite(), split="heldout")}

@@ -14,9 +14,9 @@ from safetensors.torch import load_file
 from tests.support.tiny import make_tiny_model, make_trajectories
 from tests.train.launch import launch_two
 from webagent_r1.config import load_config
-from webagent_r1.evaluate import eval_subset
 from webagent_r1.rollout.trajectories import read_trajectories, write_trajectories
-from webagent_r1.tasks.suite import tasks_for
+from webagent_r1.sources.embedded.suite import tasks_for
+from webagent_r1.tasks.subset import eval_subset
 from webagent_r1.train.metrics import read_metrics
 
 

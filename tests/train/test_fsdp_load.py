@@ -52,7 +52,8 @@ def _shares(rank: int) -> tuple[list[object], list[object]]:
 def _worker(rank: int, world: int, port: int, folder: str) -> None:
     import torch.distributed as dist
 
-    from webagent_r1.train.dist import Dist, load_policy
+    from webagent_r1.policy.trainable import load_policy
+    from webagent_r1.train.dist import Dist
     from webagent_r1.train.fsdp_load import (
         empty_policy,
         load_sharded_policy,

@@ -7,12 +7,8 @@ from pathlib import Path
 import torch
 
 from webagent_r1.config import load_config
-from webagent_r1.train.dist import (
-    frozen_copy_dtype,
-    load_policy,
-    load_reference,
-    reference_context,
-)
+from webagent_r1.policy.trainable import load_policy
+from webagent_r1.train.dist import frozen_copy_dtype, load_reference, reference_context
 
 
 def _cfg(tiny_dir: Path, *extra: str):

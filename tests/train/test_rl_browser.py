@@ -14,10 +14,10 @@ import torch
 from tests.support.tiny import make_tiny_model, make_trajectories, tiny_config
 from webagent_r1.config import load_config
 from webagent_r1.policy.base import Completion, Engine
+from webagent_r1.policy.trainable import load_policy
 from webagent_r1.rollout.trajectories import read_trajectories, turn_samples, write_trajectories
 from webagent_r1.train.batching import collate, completion_logprobs
 from webagent_r1.train.checkpoint import latest_checkpoint
-from webagent_r1.train.dist import load_policy
 from webagent_r1.train.metrics import read_metrics
 from webagent_r1.train.rl import train_rl
 from webagent_r1.types import Task, Trajectory

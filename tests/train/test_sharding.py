@@ -95,7 +95,8 @@ def _worker(rank: int, world: int, port: int, folder: str, ckpt: bool = False) -
 
     from webagent_r1.policy.base import SamplingParams
     from webagent_r1.policy.hf import load_tokenizer
-    from webagent_r1.train.dist import Dist, build_optimizer, load_policy
+    from webagent_r1.policy.trainable import load_policy
+    from webagent_r1.train.dist import Dist, build_optimizer
     from webagent_r1.train.rl import generation_engine, mgrpo_update
     from webagent_r1.train.sharding import is_sharded, shard_model
     from webagent_r1.train.weight_sync import WeightSync

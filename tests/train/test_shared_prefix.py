@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from tests.support.tiny import group_samples, mgrpo_step, shared_prompt_group, tiny_config
+from webagent_r1.policy.trainable import load_policy
 from webagent_r1.rollout.collect import Group
 from webagent_r1.train.batching import (
     MIN_SHARED_PREFIX,
@@ -21,7 +22,6 @@ from webagent_r1.train.batching import (
     supports_shared_prefix,
 )
 from webagent_r1.train.bc import bc_backward
-from webagent_r1.train.dist import load_policy
 
 SYSTEM = 24  # tokens of the "system prompt" every prompt starts with
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from tests.support.tiny import group_samples, mgrpo_step, shared_prompt_group, tiny_config
+from webagent_r1.policy.trainable import load_policy
 from webagent_r1.rollout.trajectories import turn_samples
 from webagent_r1.train.batching import (
     collate_rows,
@@ -16,7 +17,6 @@ from webagent_r1.train.batching import (
     pack_plan,
     prompt_groups,
 )
-from webagent_r1.train.dist import load_policy
 from webagent_r1.types import Trajectory, Turn
 
 

@@ -14,11 +14,12 @@ import torch
 from tests.support.tiny import make_tiny_model, make_trajectories, make_turn
 from webagent_r1.config import ConfigError, load_config
 from webagent_r1.errors import LoadError
+from webagent_r1.policy.trainable import load_policy
 from webagent_r1.rollout.collect import Group
 from webagent_r1.rollout.trajectories import turn_samples, write_trajectories
 from webagent_r1.train.batching import collate, completion_logprobs, micro_batches
 from webagent_r1.train.bc import batch_indices, split_demos
-from webagent_r1.train.dist import Dist, build_optimizer, load_policy, lr_factor
+from webagent_r1.train.dist import Dist, build_optimizer, lr_factor
 from webagent_r1.train.rl import (
     RLStage,
     StaleTurnsError,

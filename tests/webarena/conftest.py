@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.webarena.fakesites import FakeSite
-from webagent_r1.env import EvalContext
+from webagent_r1.grading.base import EvalContext
 from webagent_r1.sources.webarena import WebArenaSites, evaluate, find_lite_file, load_tasks
 from webagent_r1.types import Task
 

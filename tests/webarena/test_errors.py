@@ -12,7 +12,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from tests.webarena.conftest import FakeJudge, by_id, score
 from webagent_r1.browser import Browser, BrowserCrashedError
-from webagent_r1.env import EnvError, EvalContext
+from webagent_r1.grading.base import EnvError, EvalContext
 from webagent_r1.sources.webarena import (
     HelperError,
     JudgeError,
@@ -20,7 +20,7 @@ from webagent_r1.sources.webarena import (
     WebArenaSites,
     evaluate,
 )
-from webagent_r1.sources.webarena import evaluators as ev_mod
+from webagent_r1.sources.webarena import grading as ev_mod
 from webagent_r1.types import Task
 
 URLS = {"gitlab": "http://gitlab.test:8023", "map": "http://map.test:3000"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.webarena.conftest import FakeJudge
-from webagent_r1.env import EnvError
+from webagent_r1.grading.base import EnvError
 from webagent_r1.sources.webarena import JudgeError, JudgeNotConfiguredError, OpenAIJudge
 from webagent_r1.sources.webarena.judge import fuzzy_verdict, ua_verdict
 

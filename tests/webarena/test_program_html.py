@@ -12,7 +12,8 @@ from tests.webarena.conftest import FakeJudge
 from tests.webarena.fakesites import LATEST_ORDER, FakeSite
 from webagent_r1.browser import Browser, BrowserSession
 from webagent_r1.config import EnvConfig
-from webagent_r1.env import EvalContext, WebEnv
+from webagent_r1.grading.base import EvalContext
+from webagent_r1.rollout.env import WebEnv
 from webagent_r1.sources.webarena import WebArenaSites, evaluate
 from webagent_r1.sources.webarena.helpers import (
     call_helper,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from webagent_r1.evaluate import EvalReport, _source_hook
+from webagent_r1.evaluation.run import EvalReport, _source_hook
 from webagent_r1.report import build_report
 from webagent_r1.report.load import SITE_LABELS, SITE_ORDER
 from webagent_r1.sources.webarena.results import (

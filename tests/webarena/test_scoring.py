@@ -12,10 +12,10 @@ import pytest
 
 from tests.webarena.conftest import FakeJudge, by_id, score, with_scoring
 from webagent_r1.config import ConfigError, TasksConfig, WebArenaConfig
-from webagent_r1.env import EnvError
+from webagent_r1.grading.base import EnvError
 from webagent_r1.sources.webarena import SitesNotConfiguredError, WebArenaSites, load_tasks
 from webagent_r1.sources.webarena.data import SCORINGS
-from webagent_r1.sources.webarena.evaluators import RULES
+from webagent_r1.sources.webarena.grading import RULES
 from webagent_r1.sources.webarena.judge import VAB_FUZZY_ENDING, WEBARENA_FUZZY_ENDING
 from webagent_r1.sources.webarena.source import WebArenaSource
 from webagent_r1.types import Task

@@ -10,7 +10,7 @@ import pytest
 
 from tests.webarena.fakesites import FakeSite
 from webagent_r1.cli import user_error_types
-from webagent_r1.env import EnvError
+from webagent_r1.grading.base import EnvError
 from webagent_r1.sources.webarena import (
     ENV_VARS,
     JudgeNotConfiguredError,

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from tests.webarena.conftest import FakeJudge, by_id, score, with_scoring
-from webagent_r1.env import EvalContext
+from webagent_r1.grading.base import EvalContext
 from webagent_r1.sources.webarena import JudgeNotConfiguredError, WebArenaSites, evaluate
-from webagent_r1.sources.webarena.evaluators import (
+from webagent_r1.sources.webarena.grading import (
     clean_answer,
     exact_match,
     must_include,
@@ -179,7 +179,7 @@ async def test_url_match_tasks_resolve_placeholders(lite_tasks: list[Task]) -> N
 
 async def test_evaluate_needs_webarena_sites(lite_tasks: list[Task]) -> None:
     from webagent_r1.config import ConfigError
-    from webagent_r1.env import StaticSites
+    from webagent_r1.grading.base import StaticSites
 
     ctx = EvalContext(
         task=lite_tasks[0],

@@ -33,9 +33,10 @@ from tests.webarena.fakesites import FakeSite
 from webagent_r1.agent.actions import parse_action
 from webagent_r1.browser import Browser
 from webagent_r1.config import EnvConfig
-from webagent_r1.env import EnvError, EvalContext, WebEnv
+from webagent_r1.grading.base import EnvError, EvalContext
+from webagent_r1.rollout.env import WebEnv
 from webagent_r1.sources.webarena import OpenAIJudge, WebArenaSites, evaluate
-from webagent_r1.sources.webarena.evaluators import (
+from webagent_r1.sources.webarena.grading import (
     ANSWER_FALLBACK,
     vab_answer_must_include,
     vab_clean_answer,

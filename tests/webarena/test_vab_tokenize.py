@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from webagent_r1.sources.webarena import vab_tokenize
-from webagent_r1.sources.webarena.evaluators import word_tokenize as regex_tokenize
+from webagent_r1.sources.webarena.grading import word_tokenize as regex_tokenize
 
 
 def test_pinned_as_visualagentbench_pins() -> None:

@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 
 from webagent_r1.browser import Browser
 from webagent_r1.config import BrowserConfig, EnvConfig, ObservationConfig
-from webagent_r1.env import EnvError, WebEnv
+from webagent_r1.grading.base import EnvError
+from webagent_r1.grading.embedded import evaluate
+from webagent_r1.rollout.env import WebEnv
 from webagent_r1.sites.episodes import EmbeddedSites
-from webagent_r1.tasks.evaluators import evaluate
+from webagent_r1.sources.embedded.suite import template_of
 from webagent_r1.tasks.experts import ExpertError, Step
-from webagent_r1.tasks.suite import template_of
 from webagent_r1.types import Task
 
 

@@ -3,13 +3,13 @@ is installed; ``scripts/device_check.py`` is the offline device check).
 
 Two parts, each printing one JSON object and exiting non-zero when a check fails:
 
-- ``python -m webagent_r1.policy.vllm_check engine``: greedy completions from vLLM, their ids
+- ``python -m webagent_r1.checks.vllm engine``: greedy completions from vLLM, their ids
   and log-probs checked against a Hugging Face forward of the same model (teacher-forced on
   vLLM's ids: max / mean absolute log-prob difference, share of ids that are HF's argmax);
   then the HF model's weights are perturbed, pushed with ``WeightSync`` and the check is
   repeated (vLLM must now agree with the new weights, and its outputs must have changed);
   then sampling throughput (tokens/s) and the seconds of the weight push.
-- ``python -m webagent_r1.policy.vllm_check train``: M-GRPO steps (default 2) on a few
+- ``python -m webagent_r1.checks.vllm train``: M-GRPO steps (default 2) on a few
   embedded tasks in real Chromium with ``train.generation_engine=vllm``; reports tokens/s and
   sync seconds per step, and checks that step k's rollouts are stamped with weight version k.
 
@@ -271,7 +271,7 @@ async def check_training(
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: ``engine`` or ``train`` (see the module docstring)."""
-    ap = argparse.ArgumentParser(prog="python -m webagent_r1.policy.vllm_check")
+    ap = argparse.ArgumentParser(prog="python -m webagent_r1.checks.vllm")
     ap.add_argument("part", choices=["engine", "train"])
     ap.add_argument("--model", default="smollm2-135m-instruct")
     ap.add_argument("--run-dir", default="runs/gpu-check")

@@ -8,7 +8,7 @@ folder or checkpoint, the experts, an OpenAI-compatible server), one or several 
 (test-time scaling), results per site and per template kind with 95% intervals (Wilson with one
 episode per task, a bootstrap over tasks with several; see ``stats``), unbiased pass@k, tasks
 that no episode scored, failure reasons, on the embedded suite the constant-answer baseline of
-the tasks (``tasks.guess``), and an output folder (``eval.json`` and the trajectories) that
+the tasks (``embedded.guess``), and an output folder (``eval.json`` and the trajectories) that
 ``webagent-r1 report`` and ``webagent-r1 view`` read.
 """
 
@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import json
 import os
-import random
 import time
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -36,20 +35,18 @@ from webagent_r1.rollout.pool import EnvPool, make_env_pool
 from webagent_r1.rollout.trajectories import (
     TrajectoryFileError,
     cut_to_budget,
-    failure_reason,
     read_trajectories,
     read_trajectory_records,
     write_trajectories,
 )
 from webagent_r1.sources import TaskSource, task_source
+from webagent_r1.sources.embedded.guess import baseline
+from webagent_r1.sources.embedded.suite import all_templates
 from webagent_r1.stats import pass_at_k, success_interval
-from webagent_r1.tasks.guess import baseline
-from webagent_r1.tasks.suite import all_templates
-from webagent_r1.types import Task, Trajectory, site_of
+from webagent_r1.types import Task, Trajectory, failure_reason, site_of
 
 __all__ = [
     "EvalReport",
-    "eval_subset",
     "evaluate_policy",
     "run_evaluation",
     "site_of",
@@ -196,36 +193,6 @@ class EvalReport:
         return m
 
 
-def eval_subset(tasks: list[Task], n: int, seed: int = 0) -> list[Task]:
-    """A fixed subset of ``n`` tasks (all tasks when n <= 0), stratified: round-robin over
-    templates, the templates taken by site in turn (each site's first template, then each
-    site's second, …; a task's site is its ``sites`` joined), so a subset smaller than the
-    number of templates still spans every site. Which tasks of a template come first is
-    seeded."""
-    if n <= 0 or n >= len(tasks):
-        return list(tasks)
-    by_t: dict[str, list[Task]] = defaultdict(list)
-    site_key: dict[str, str] = {}
-    for t in tasks:
-        name = str(t.extra.get("template", t.intent_template_id))
-        by_t[name].append(t)
-        site_key.setdefault(name, "+".join(sorted(t.sites)))
-    rng = random.Random(seed)
-    by_site: dict[str, list[list[Task]]] = defaultdict(list)
-    for name in sorted(by_t):
-        lst = list(by_t[name])
-        rng.shuffle(lst)
-        by_site[site_key[name]].append(lst)
-    columns = [by_site[s] for s in sorted(by_site)]
-    queues = [c[i] for i in range(max(map(len, columns))) for c in columns if i < len(c)]
-    out: list[Task] = []
-    while len(out) < n:
-        for q in queues:
-            if q and len(out) < n:
-                out.append(q.pop())
-    return out
-
-
 async def evaluate_policy(
     engine: Engine | Policy,
     tokenizer: Any,
@@ -309,10 +276,8 @@ async def _setup(
         from webagent_r1.policy.precision import autocast_enabled
 
         # heavy: keeps torch, transformers off the import path
-        from webagent_r1.train.batching import unwrap_model
-
         # heavy: keeps torch, transformers off the import path
-        from webagent_r1.train.dist import load_policy
+        from webagent_r1.policy.trainable import load_policy, unwrap_model
 
         model, tokenizer = load_policy(cfg, model_path)
         model.eval()

@@ -28,11 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from webagent_r1.config import Config, load_config, to_dict
-from webagent_r1.evaluate import PROGRESS_FILE, eval_subset, run_evaluation
+from webagent_r1.evaluation.run import PROGRESS_FILE, run_evaluation
 from webagent_r1.experiment.page import RunRecord, write_results
 from webagent_r1.experiment.plan import EvalSettings, Plan, PlanError
 from webagent_r1.report.ledger import append_test_evaluation
 from webagent_r1.sources import task_source
+from webagent_r1.tasks.subset import eval_subset
 from webagent_r1.train.runconfig import CONFIG_FILE
 from webagent_r1.types import Task
 

@@ -44,7 +44,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from playwright.async_api import Error as PlaywrightError
 
 from webagent_r1.browser import BrowserError
-from webagent_r1.env import EnvError, EvalContext, EvalResult
+from webagent_r1.grading.base import EnvError, EvalContext, EvalResult
 from webagent_r1.sites.base import UnknownInstanceError
 from webagent_r1.tasks.io import TaskError
 

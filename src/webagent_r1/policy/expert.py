@@ -25,8 +25,8 @@ from typing import Any
 
 from webagent_r1.agent.actions import ActionParseError, parse_action
 from webagent_r1.policy.base import Completion, SamplingParams
+from webagent_r1.sources.embedded.suite import template_of
 from webagent_r1.tasks.experts import Expert, ExpertError, ExpertFactory, Step, elements
-from webagent_r1.tasks.suite import template_of
 from webagent_r1.types import Action, Observation, Task
 
 __all__ = ["ExpertPolicy", "FixedLatencyEngine", "cot_rationale", "expert_of_template"]

@@ -45,9 +45,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from webagent_r1.grading.embedded import SIDE_EFFECTS
 from webagent_r1.report.markdown import MISSING, md_table
-from webagent_r1.tasks.evaluators import SIDE_EFFECTS
-from webagent_r1.tasks.suite import all_templates
+from webagent_r1.sources.embedded.suite import all_templates
 from webagent_r1.types import Trajectory, Turn
 
 __all__ = [

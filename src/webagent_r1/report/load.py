@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from webagent_r1.errors import LoadError
+from webagent_r1.inputs import parse_json, read_jsonl, read_text
 from webagent_r1.report.failures import (
     LOOP_REPEATS,
     FailureTable,
@@ -35,7 +36,6 @@ from webagent_r1.report.failures import (
 )
 from webagent_r1.rollout.trajectories import read_trajectory_records
 from webagent_r1.types import Trajectory
-from webagent_r1.validation import parse_json, read_jsonl, read_text
 
 __all__ = [
     "EpisodeStats",

@@ -39,8 +39,10 @@ from pathlib import Path
 from typing import Any
 
 from webagent_r1.errors import LoadError
+from webagent_r1.inputs import parse_json, read_text
 from webagent_r1.report.load import ReportError, read_jsonl_rows
 from webagent_r1.report.markdown import md_table
+from webagent_r1.sources.embedded.guess import baseline_line, baseline_of_ids
 from webagent_r1.stats import (
     bootstrap_interval,
     pass_at_k,
@@ -48,8 +50,6 @@ from webagent_r1.stats import (
     sign_test_p,
     success_interval,
 )
-from webagent_r1.tasks.guess import baseline_line, baseline_of_ids
-from webagent_r1.validation import parse_json, read_text
 
 __all__ = [
     "EvalOutcomes",

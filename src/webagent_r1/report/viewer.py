@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from webagent_r1.errors import LoadError
+from webagent_r1.inputs import read_jsonl
 from webagent_r1.rollout.trajectories import TrajectoryFileError, trajectory_from_value
-from webagent_r1.tasks.suite import build_suite, spec_for
+from webagent_r1.sources.embedded.suite import build_suite, spec_for
 from webagent_r1.types import Task, Trajectory, describe_task
-from webagent_r1.validation import read_jsonl
 
 __all__ = [
     "NoTrajectoriesError",

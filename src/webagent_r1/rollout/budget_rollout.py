@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webagent_r1.config import Config
-from webagent_r1.demos import demo_failure, roll_out, token_counter
 from webagent_r1.policy.base import Completion, SamplingParams
 from webagent_r1.policy.expert import ExpertPolicy
 from webagent_r1.rollout.collect import RolloutStats
+from webagent_r1.rollout.demos import demo_failure, roll_out, token_counter
 from webagent_r1.sites.episodes import EmbeddedSites
+from webagent_r1.sources.embedded.suite import template_of
 from webagent_r1.tasks.budget import TurnNeed, measure_turn
-from webagent_r1.tasks.suite import template_of
 from webagent_r1.types import Task
 
 __all__ = ["BudgetRun", "RecordingPolicy", "measure_page_budget"]

@@ -33,9 +33,10 @@ from webagent_r1.agent.context import Message, build_messages
 from webagent_r1.agent.prompts import format_observation
 from webagent_r1.browser import BrowserError
 from webagent_r1.config import AgentConfig, RolloutConfig
-from webagent_r1.env import EnvError, WebEnv
+from webagent_r1.grading.base import EnvError
 from webagent_r1.policy.base import Completion, Engine, SamplingParams
 from webagent_r1.progress import Bar
+from webagent_r1.rollout.env import WebEnv
 from webagent_r1.rollout.pool import EnvPool
 from webagent_r1.types import Action, Observation, Task, Trajectory, Turn, describe_task
 

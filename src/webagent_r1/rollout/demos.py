@@ -20,14 +20,14 @@ from typing import Any
 
 from webagent_r1.browser import Browser
 from webagent_r1.config import Config
-from webagent_r1.evaluate import eval_subset
+from webagent_r1.grading.embedded import evaluate
 from webagent_r1.policy.base import SamplingParams
 from webagent_r1.policy.expert import ExpertPolicy
 from webagent_r1.rollout.collect import Group, Policy, RolloutStats, collect
 from webagent_r1.rollout.pool import LocalEnvPool
 from webagent_r1.sites.episodes import EmbeddedSites
-from webagent_r1.tasks.evaluators import evaluate
-from webagent_r1.tasks.suite import build_suite, select, spec_for, tasks_for
+from webagent_r1.sources.embedded.suite import build_suite, select, spec_for, tasks_for
+from webagent_r1.tasks.subset import eval_subset
 from webagent_r1.types import Task, Trajectory
 
 __all__ = [

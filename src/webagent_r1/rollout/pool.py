@@ -19,7 +19,8 @@ from typing import Any
 
 from webagent_r1.browser import Browser
 from webagent_r1.config import EnvConfig, ObservationConfig
-from webagent_r1.env import EvaluatorFn, SiteBackend, WebEnv
+from webagent_r1.grading.base import EvaluatorFn, SiteBackend
+from webagent_r1.rollout.env import WebEnv
 from webagent_r1.rollout.pool_base import EnvPool
 from webagent_r1.rollout.ray_pool import RayEnvPool
 

@@ -34,7 +34,8 @@ from typing import Any
 
 from webagent_r1.browser import Browser, BrowserError
 from webagent_r1.config import Config, EnvConfig
-from webagent_r1.env import EnvError, EvaluatorFn, WebEnv
+from webagent_r1.grading.base import EnvError, EvaluatorFn
+from webagent_r1.rollout.env import WebEnv
 from webagent_r1.rollout.pool_base import EnvPool
 from webagent_r1.sources import task_source
 from webagent_r1.types import Observation, StepResult, Task

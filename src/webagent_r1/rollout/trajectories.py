@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from webagent_r1.errors import LoadError
+from webagent_r1.inputs import MAX_INT, Fields, parse_json, read_jsonl, show
 from webagent_r1.types import Trajectory, Turn
-from webagent_r1.validation import MAX_INT, Fields, parse_json, read_jsonl, show
 
 __all__ = [
     "parse_trajectory_line",
@@ -30,7 +30,6 @@ __all__ = [
     "Sample",
     "TrajectoryFileError",
     "cut_to_budget",
-    "failure_reason",
     "read_trajectories",
     "turn_samples",
     "validate_trajectory",
@@ -341,23 +340,6 @@ def turn_samples(traj: Trajectory, advantage: float = 0.0) -> list[Sample]:
             )
         )
     return out
-
-
-def failure_reason(traj: Trajectory) -> str | None:
-    """Why an episode failed, in a few words (None when it succeeded).
-
-    Ran out of turns, no valid action, env error, or the evaluator's explanation.
-    """
-    if traj.reward == 1.0:
-        return None
-    if traj.status == "env_error":
-        return f"env error: {str(traj.info.get('error', ''))[:80]}"
-    invalid = sum(t.action is None for t in traj.turns)
-    if traj.status == "max_turns":
-        if invalid == len(traj.turns):
-            return "ran out of turns: no valid action in any turn"
-        return f"ran out of turns ({invalid} of {len(traj.turns)} turns without a valid action)"
-    return f"wrong result: {str(traj.info.get('explanation') or 'reward 0')[:120]}"
 
 
 def cut_to_budget(traj: Trajectory, max_turns: int) -> Trajectory:

@@ -62,8 +62,8 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import BaseRoute, Route
 
 from webagent_r1.config import home_dir
+from webagent_r1.inputs import MAX_DEPTH, json_depth_ok
 from webagent_r1.sites.seed_utils import check_password, fmt_dt
-from webagent_r1.validation import MAX_DEPTH, json_depth_ok
 
 INSTANCE_COOKIE = "wa_instance"
 """Cookie that selects the instance (shared by all sites on one host)."""

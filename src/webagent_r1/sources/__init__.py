@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from webagent_r1.sources.base import TaskSource, TaskSourceError
-from webagent_r1.sources.embedded import EmbeddedSource
+from webagent_r1.sources.embedded.source import EmbeddedSource
 from webagent_r1.sources.miniwob import MiniWoBSource
 from webagent_r1.sources.webarena.source import task_source as webarena_lite_source
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
-from webagent_r1.env import EvaluatorFn, SiteBackend
+from webagent_r1.grading.base import EvaluatorFn, SiteBackend
 from webagent_r1.tasks.io import TaskError
 from webagent_r1.types import Task
 

@@ -43,7 +43,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from webagent_r1.browser import BrowserCrashedError, BrowserSession
 from webagent_r1.browser.execute import error_text, is_fatal
-from webagent_r1.env import EvalContext, EvalResult, EvaluatorFn, SiteBackend
+from webagent_r1.grading.base import EvalContext, EvalResult, EvaluatorFn, SiteBackend
 from webagent_r1.sources.base import TaskSource
 from webagent_r1.tasks.io import TaskError
 from webagent_r1.types import Task

@@ -9,8 +9,8 @@ from typing import Any
 
 from webagent_r1.config import WEBARENA_SITES
 from webagent_r1.errors import LoadError
+from webagent_r1.inputs import Fields, read_json_entries, show
 from webagent_r1.types import Task
-from webagent_r1.validation import Fields, read_json_entries, show
 
 EVAL_TYPES = ("string_match", "url_match", "program_html", "state_match")
 

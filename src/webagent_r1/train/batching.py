@@ -41,6 +41,7 @@ from typing import Any
 import torch
 
 from webagent_r1.policy.hf import autocast_ctx
+from webagent_r1.policy.trainable import unwrap_model
 from webagent_r1.rollout.trajectories import Sample
 
 __all__ = [
@@ -56,7 +57,6 @@ __all__ = [
     "shared_prefix_len",
     "supports_shared_prefix",
     "supports_shared_prompts",
-    "unwrap_model",
 ]
 
 
@@ -319,15 +319,6 @@ def collate(
         position_ids=(n0 + torch.arange(T)).expand(len(rows_), T).clone() if n0 else None,
         prefix_ids=_prefix_tensor(rows_[0].input_ids, n0),
     )
-
-
-def unwrap_model(model: Any) -> Any:
-    """The causal LM inside DDP / PEFT wrappers (PEFT's LoRA layers stay injected in it)."""
-    while hasattr(model, "module"):
-        model = model.module
-    if hasattr(model, "get_base_model"):
-        model = model.get_base_model()
-    return model
 
 
 def completion_logits(

@@ -347,7 +347,7 @@ def save_sharded_checkpoint(
         The checkpoint folder (the same on every process).
     """
     # heavy: keeps transformers off the import path
-    from webagent_r1.train.batching import unwrap_model
+    from webagent_r1.policy.trainable import unwrap_model
 
     # heavy: keeps transformers off the import path
     from webagent_r1.train.sharding import full_state_dict, save_sharded_optimizer

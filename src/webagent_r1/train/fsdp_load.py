@@ -33,7 +33,8 @@ from webagent_r1.config import Config
 from webagent_r1.policy.hf import load_tokenizer
 from webagent_r1.policy.models import resolve_model
 from webagent_r1.policy.precision import pick_device
-from webagent_r1.train.dist import frozen_copy_dtype, load_policy
+from webagent_r1.policy.trainable import load_policy
+from webagent_r1.train.dist import frozen_copy_dtype
 from webagent_r1.train.sharding import shard_model
 
 __all__ = [

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from webagent_r1.errors import LoadError
-from webagent_r1.validation import read_jsonl
+from webagent_r1.inputs import read_jsonl
 
 __all__ = [
     "MemoryWatch",

@@ -26,15 +26,16 @@ from pathlib import Path
 from typing import Any
 
 from webagent_r1.config import Config
-from webagent_r1.demos import collect_demos, pick_demo_tasks
-from webagent_r1.evaluate import eval_model, eval_subset
+from webagent_r1.evaluation.run import eval_model
 from webagent_r1.policy.cuda_memory import cuda_memory, free_cuda_memory
 from webagent_r1.policy.precision import pick_device, resolve_old_logprobs
 from webagent_r1.report.load import ReportError, rows_by_step
 from webagent_r1.report.paired import compare_paired, load_outcomes
+from webagent_r1.rollout.demos import collect_demos, pick_demo_tasks
 from webagent_r1.rollout.trajectories import write_trajectories
-from webagent_r1.tasks.guess import baseline
-from webagent_r1.tasks.suite import tasks_for
+from webagent_r1.sources.embedded.guess import baseline
+from webagent_r1.sources.embedded.suite import tasks_for
+from webagent_r1.tasks.subset import eval_subset
 from webagent_r1.train.checkpoint import latest_checkpoint
 from webagent_r1.train.memory_plan import MemoryPlan, check_plan_fits
 from webagent_r1.train.metrics import read_metrics

@@ -64,9 +64,10 @@ from webagent_r1.algos.gigpo import ADVANTAGES, gigpo_advantages
 from webagent_r1.algos.mgrpo import NORMALIZERS, group_advantages, mgrpo_loss, turn_count
 from webagent_r1.browser import Browser
 from webagent_r1.config import Config, ConfigError, RLConfig
-from webagent_r1.evaluate import eval_subset, evaluate_policy
+from webagent_r1.evaluation.run import evaluate_policy
 from webagent_r1.policy.base import SamplingParams
 from webagent_r1.policy.precision import autocast_enabled, resolve_old_logprobs
+from webagent_r1.policy.trainable import unwrap_model
 from webagent_r1.rollout.collect import (
     Group,
     RolloutStats,
@@ -83,6 +84,7 @@ from webagent_r1.rollout.trajectories import (
 )
 from webagent_r1.sources import task_source
 from webagent_r1.stats import pass_at_k
+from webagent_r1.tasks.subset import eval_subset
 from webagent_r1.train.batching import (
     collate_rows,
     completion_logprobs,
@@ -90,7 +92,6 @@ from webagent_r1.train.batching import (
     padding_batch,
     supports_shared_prefix,
     supports_shared_prompts,
-    unwrap_model,
 )
 from webagent_r1.train.bc import batch_indices, bc_backward, split_demos, successful_demos
 from webagent_r1.train.checkpoint import print_note, rng_state

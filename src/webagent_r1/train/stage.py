@@ -30,6 +30,7 @@ import torch
 
 from webagent_r1.config import Config, to_dict
 from webagent_r1.policy.precision import FlopsMeter, autocast_enabled
+from webagent_r1.policy.trainable import load_policy
 from webagent_r1.train.checkpoint import (
     latest_checkpoint,
     print_note,
@@ -40,13 +41,7 @@ from webagent_r1.train.checkpoint import (
     save_sharded_checkpoint,
     set_rng,
 )
-from webagent_r1.train.dist import (
-    Dist,
-    build_optimizer,
-    load_policy,
-    lr_factor,
-    trainable_parameters,
-)
+from webagent_r1.train.dist import Dist, build_optimizer, lr_factor, trainable_parameters
 from webagent_r1.train.fsdp_load import empty_policy, load_sharded_policy
 from webagent_r1.train.metrics import MemoryWatch, MetricLogger
 from webagent_r1.train.sharding import is_sharded

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from webagent_r1.policy.base import Engine
-from webagent_r1.train.batching import unwrap_model
+from webagent_r1.policy.trainable import unwrap_model
 from webagent_r1.train.sharding import full_state_dict as sharded_full_state_dict
 from webagent_r1.train.sharding import is_sharded
 

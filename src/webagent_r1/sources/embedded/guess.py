@@ -26,8 +26,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from webagent_r1.tasks.evaluators import alternatives, normalize, reference_failure
-from webagent_r1.tasks.suite import all_templates, build_suite, select, spec_for
+from webagent_r1.grading.embedded import alternatives, normalize, reference_failure
+from webagent_r1.sources.embedded.suite import all_templates, build_suite, select, spec_for
 from webagent_r1.types import Task
 
 __all__ = [

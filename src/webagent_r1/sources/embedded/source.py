@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from webagent_r1.env import EvaluatorFn, SiteBackend
+from webagent_r1.grading.base import EvaluatorFn, SiteBackend
+from webagent_r1.grading.embedded import evaluate
 from webagent_r1.sites.episodes import EmbeddedSites
 from webagent_r1.sources.base import TaskSource
-from webagent_r1.tasks.evaluators import evaluate
-from webagent_r1.tasks.suite import run_tasks
+from webagent_r1.sources.embedded.suite import run_tasks
 from webagent_r1.types import Task
 
 __all__ = ["EmbeddedSource"]

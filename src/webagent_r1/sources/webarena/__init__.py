@@ -52,7 +52,7 @@ from webagent_r1.sources.webarena.data import (
     sites_used,
     summarize,
 )
-from webagent_r1.sources.webarena.evaluators import evaluate
+from webagent_r1.sources.webarena.grading import evaluate
 from webagent_r1.sources.webarena.helpers import HelperError
 from webagent_r1.sources.webarena.judge import JudgeError, JudgeNotConfiguredError, OpenAIJudge
 from webagent_r1.sources.webarena.login import DEFAULT_ACCOUNTS, Account, LoginError

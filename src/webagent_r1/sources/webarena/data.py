@@ -27,9 +27,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from webagent_r1.inputs import read_json_entries
 from webagent_r1.tasks.io import TaskError, validate_task_dict
 from webagent_r1.types import Task
-from webagent_r1.validation import read_json_entries
 
 LITE_FILE_NAME = "test_webarena_lite.raw.json"
 LITE_DIST = "browsergym-webarenalite"

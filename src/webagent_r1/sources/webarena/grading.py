@@ -79,7 +79,7 @@ from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from webagent_r1.browser import BrowserCrashedError
 from webagent_r1.config import ConfigError
-from webagent_r1.env import EnvError, EvalContext, EvalResult
+from webagent_r1.grading.base import EnvError, EvalContext, EvalResult
 from webagent_r1.sources.webarena.helpers import call_helper
 from webagent_r1.sources.webarena.judge import (
     Judge,

@@ -24,7 +24,7 @@ import httpx
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 
-from webagent_r1.env import EnvError
+from webagent_r1.grading.base import EnvError
 from webagent_r1.sources.webarena.data import parse_helper_call
 
 if TYPE_CHECKING:

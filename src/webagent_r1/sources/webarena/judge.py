@@ -26,7 +26,7 @@ from typing import Any, Protocol
 import httpx
 
 from webagent_r1.config import ConfigError
-from webagent_r1.env import EnvError
+from webagent_r1.grading.base import EnvError
 
 ENV_BASE_URL = "WA_JUDGE_BASE_URL"
 ENV_MODEL = "WA_JUDGE_MODEL"

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Locator, Page
 
-from webagent_r1.env import EnvError
+from webagent_r1.grading.base import EnvError
 
 
 @dataclass(frozen=True)

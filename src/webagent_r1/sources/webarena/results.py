@@ -20,10 +20,9 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from webagent_r1.rollout.trajectories import failure_reason
-from webagent_r1.sources.webarena.evaluators import ANSWER_FALLBACK
+from webagent_r1.sources.webarena.grading import ANSWER_FALLBACK
 from webagent_r1.stats import success_interval
-from webagent_r1.types import Task, Trajectory, site_of
+from webagent_r1.types import Task, Trajectory, failure_reason, site_of
 
 DENOMINATOR = "all episodes (env errors count as failures)"
 """What ``headline``'s success divides by, as ``eval.json`` records it."""

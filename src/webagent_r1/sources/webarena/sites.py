@@ -39,7 +39,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from webagent_r1.browser import BrowserSession
-from webagent_r1.env import EnvError
+from webagent_r1.grading.base import EnvError
 from webagent_r1.sources.webarena.data import (
     LOGIN_SITES,
     PLACEHOLDERS,

@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from webagent_r1.env import EvaluatorFn, SiteBackend
+from webagent_r1.grading.base import EvaluatorFn, SiteBackend
 from webagent_r1.sources.base import TaskSource
 from webagent_r1.sources.webarena import data
 from webagent_r1.sources.webarena.data import SCORINGS
-from webagent_r1.sources.webarena.evaluators import evaluate
+from webagent_r1.sources.webarena.grading import evaluate
 from webagent_r1.sources.webarena.results import headline, warn_shared_state
 from webagent_r1.sources.webarena.sites import LoginPolicy, WebArenaSites, check_configured
 from webagent_r1.types import Task, Trajectory
