@@ -5,7 +5,7 @@
                                  [--rollouts FILE]
     webagent-r1 bench trainer [same options]
 
-Both sides train the same model (the default policy from ``train.setup.load_policy``: the
+Both sides train the same model (the default policy from ``policy.trainable.load_policy``: the
 bundled SmolLM2-135M, fp32 master weights, bf16 autocast) on the same synthetic batch: B prompts
 x G completions, every prompt P tokens and every completion C tokens (random ids, fixed seed),
 binary rewards mixed within each group (member i has reward i mod 2), so every group carries a

@@ -1,4 +1,4 @@
-"""One validation layer for the files a user hands in: task files, trajectory files, configs.
+"""One reader and checker for the files a user hands in: task files, trajectory files, configs.
 
 Every loader reads through ``read_text`` and ``parse_json`` and checks fields with a
 ``Fields`` checker, so that every refusal is the loader's own ``LoadError`` subclass with a

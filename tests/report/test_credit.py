@@ -1,4 +1,4 @@
-"""``report/credit.py`` and ``webagent-r1 credit``: each trained turn's share of the policy
+"""``train/credit.py`` and ``webagent-r1 credit``: each trained turn's share of the policy
 gradient, checked against values computed by hand from the paper's weights."""
 
 from __future__ import annotations

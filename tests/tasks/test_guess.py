@@ -1,4 +1,5 @@
-"""The constant-answer baseline (``tasks/guess.py``): majority answers and the grader's verdict.
+"""The constant-answer baseline (``sources/embedded/guess.py``): majority answers and the
+grader's verdict.
 
 The synthetic tasks below, per template (train → majority; test → does the guess pass?)::
 

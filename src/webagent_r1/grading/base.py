@@ -51,7 +51,7 @@ class EvalResult:
     explanation: str = ""
     answer_shown: bool | None = None
     """For an answer-graded task: whether the answer stood in a text the agent was shown
-    (``evaluators.answer_shown``); None when not checked. Recorded as the episode's
+    (``grading.embedded.answer_shown``); None when not checked. Recorded as the episode's
     ``info["answer_shown"]``."""
 
 

@@ -128,7 +128,7 @@ class EvalFile:
     """Sorted by ``max_turns``."""
     guess_baseline: dict[str, Any] | None = None
     """``{"successes", "tasks", "by_template": {name: {"guess", "successes", "tasks"}}}``:
-    the constant-answer baseline of the tasks (``tasks.guess``; embedded suite only)."""
+    the constant-answer baseline of the tasks (``sources.embedded.guess``; embedded suite only)."""
 
 
 @dataclass

@@ -22,7 +22,7 @@ Per task ``t`` with ``k`` scored episodes each (``env_error`` episodes are not s
 - the same better/worse counts and successes per site and per template;
 - the tasks of each evaluation with no scored episode (env errors only), named, not dropped;
 - for tasks of the embedded suite (``compare_files``), the constant-answer baseline of the
-  common tasks, overall and per template (``tasks.guess``).
+  common tasks, overall and per template (``sources.embedded.guess``).
 
 The statistics themselves live in ``webagent_r1.stats``.
 
@@ -288,8 +288,9 @@ class PairedComparison:
     """Successes of A's file not counted under ``require_exit``."""
     uncounted_b: int = 0
     guess: dict[str, Any] | None = None
-    """The constant-answer baseline of the common tasks (``tasks.guess.Baseline.to_dict``),
-    when they are embedded tasks and ``compare_files`` made the comparison."""
+    """The constant-answer baseline of the common tasks
+    (``sources.embedded.guess.Baseline.to_dict``), when they are embedded tasks and
+    ``compare_files`` made the comparison."""
 
     @property
     def success_a(self) -> float:

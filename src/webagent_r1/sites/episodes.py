@@ -1,9 +1,9 @@
 """The env's view of the embedded sites: one isolated instance and login per episode.
 
-``EmbeddedSites`` implements ``env.SiteBackend``: ``begin`` creates a fresh instance (a copy
-of the pristine database), sets the instance cookie on the episode's browser context and, for
-tasks that name a user, the site's login-session cookie, so the episode starts logged in
-without typing a password; ``end`` deletes the instance. A cross-site task may name one
+``EmbeddedSites`` implements ``grading.base.SiteBackend``: ``begin`` creates a fresh instance
+(a copy of the pristine database), sets the instance cookie on the episode's browser context
+and, for tasks that name a user, the site's login-session cookie, so the episode starts logged
+in without typing a password; ``end`` deletes the instance. A cross-site task may name one
 account per site (``task.extra["logins"]``), and its pages link to its other sites (the
 agent's only way there).
 """

@@ -13,8 +13,8 @@ the same for every source. A ``TaskSource`` lists the tasks of a split, starts a
 ``SOURCES`` maps the names allowed in ``tasks.source`` (``config.TASK_SOURCES``) to
 factories ``(cfg) -> TaskSource``:
 
-- ``embedded``: the embedded suite (``tasks/suite.py``) on ``EmbeddedSites`` with the
-  WebArena-style evaluators of ``tasks/evaluators.py`` (``sources/embedded.py``);
+- ``embedded``: the embedded suite (``sources/embedded/suite.py``) on ``EmbeddedSites`` with the
+  WebArena-style evaluators of ``grading/embedded.py`` (``sources/embedded/source.py``);
 - ``miniwob``: MiniWoB++ pages of the ``miniwob`` package (``sources/miniwob.py``);
 - ``webarena-lite``: WebArena-Lite's tasks on user-hosted WebArena sites
   (``sources/webarena/``).

@@ -10,7 +10,7 @@ Each stage writes into ``<run_dir>/<stage>/`` and ``summary.json`` records the s
 base model, after BC and after RL on the same fixed subset of ``rl.eval_split`` (validation
 unless a config fixes test), with each stage's wall time,
 and (embedded suite) ``guess_baseline``: what each template's most common training answer
-would score on that subset (``tasks.guess``).
+would score on that subset (``sources.embedded.guess``).
 ``resume=True`` continues where a killed run stopped: finished stages are skipped, a stage in
 progress continues from its newest checkpoint. ``config.yaml`` records the run's settings
 (``train/runconfig.py``).
@@ -278,8 +278,9 @@ def paired_line(summary: dict[str, Any]) -> str | None:
 
 
 def guess_line(summary: dict[str, Any]) -> str | None:
-    """One line on the constant-answer baseline of the evaluation subset (``tasks.guess``),
-    or None when the summary has none (a task source other than the embedded suite)."""
+    """One line on the constant-answer baseline of the evaluation subset
+    (``sources.embedded.guess``), or None when the summary has none (a task source other than
+    the embedded suite)."""
     g = summary.get("guess_baseline")
     if not g or not g.get("tasks"):
         return None

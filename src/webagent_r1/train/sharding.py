@@ -87,7 +87,7 @@ def shard_model(model: Any, bf16: bool = False, device: torch.device | None = No
 
     Args:
         model: a plain Hugging Face causal LM with a ``model.layers``-style decoder stack,
-            already on its device (``setup.load_policy``); not PEFT-wrapped.
+            already on its device (``policy.trainable.load_policy``); not PEFT-wrapped.
         bf16: gather and compute in bf16, reduce gradients in fp32
             (``mixed_precision_policy``); the shards stay in the model's dtype.
         device: where the shards live (default: the model's device); needed for a model on

@@ -14,7 +14,7 @@ the floor to print beside it.
   suite's order. Templates graded on the page or the site's state (nav, change) and
   held-out templates (no training instances) have no guess: the baseline scores 0 on them.
 - The guess succeeds on a task when the grader's own string rules pass it
-  (``evaluators.reference_failure`` for every reference entry; fuzzy_match by its
+  (``grading.embedded.reference_failure`` for every reference entry; fuzzy_match by its
   deterministic rules, never an LLM judge).
 """
 
@@ -130,7 +130,7 @@ def suite_guesses() -> dict[str, Guess]:
 
 def guess_passes(task: Task, answer: str) -> bool:
     """Whether the grader would pass ``answer`` on ``task``: it is answer-graded and every
-    ``reference_answers`` entry passes ``evaluators.reference_failure``."""
+    ``reference_answers`` entry passes ``grading.embedded.reference_failure``."""
     if not answer_graded(task):
         return False
     refs: dict[str, Any] = task.eval["reference_answers"]

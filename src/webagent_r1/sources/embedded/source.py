@@ -1,5 +1,5 @@
-"""The ``embedded`` task source: the embedded suite (``tasks/suite.py``, templates in
-``tasks/templates/``) on our own sites, graded by ``tasks/evaluators.py``."""
+"""The ``embedded`` task source: the embedded suite (``sources/embedded/suite.py``, templates in
+``tasks/templates/``) on our own sites, graded by ``grading/embedded.py``."""
 
 from __future__ import annotations
 

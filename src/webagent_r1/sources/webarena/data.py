@@ -52,7 +52,7 @@ PLACEHOLDERS: dict[str, str] = {
 """URL placeholders of the raw configs → site names (``homepage`` is WebArena's start page)."""
 
 SCORINGS: tuple[str, ...] = ("vab", "webarena")
-"""The rule sets ``webarena.evaluate`` grades by (``evaluators.RULES``; the first is the
+"""The rule sets ``webarena.evaluate`` grades by (``grading.RULES``; the first is the
 default): VisualAgentBench's, which scored the paper's numbers, and WebArena's."""
 
 EVAL_TYPES: tuple[str, ...] = ("string_match", "url_match", "program_html")
