@@ -200,7 +200,7 @@ def read_jsonl_rows(
 ) -> list[dict[str, Any]]:
     """The JSON objects of a JSONL file, skipping (and counting into ``problems``) bad lines.
 
-    Read by ``validation.read_jsonl`` as every loader reads (``\\n`` separates records; UTF-8
+    Read by ``inputs.read_jsonl`` as every loader reads (``\\n`` separates records; UTF-8
     or UTF-16 text; nesting bounded), but a line that is not a JSON object (the last line of
     a file being written, say) is skipped instead of raising.
 

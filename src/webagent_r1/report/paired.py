@@ -6,7 +6,7 @@ more sensitive than comparing two success rates with their separate intervals: m
 solved by both or by neither, and only the tasks where the two differ carry evidence.
 
 Per task ``t`` with ``k`` scored episodes each (``env_error`` episodes are not scored, as in
-``evaluate.EvalRun``): ``d_t = success_B(t) - success_A(t)``, a rate in [-1, 1]. Reported:
+``evaluation.run.EvalReport``): ``d_t = success_B(t) - success_A(t)``, a rate in [-1, 1]. Reported:
 
 - success of each on the common tasks (episodes pooled) with its 95% interval: Wilson with one
   episode per task, a bootstrap over tasks (a task's episodes resampled together) with more;

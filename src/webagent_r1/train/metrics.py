@@ -111,7 +111,7 @@ def _num(v: Any) -> Any:
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     """The rows of a ``metrics.jsonl`` file, read as every command reads JSONL
-    (``validation.read_jsonl``); a row that is not a JSON object (a line cut short by a
+    (``inputs.read_jsonl``); a row that is not a JSON object (a line cut short by a
     kill) is left out.
 
     Raises:
