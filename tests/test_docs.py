@@ -57,7 +57,7 @@ WORD = re.compile(r"[\w./{},*<>:@-]+")
 TOP = ("src/", "configs/", "scripts/", "tests/", "benchmarks/", "docs/")
 """A code-formatted path that starts with one of these is a path from the repository root."""
 MODULE_FILE = re.compile(r"[\w-]+(/[\w-]+)+\.py")
-"""``tasks/evaluators.py``: a file of the package (or of the tests) named from its folder."""
+"""``grading/embedded.py``: a file of the package (or of the tests) named from its folder."""
 UPSTREAM = ("evaluation_harness/", "VAB-WebArena-Lite/")
 """Folders of other projects' repositories (WebArena's, VisualAgentBench's) that pages cite."""
 DOTTED = re.compile(r"webagent_r1(\.\w+)+")
@@ -136,7 +136,7 @@ def test_markdown_links_resolve() -> None:
 
 
 def test_code_formatted_paths_exist() -> None:
-    """`src/…`, `configs/…`, `tests/…` paths and `tasks/evaluators.py`-style module files,
+    """`src/…`, `configs/…`, `tests/…` paths and `grading/embedded.py`-style module files,
     and `webagent_r1.…` modules, in README.md and docs/*.md name what is in the tree."""
     missing = []
     for page in GUIDES:

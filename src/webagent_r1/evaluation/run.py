@@ -600,7 +600,7 @@ async def run_evaluation(
         The ``eval.json`` content: ``results`` holds one entry per budget (ascending) with
         success, ci, pass_at_k, by_site, by_kind, by_difficulty, failures, and ``cut_from``
         (the budget whose episodes were cut) on the smaller budgets; for
-        the embedded suite also ``guess_baseline`` (``tasks.guess``: what answering each
+        the embedded suite also ``guess_baseline`` (``embedded.guess``: what answering each
         template's most common training answer would score on these tasks).
 
     Raises:

@@ -1,5 +1,5 @@
 """``Template``: one task template of the embedded suite (the templates themselves are in
-``tasks/templates/``, the suite that instantiates them in ``tasks/suite.py``)."""
+``tasks/templates/``, the suite that instantiates them in ``sources/embedded/suite.py``)."""
 
 from __future__ import annotations
 
