@@ -7,17 +7,21 @@ printed as one line without a traceback; ``WEBAGENT_R1_DEBUG=1`` shows the trace
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import difflib
+import functools
 import importlib.util
+import inspect
 import json
 import os
 import random
 import re
-import shutil
 import sys
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_type_hints
 
 import typer
 from rich.console import Console
@@ -28,16 +32,12 @@ from rich.table import Table
 from webagent_r1 import __version__
 from webagent_r1.browser import BrowserNotFoundError
 from webagent_r1.checks.tasks import check_tasks
-from webagent_r1.config import Config, ConfigError, ObservationConfig, load_config, to_dict
-from webagent_r1.errors import LoadError
-from webagent_r1.evaluation.run import run_evaluation
+from webagent_r1.config import Config, ConfigError, ObservationConfig, load_config
+from webagent_r1.errors import LoadError, RequestError
+from webagent_r1.evaluation.run import EvalRequest
 from webagent_r1.experiment import PlanError, load_plan, run_experiment
-from webagent_r1.experiment.guard import (
-    TEST_SPLITS,
-    TestSplitError,
-    check_test_split,
-    log_test_eval,
-)
+from webagent_r1.experiment.eval_run import EvalOutcome, run_eval
+from webagent_r1.experiment.guard import TestSplitError
 from webagent_r1.grading.base import EnvError
 from webagent_r1.policy.models import (
     REGISTRY,
@@ -64,12 +64,10 @@ from webagent_r1.rollout.demos import collect_demos, pick_demo_tasks
 from webagent_r1.rollout.ray_pool import RayNotInstalledError
 from webagent_r1.rollout.trajectories import TrajectoryFileError, write_trajectories
 from webagent_r1.sites.server import serve_forever
-from webagent_r1.sources import task_source
 from webagent_r1.sources.embedded.guess import baseline_line, split_shares
 from webagent_r1.sources.embedded.suite import all_templates, build_suite, select, spec_for
 from webagent_r1.tasks import TaskError, write_tasks
 from webagent_r1.tasks.budget import DEFAULT_BUDGETS, parse_budgets, summarize
-from webagent_r1.tasks.subset import eval_subset
 from webagent_r1.train.memory_plan import format_plan, plan_memory
 from webagent_r1.train.runconfig import CONFIG_FILE, describe, differences, run_config_files
 
@@ -104,6 +102,30 @@ OverridesArg = Annotated[
     list[str] | None,
     typer.Argument(help="Config overrides as section.key=value, e.g. env.max_turns=5."),
 ]
+
+
+def _takes(options: type) -> Callable[[Callable[[Any], None]], Callable[..., None]]:
+    """Give a command the fields of the dataclass ``options`` as its parameters (each typed
+    with its ``typer.Option`` or ``typer.Argument``) and call it with them as one
+    ``options`` object: a command with many options keeps a short signature."""
+    hints = get_type_hints(options, include_extras=True)
+    params = [
+        inspect.Parameter(
+            f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=hints[f.name]
+        )
+        for f in dataclasses.fields(options)
+    ]
+
+    def wrap(command: Callable[[Any], None]) -> Callable[..., None]:
+        @functools.wraps(command)
+        def run(**values: Any) -> None:
+            command(options(**values))
+
+        run.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        run.__annotations__ = {p.name: p.annotation for p in params}
+        return run
+
+    return wrap
 
 
 @app.callback(invoke_without_command=True)
@@ -576,27 +598,29 @@ def train(
     print(f"summary: {os.path.join(cfg.run_dir, 'summary.json')}")
 
 
-@app.command("eval")
-def eval_cmd(
-    config: ConfigOpt = None,
-    overrides: OverridesArg = None,
+@dataclass
+class EvalOptions:
+    """The options of ``webagent-r1 eval`` (``_takes`` makes them the command's)."""
+
+    config: ConfigOpt = None
+    overrides: OverridesArg = None
     model: Annotated[
         str | None, typer.Option(help="Model folder or checkpoint model/ (default: config).")
-    ] = None,
+    ] = None
     engine: Annotated[
         str,
         typer.Option(
             help="hf (a local model), vllm (a local model on a CUDA GPU, settings in vllm.*), "
             "expert (scripted experts) or openai."
         ),
-    ] = "hf",
+    ] = "hf"
     tasks_source: Annotated[
         str | None,
         typer.Option(
             "--tasks",
             help="Task source: embedded, miniwob or webarena-lite (default: tasks.source).",
         ),
-    ] = None,
+    ] = None
     split: Annotated[
         str | None,
         typer.Option(
@@ -604,7 +628,7 @@ def eval_cmd(
             "chosen), heldout, wide or extra (embedded only; wide is test plus val, extra the "
             "older name of val)."
         ),
-    ] = None,
+    ] = None
     final: Annotated[
         bool,
         typer.Option(
@@ -613,53 +637,93 @@ def eval_cmd(
             "(choices are made on val, the default split where the tasks have one); logged in "
             "<run_dir>/test-evaluations.jsonl.",
         ),
-    ] = False,
-    site: Annotated[str | None, typer.Option(help="Only tasks of this site.")] = None,
+    ] = False
+    site: Annotated[str | None, typer.Option(help="Only tasks of this site.")] = None
     subset: Annotated[
         int | None,
         typer.Option(
             "--subset", help="A fixed subset of N tasks, stratified over templates and sites."
         ),
-    ] = None,
-    _sample: RenamedSample = None,
-    samples: Annotated[int, typer.Option(help="Episodes per task (pass@k; k > 1 samples).")] = 1,
+    ] = None
+    _sample: RenamedSample = None
+    samples: Annotated[int, typer.Option(help="Episodes per task (pass@k; k > 1 samples).")] = 1
     max_turns: Annotated[
         str | None,
         typer.Option(help="Turn budget(s), e.g. 5,10,15,20,30 for a test-time-scaling sweep."),
-    ] = None,
+    ] = None
     temperature: Annotated[
         float | None, typer.Option(help="Sampling temperature (default: greedy for k = 1).")
-    ] = None,
+    ] = None
     thinking: Annotated[
         bool | None, typer.Option("--thinking/--no-thinking", help="Prompt (default: config).")
-    ] = None,
+    ] = None
     out_dir: Annotated[
         str | None,
         typer.Option(
             help="Write eval.json and the trajectories here (each task's episodes as they end)."
         ),
-    ] = None,
+    ] = None
     resume: Annotated[
         bool,
         typer.Option(
             help="Continue the unfinished evaluation in --out-dir (same command): its finished "
             "tasks are kept, the others run with the seeds they would have had."
         ),
-    ] = False,
+    ] = False
     out: Annotated[
         str | None, typer.Option(help="Also write the (largest budget's) trajectories here.")
-    ] = None,
+    ] = None
     screenshots: Annotated[
         bool, typer.Option(help="Save a screenshot after every action (for the viewer).")
-    ] = False,
+    ] = False
     openai_url: Annotated[
         str | None, typer.Option(help="OpenAI-compatible server, e.g. http://host:8000/v1.")
-    ] = None,
-    openai_model: Annotated[str | None, typer.Option(help="The served model's name.")] = None,
+    ] = None
+    openai_model: Annotated[str | None, typer.Option(help="The served model's name.")] = None
     openai_token_ids: Annotated[
         bool, typer.Option(help="Send token-id prompts (vLLM/SGLang completions endpoint).")
-    ] = False,
-) -> None:
+    ] = False
+
+    def load_config(self) -> Config:
+        """The recipe with the overrides, ``--thinking`` and ``--tasks`` last."""
+        extra = [] if self.thinking is None else [f"agent.thinking={str(self.thinking).lower()}"]
+        if self.tasks_source is not None:
+            extra.append(f"tasks.source={self.tasks_source}")
+        return load_config(self.config, [*(self.overrides or []), *extra])
+
+    def request(self) -> EvalRequest:
+        """The evaluation these options ask for (``--max-turns`` read as integers)."""
+        budgets = None
+        if self.max_turns:
+            try:
+                budgets = [int(x) for x in self.max_turns.split(",") if x.strip()]
+            except ValueError:
+                raise typer.BadParameter(
+                    f"--max-turns takes integers separated by commas, got {self.max_turns!r}"
+                ) from None
+        return EvalRequest(
+            engine=self.engine,
+            model_path=self.model,
+            split=self.split,
+            final=self.final,
+            site=self.site,
+            subset=self.subset,
+            samples=self.samples,
+            max_turns=budgets,
+            temperature=self.temperature,
+            out_dir=self.out_dir,
+            resume=self.resume,
+            out=self.out,
+            screenshots=self.screenshots,
+            openai_url=self.openai_url,
+            openai_model=self.openai_model,
+            openai_token_ids=self.openai_token_ids,
+        )
+
+
+@app.command("eval")
+@_takes(EvalOptions)
+def eval_cmd(options: EvalOptions) -> None:
     """Evaluate a model, the experts or an API model on embedded tasks or MiniWoB++.
 
     Success overall, per site and per template kind with 95% Wilson intervals; pass@k with
@@ -667,105 +731,50 @@ def eval_cmd(
     trajectories in --out-dir (then `webagent-r1 report DIR` plots them). --tasks miniwob
     evaluates on MiniWoB++ seeds (docs/miniwob.md), with a row per MiniWoB++ task.
     """
-
-    extra = [] if thinking is None else [f"agent.thinking={str(thinking).lower()}"]
-    if tasks_source is not None:
-        extra.append(f"tasks.source={tasks_source}")
-    cfg = load_config(config, [*(overrides or []), *extra])
-    budgets = None
-    if max_turns:
-        try:
-            budgets = [int(x) for x in max_turns.split(",") if x.strip()]
-        except ValueError:
-            raise typer.BadParameter(
-                f"--max-turns takes integers separated by commas, got {max_turns!r}"
-            ) from None
+    cfg = options.load_config()
     try:
-        source = task_source(cfg)
-        split = split or ("val" if "val" in source.splits else "test")
-        if split not in source.splits:
-            raise ValueError(
-                f"--split {split}: the {source.name} tasks have splits {', '.join(source.splits)}"
-            )
-        check_test_split(split, final)
-        if engine == "expert" and source.name != "embedded":
-            raise ValueError(
-                f"the scripted experts solve embedded tasks only, not {source.name}; "
-                "use --engine hf or --engine openai"
-            )
-        tasks = select(source.tasks(split), site=site)
-    except ValueError as e:
+        outcome = run_eval(cfg, options.request())
+    except RequestError as e:
         raise typer.BadParameter(str(e)) from None
-    if not tasks:
-        raise typer.BadParameter("no tasks match the filters")
-    tasks = eval_subset(tasks, subset or 0, cfg.seed)
-    if out and not out_dir:
-        out_dir = str(Path(out).with_suffix("")) + "-eval"
-    if screenshots:
-        if not out_dir:
-            raise typer.BadParameter("--screenshots needs --out-dir (they are saved there)")
-        cfg.env.screenshot_dir = str(Path(out_dir) / "screenshots")
-    try:
-        summary = asyncio.run(
-            run_evaluation(
-                cfg,
-                tasks,
-                engine=engine,
-                model_path=model,
-                openai_url=openai_url,
-                openai_model=openai_model,
-                openai_token_ids=openai_token_ids,
-                samples=samples,
-                max_turns=budgets,
-                temperature=temperature,
-                out_dir=out_dir,
-                meta={"split": split, "site": site, "tasks_filter": to_dict(cfg)["tasks"]},
-                source=source,
-                resume=resume,
-            )
-        )
-    except ValueError as e:
-        raise typer.BadParameter(str(e)) from None
-    if split in TEST_SPLITS:
-        ledger = log_test_eval(cfg, summary, engine, out_dir, len(tasks))
-        console.print(f"test evaluation logged in {ledger}", markup=False, soft_wrap=True)
+    if outcome.ledger is not None:
+        console.print(f"test evaluation logged in {outcome.ledger}", markup=False, soft_wrap=True)
     stdout = _table_console()
-    for res in summary["results"]:
-        table = Table(
-            title=f"{summary['engine']} on {len(tasks)} {split} tasks, "
-            f"max_turns {res['max_turns']}, {samples} sample(s) each"
-        )
-        # MiniWoB++ is one site: a row per MiniWoB++ task (its template) instead.
-        key = "template" if source.name == "miniwob" else "site"
-        for col in (key, "success", "95% CI", "episodes"):
-            table.add_column(col, justify="left" if col == key else "right")
-        rows = [*res[f"by_{key}"].items(), ("all", res)]
-        for name, r in rows:
-            n = r.get("n", r.get("episodes"))
-            table.add_row(
-                name, f"{r['success']:.3f}", f"[{r['ci'][0]:.2f}, {r['ci'][1]:.2f}]", str(n)
-            )
-        stdout.print(table)
-        if res.get("ci_method") == "task-bootstrap":
-            stdout.print("95% CI: bootstrap over tasks (a task's samples resampled together)")
-        if res["pass_at_k"] is not None:
-            stdout.print(f"pass@{samples} (unbiased): {res['pass_at_k']:.3f}")
-        if res.get("unscored_tasks"):
-            stdout.print(
-                f"{len(res['unscored_tasks'])} task(s) with no scored episode (env errors "
-                f"only), not in the rates: {', '.join(res['unscored_tasks'][:10])}"
-            )
-        for reason, n in list(res["failures"].items())[:5]:
-            stdout.print(f"  [dim]{n} x {reason}[/dim]", highlight=False)
-    guess = summary.get("guess_baseline")
+    for res in outcome.summary["results"]:
+        _print_budget(stdout, outcome, res, options.samples)
+    guess = outcome.summary.get("guess_baseline")
     if guess:  # the embedded suite only
         stdout.print(baseline_line(guess["successes"], guess["tasks"]), highlight=False)
-    if out_dir:
-        print(f"results: {Path(out_dir) / 'eval.json'}")
-    if out and out_dir:
-        last = summary["results"][-1]["trajectories"]
-        shutil.copyfile(Path(out_dir) / last, out)
-        print(f"trajectories: {out}")
+    if outcome.out_dir:
+        print(f"results: {Path(outcome.out_dir) / 'eval.json'}")
+    if outcome.trajectories:
+        print(f"trajectories: {outcome.trajectories}")
+
+
+def _print_budget(stdout: Console, outcome: EvalOutcome, res: dict[str, Any], samples: int) -> None:
+    """One turn budget's results: success per site (a MiniWoB++ task per row for MiniWoB++,
+    one site) with intervals, pass@k, tasks no episode scored, the commonest failures."""
+    table = Table(
+        title=f"{outcome.summary['engine']} on {outcome.tasks} {outcome.split} tasks, "
+        f"max_turns {res['max_turns']}, {samples} sample(s) each"
+    )
+    key = "template" if outcome.source == "miniwob" else "site"
+    for col in (key, "success", "95% CI", "episodes"):
+        table.add_column(col, justify="left" if col == key else "right")
+    for name, r in [*res[f"by_{key}"].items(), ("all", res)]:
+        n = r.get("n", r.get("episodes"))
+        table.add_row(name, f"{r['success']:.3f}", f"[{r['ci'][0]:.2f}, {r['ci'][1]:.2f}]", str(n))
+    stdout.print(table)
+    if res.get("ci_method") == "task-bootstrap":
+        stdout.print("95% CI: bootstrap over tasks (a task's samples resampled together)")
+    if res["pass_at_k"] is not None:
+        stdout.print(f"pass@{samples} (unbiased): {res['pass_at_k']:.3f}")
+    if res.get("unscored_tasks"):
+        stdout.print(
+            f"{len(res['unscored_tasks'])} task(s) with no scored episode (env errors "
+            f"only), not in the rates: {', '.join(res['unscored_tasks'][:10])}"
+        )
+    for reason, n in list(res["failures"].items())[:5]:
+        stdout.print(f"  [dim]{n} x {reason}[/dim]", highlight=False)
 
 
 @app.command()
@@ -1455,6 +1464,7 @@ def user_error_types() -> tuple[type[BaseException], ...]:
         TaskError,
         PlanError,  # a LoadError too; named for the reader
         TestSplitError,  # eval --split test without --final
+        RequestError,  # options that do not fit together or match nothing
     ]
     return tuple(types)
 

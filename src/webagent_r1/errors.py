@@ -23,3 +23,9 @@ class LoadError(ValueError):
         if len(text) > MAX_MESSAGE:
             text = text[: MAX_MESSAGE - 3] + "..."
         super().__init__(text)
+
+
+class RequestError(ValueError):
+    """The options of a command do not fit together or match nothing (a split the tasks do
+    not have, no task left by the filters, a count below 1); the command line shows the
+    message as a bad parameter."""

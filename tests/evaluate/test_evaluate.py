@@ -105,6 +105,7 @@ def test_cli_eval_prints_the_baseline_under_the_table(monkeypatch, tmp_path: Pat
     from typer.testing import CliRunner
 
     import webagent_r1.cli as cli
+    import webagent_r1.evaluation.run as ev
 
     seen: dict[str, list[Task]] = {}
 
@@ -121,7 +122,7 @@ def test_cli_eval_prints_the_baseline_under_the_table(monkeypatch, tmp_path: Pat
         }
         return {"engine": "expert", "results": [res], "guess_baseline": baseline(tasks).to_dict()}
 
-    monkeypatch.setattr(cli, "run_evaluation", fake_run_evaluation)
+    monkeypatch.setattr(ev, "run_evaluation", fake_run_evaluation)
     res = CliRunner().invoke(
         cli.app,
         [

@@ -47,6 +47,7 @@ def test_eval_final_on_test_is_logged(monkeypatch, tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
     import webagent_r1.cli as cli
+    import webagent_r1.evaluation.run as ev
 
     async def fake_run_evaluation(cfg, tasks, **kw):
         res = {"max_turns": 5, "success": 0.5, "ci": [0.2, 0.8], "episodes": len(tasks)}
@@ -59,7 +60,7 @@ def test_eval_final_on_test_is_logged(monkeypatch, tmp_path: Path) -> None:
             "results": [res],
         }
 
-    monkeypatch.setattr(cli, "run_evaluation", fake_run_evaluation)
+    monkeypatch.setattr(ev, "run_evaluation", fake_run_evaluation)
     args = ["eval", "--engine", "expert", "--model", "runs/x/rl/checkpoints/step-000010/model"]
     args += ["--split", "test", "--final", "--subset", "4", f"run_dir={tmp_path}"]
     res = CliRunner().invoke(cli.app, args)
@@ -81,6 +82,7 @@ def test_a_model_of_another_run_is_logged_in_that_run_too(monkeypatch, tmp_path:
     from typer.testing import CliRunner
 
     import webagent_r1.cli as cli
+    import webagent_r1.evaluation.run as ev
 
     async def fake_run_evaluation(cfg, tasks, **kw):
         res = {"max_turns": 5, "success": 0.25, "ci": [0.0, 0.6], "episodes": len(tasks)}
@@ -88,7 +90,7 @@ def test_a_model_of_another_run_is_logged_in_that_run_too(monkeypatch, tmp_path:
         return {"model": kw["model_path"], "engine": "expert", "samples": 1,
                 "temperature": 0.0, "results": [res]}  # fmt: skip
 
-    monkeypatch.setattr(cli, "run_evaluation", fake_run_evaluation)
+    monkeypatch.setattr(ev, "run_evaluation", fake_run_evaluation)
     run = tmp_path / "runs" / "r"
     model = run / "rl" / "checkpoints" / "step-000010" / "model"
     model.mkdir(parents=True)

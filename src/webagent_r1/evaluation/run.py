@@ -27,6 +27,7 @@ from typing import Any
 
 from webagent_r1.browser import Browser
 from webagent_r1.config import AgentConfig, to_dict
+from webagent_r1.errors import RequestError
 from webagent_r1.policy.base import Engine, SamplingParams
 from webagent_r1.policy.expert import ExpertPolicy
 from webagent_r1.policy.openai import OpenAIEngine
@@ -41,14 +42,19 @@ from webagent_r1.rollout.trajectories import (
 )
 from webagent_r1.sources import TaskSource, task_source
 from webagent_r1.sources.embedded.guess import baseline
-from webagent_r1.sources.embedded.suite import all_templates
+from webagent_r1.sources.embedded.suite import all_templates, select
 from webagent_r1.stats import pass_at_k, success_interval
 from webagent_r1.types import Task, Trajectory, failure_reason, site_of
 
 __all__ = [
     "EvalReport",
+    "EvalRequest",
     "evaluate_policy",
+    "request_out_dir",
+    "request_split",
+    "request_tasks",
     "run_evaluation",
+    "run_request",
     "site_of",
 ]
 
@@ -253,24 +259,20 @@ ENGINES = ("hf", "vllm", "expert", "openai")
 the scripted experts, an API server."""
 
 
-@contextlib.asynccontextmanager
-async def _setup(
+def _build_engine(
     cfg: Any,
-    engine: str = "hf",
-    model_path: str | None = None,
-    openai_url: str | None = None,
-    openai_model: str | None = None,
-    openai_token_ids: bool = False,
-    source: TaskSource | None = None,
-) -> AsyncIterator[tuple[Any, Any, Any, TaskSource, Callable[[str], int]]]:
-    """The engine, its tokenizer, the task source's sites (started) and a browser; all
-    closed on exit. ``source`` defaults to ``cfg.tasks.source`` (the embedded sites)."""
+    engine: str,
+    model_path: str | None,
+    openai_url: str | None,
+    openai_model: str | None,
+    openai_token_ids: bool,
+) -> tuple[Any, Any, Callable[[], Any] | None]:
+    """The engine, its tokenizer, and what closes the engine (None: nothing to close)."""
     # heavy: keeps torch, transformers off the import path
     from webagent_r1.policy.hf import HFEngine, load_tokenizer
 
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
-    closer: Callable[[], Any] | None = None
     if engine == "hf":
         # heavy: keeps torch off the import path
         from webagent_r1.policy.precision import autocast_enabled
@@ -290,32 +292,47 @@ async def _setup(
             batch_wait_fraction=cfg.rollout.batch_wait_fraction,
             prefix_cache_mb=cfg.rollout.prefix_cache_mb if cfg.rollout.prefix_cache else 0.0,
         )
-        closer = eng.close
-    elif engine == "vllm":
+        return eng, tokenizer, eng.close
+    if engine == "vllm":
         # heavy: keeps torch off the import path
         from webagent_r1.policy.vllm import VLLMEngine
 
         name = model_path or cfg.init_from or cfg.model.name
         # raises first when vLLM is missing; context bounded by the recipe's token budget
         eng = VLLMEngine(name, cfg.vllm, seed=cfg.seed, token_budget=cfg.train.token_budget)
-        tokenizer = load_tokenizer(name)
-        closer = eng.close
-    elif engine == "expert":
+        return eng, load_tokenizer(name), eng.close
+    if engine == "expert":
         tokenizer = load_tokenizer(model_path or cfg.init_from or cfg.model.name)
-        eng = ExpertPolicy(tokenizer, thinking=cfg.agent.thinking)
-    else:
-        if not openai_url or not openai_model:
-            raise ValueError("the openai engine needs a server URL and a model name")
-        tokenizer = load_tokenizer(model_path or cfg.init_from or cfg.model.name)
-        # evaluation never trains on these tokens: a server that omits log-probs is fine here
-        eng = OpenAIEngine(
-            openai_url,
-            openai_model,
-            tokenizer,
-            use_token_ids=openai_token_ids,
-            for_training=False,
-        )
-        closer = eng.close
+        return ExpertPolicy(tokenizer, thinking=cfg.agent.thinking), tokenizer, None
+    if not openai_url or not openai_model:
+        raise ValueError("the openai engine needs a server URL and a model name")
+    tokenizer = load_tokenizer(model_path or cfg.init_from or cfg.model.name)
+    # evaluation never trains on these tokens: a server that omits log-probs is fine here
+    eng = OpenAIEngine(
+        openai_url,
+        openai_model,
+        tokenizer,
+        use_token_ids=openai_token_ids,
+        for_training=False,
+    )
+    return eng, tokenizer, eng.close
+
+
+@contextlib.asynccontextmanager
+async def _setup(
+    cfg: Any,
+    engine: str = "hf",
+    model_path: str | None = None,
+    openai_url: str | None = None,
+    openai_model: str | None = None,
+    openai_token_ids: bool = False,
+    source: TaskSource | None = None,
+) -> AsyncIterator[tuple[Any, Any, Any, TaskSource, Callable[[str], int]]]:
+    """The engine, its tokenizer, the task source's sites (started) and a browser; all
+    closed on exit. ``source`` defaults to ``cfg.tasks.source`` (the embedded sites)."""
+    eng, tokenizer, closer = _build_engine(
+        cfg, engine, model_path, openai_url, openai_model, openai_token_ids
+    )
 
     def count_tokens(text: str) -> int:
         return len(tokenizer(text, add_special_tokens=False).input_ids)
@@ -541,6 +558,204 @@ def _budget_result(
     return res
 
 
+def _sampling(
+    cfg: Any,
+    tasks: list[Task],
+    samples: int,
+    max_turns: list[int] | None,
+    temperature: float | None,
+) -> tuple[list[int], SamplingParams]:
+    """Check an evaluation's sizes; its turn budgets (ascending) and sampling parameters
+    (greedy for one sample a task unless ``temperature`` says otherwise)."""
+    if not tasks:
+        raise ValueError("no tasks to evaluate")
+    if samples < 1:
+        raise ValueError(f"samples must be >= 1, got {samples}")
+    budgets = sorted(set(max_turns or [cfg.env.max_turns]))
+    if budgets[0] < 1:
+        raise ValueError(f"turn budgets must be >= 1, got {budgets}")
+    temp = temperature if temperature is not None else (0.0 if samples == 1 else None)
+    if temp is None:
+        temp = cfg.rollout.temperature
+    if samples > 1 and temp <= 0:
+        raise ValueError("samples > 1 (pass@k) needs a temperature > 0: greedy repeats itself")
+    params = SamplingParams(
+        temperature=temp,
+        top_p=cfg.rollout.top_p if temp > 0 else 1.0,
+        max_new_tokens=cfg.rollout.max_new_tokens,
+        seed=cfg.seed,
+    )
+    return budgets, params
+
+
+def _budget_runs(source: TaskSource, budgets: list[int]) -> list[tuple[int, list[int]]]:
+    """The rollouts of a sweep: (turns, the smaller budgets cut from its episodes). One at
+    the largest budget when the source's graders only read the site; else one per budget."""
+    if source.grades_mid_episode:
+        return [(budgets[-1], budgets[:-1])]
+    return [(m, []) for m in reversed(budgets)]
+
+
+@dataclass
+class _Sweep:
+    """What every rollout of one evaluation shares: its inputs and its ``--out-dir``."""
+
+    cfg: Any
+    tasks: list[Task]
+    params: SamplingParams
+    samples: int
+    concurrency: int
+    progress: bool
+    out: Path | None
+    settings: dict[str, Any]
+    resume: bool
+
+
+def _resume_settings(
+    sweep: _Sweep,
+    model: str | None,
+    engine: str,
+    openai: tuple[str | None, str | None],
+    budgets: list[int],
+    runs: list[tuple[int, list[int]]],
+) -> dict[str, Any]:
+    """What an ``--out-dir``'s progress file records, as JSON holds it (lists, not tuples),
+    to compare with the file's on ``--resume``."""
+    cfg, params = sweep.cfg, sweep.params
+    sections = to_dict(cfg)
+    settings = {
+        "model": model or cfg.model.name,
+        "engine": engine,
+        "openai_url": openai[0],
+        "openai_model": openai[1],
+        "samples": sweep.samples,
+        "temperature": params.temperature,
+        "top_p": params.top_p,
+        "max_new_tokens": params.max_new_tokens,
+        "seed": cfg.seed,
+        "max_turns": budgets,
+        "tasks": [str(t.task_id) for t in sweep.tasks],
+        **{k: sections[k] for k in ("agent", "observation", "env")},
+    }
+    settings["env"].pop("grade_at_turns", None)  # the sweep sets it: "graded_at" says
+    if len(runs) == 1 and len(budgets) > 1:
+        settings["graded_at"] = budgets[:-1]
+    return json.loads(json.dumps(settings))
+
+
+def _kept_tasks(sweep: _Sweep, m: int, partial: Path | None) -> dict[int, list[Trajectory]]:
+    """On ``--resume``, the tasks of budget ``m`` already done: all of them when the budget
+    had finished, else those its partial file holds whole (the file rewritten to them)."""
+    if not sweep.resume or partial is None or sweep.out is None:
+        return {}
+    kept = _finished_budget(sweep.out, m, len(sweep.tasks), sweep.samples)
+    if not kept:
+        kept = read_partial(partial, sweep.samples)
+        kept = {i: trs for i, trs in kept.items() if i < len(sweep.tasks)}
+        if partial.exists():
+            _rewrite(partial, kept)
+    return kept
+
+
+async def _run_budget(
+    sweep: _Sweep, setup: tuple[Any, ...], m: int, shorter: list[int]
+) -> list[dict[str, Any]]:
+    """One rollout at ``m`` turns, resumed where its partial file left it, each task's
+    episodes appended to that file as they end; the results of ``m`` and of each budget in
+    ``shorter`` (its episodes cut there), their trajectory files written."""
+    out, tasks, samples = sweep.out, sweep.tasks, sweep.samples
+    partial = None if out is None else out / _trajectory_name(m, partial=True)
+    kept = _kept_tasks(sweep, m, partial)
+
+    def save(group: Group, path: Path | None = partial) -> None:
+        if path is not None:
+            _write_progress(path.parent, sweep.settings)
+            _relative_screenshots(group.trajectories, path.parent)
+            write_trajectories(group.trajectories, path, append=True)
+
+    todo = [i for i in range(len(tasks)) if i not in kept]
+    if kept and sweep.progress:
+        print(
+            f"max_turns {m}: resuming, {len(kept)} of {len(tasks)} tasks already done", flush=True
+        )
+    part = EvalReport(samples=samples)
+    if todo:
+        part = await _evaluate_at(
+            sweep.cfg,
+            *setup,
+            [tasks[i] for i in todo],
+            m,
+            sweep.params,
+            samples,
+            sweep.concurrency,
+            sweep.progress,
+            on_group=save,
+            group_ids=todo,
+            grade_at=shorter,
+        )
+    fresh = iter(part.trajectories)
+    longest: list[Trajectory] = []
+    for i in range(len(tasks)):
+        longest.extend(kept[i] if i in kept else [next(fresh) for _ in range(samples)])
+    results = []
+    for b in [m, *reversed(shorter)]:
+        trajs = longest if b == m else [cut_to_budget(tr, b) for tr in longest]
+        res = _budget_result(b, trajs, tasks, samples, part.wall_s, setup[3], out, sweep.settings)
+        if b != m:
+            res["cut_from"] = m
+        if kept:
+            res["resumed_tasks"] = len(kept)
+        results.append(res)
+        if sweep.progress:
+            print(_budget_line(res, b, m, samples), flush=True)
+    if partial is not None:
+        partial.unlink(missing_ok=True)
+    return results
+
+
+def _budget_line(res: dict[str, Any], b: int, m: int, samples: int) -> str:
+    """The line printed when budget ``b`` (cut from the ``m``-turn episodes) is scored."""
+    return (
+        f"max_turns {b}: success {res['success']:.3f} "
+        f"[{res['ci'][0]:.3f}, {res['ci'][1]:.3f}] on {res['episodes']} episodes"
+        + (f", pass@{samples} {res['pass_at_k']:.3f}" if samples > 1 else "")
+        + (f" (cut from the {m}-turn episodes)" if b != m else "")
+        + (
+            f"; {res['successes_at_turn_limit']} of the successes ran to the "
+            "turn limit without exit"
+            if res["successes_at_turn_limit"]
+            else ""
+        )
+        + (
+            f"; {res['successes_answer_not_shown']} answered with a text no "
+            "page had shown (a guess or a derived value: read them)"
+            if res["successes_answer_not_shown"]
+            else ""
+        )
+        + (
+            f"; {len(res['unscored_tasks'])} task(s) with no scored episode"
+            if res["unscored_tasks"]
+            else ""
+        )
+    )
+
+
+def _write_summary(
+    sweep: _Sweep, summary: dict[str, Any], results: list[dict[str, Any]], source_name: Any
+) -> dict[str, Any]:
+    """The summary with its results (ascending budgets) and, for the embedded suite, the
+    constant-answer baseline; written as ``eval.json`` with ``--out-dir`` (the progress file
+    removed: the evaluation is finished)."""
+    summary["results"] = sorted(results, key=lambda r: r["max_turns"])
+    if source_name == "embedded":
+        summary["guess_baseline"] = baseline(sweep.tasks).to_dict()
+    if sweep.out is not None:
+        sweep.out.mkdir(parents=True, exist_ok=True)
+        _write_json(sweep.out / "eval.json", summary)
+        (sweep.out / PROGRESS_FILE).unlink(missing_ok=True)
+    return summary
+
+
 async def run_evaluation(
     cfg: Any,
     tasks: list[Task],
@@ -562,209 +777,62 @@ async def run_evaluation(
 ) -> dict[str, Any]:
     """Evaluate an engine on ``tasks`` at one or several turn budgets (``webagent-r1 eval``).
 
-    Greedy with one sample per task by default (deterministic given the seed); with
-    ``samples`` = k > 1 it samples at ``temperature`` (default ``rollout.temperature``) and
-    reports pass@k next to the mean success. Several ``max_turns`` make a test-time-scaling
-    sweep from one rollout: the episodes run at the largest budget, the env grades each one
-    still running at every smaller budget's last turn as that budget would (the prompt never
-    states the budget, so up to that turn the episode is the one the smaller budget runs),
-    and each smaller budget's episodes are the longest's cut there (``cut_to_budget``): the
-    same tasks and samples at every budget, paired, for the price of the longest.
+    Greedy with one sample per task by default; with ``samples`` = k > 1 it samples at
+    ``temperature`` (default ``rollout.temperature``) and reports pass@k too. Several
+    ``max_turns`` make a test-time-scaling sweep from one rollout: the episodes run at the
+    largest budget, the env grades each one still running at every smaller budget's last turn
+    (the prompt never states the budget, so up to there it is the smaller budget's episode),
+    and each smaller budget's episodes are the longest's cut there (``cut_to_budget``).
 
-    Args:
-        cfg: a ``Config`` (model, browser, observation, agent, env, rollout, seed).
-        tasks: the tasks.
-        engine: ``hf`` (a model folder, checkpoint or the config's model), ``vllm`` (the same
-            on a CUDA GPU through vLLM, settings in ``cfg.vllm``), ``expert`` (the scripted
-            experts) or ``openai`` (an OpenAI-compatible server).
-        model_path: model folder or checkpoint ``model/`` (hf, vllm); tokenizer source
-            otherwise.
-        openai_url / openai_model / openai_token_ids: the server, served model name, and
-            whether it takes token-id prompts (vLLM, SGLang) instead of chat messages.
-        samples: episodes per task (k).
-        max_turns: turn budgets (default ``env.max_turns``).
-        temperature: sampling temperature (default 0 for k = 1, else ``rollout.temperature``).
-        out_dir: write ``eval.json`` and ``trajectories-t<budget>.jsonl`` here.
-        concurrency: episodes at once (default ``rollout.max_concurrent_episodes``).
-        progress: progress bars.
-        meta: extra fields for ``eval.json`` (split, filters …).
-        source: where ``tasks`` come from (their sites and evaluator); default
-            ``cfg.tasks.source``.
-        resume: continue the unfinished evaluation in ``out_dir``. While it runs, ``out_dir``
-            holds ``eval-progress.json`` (its settings) and each budget's finished tasks in
-            ``trajectories-t<budget>.partial.jsonl``, appended as they end; a resumed run
-            with the same settings keeps those tasks and runs the others with the seeds
-            they would have had.
+    ``engine``: ``hf`` (``model_path``, a folder or checkpoint ``model/``, or the config's
+    model), ``vllm`` (the same through vLLM, ``cfg.vllm``), ``expert`` (the scripted experts;
+    ``model_path`` is the tokenizer) or ``openai`` (``openai_url``, ``openai_model``;
+    ``openai_token_ids``: token-id prompts, vLLM and SGLang). ``max_turns`` defaults to
+    ``env.max_turns``, ``concurrency`` to ``rollout.max_concurrent_episodes``, ``source`` (the
+    tasks' sites and evaluator) to ``cfg.tasks.source``; ``meta`` adds fields to eval.json.
+    ``out_dir`` gets ``eval.json`` and ``trajectories-t<budget>.jsonl``; while it runs, also
+    ``eval-progress.json`` (its settings) and each budget's finished tasks in
+    ``trajectories-t<budget>.partial.jsonl``, from which ``resume`` continues it (same
+    settings; the other tasks run with the seeds they would have had).
 
-    Returns:
-        The ``eval.json`` content: ``results`` holds one entry per budget (ascending) with
-        success, ci, pass_at_k, by_site, by_kind, by_difficulty, failures, and ``cut_from``
-        (the budget whose episodes were cut) on the smaller budgets; for
-        the embedded suite also ``guess_baseline`` (``embedded.guess``: what answering each
-        template's most common training answer would score on these tasks).
-
-    Raises:
-        ValueError: bad samples / budgets / temperature, unknown engine, no tasks; an
-            unfinished evaluation in ``out_dir`` without ``resume``, or one of other settings.
+    Returns the ``eval.json`` content: ``results``, one entry per budget (ascending) with
+    success, ci, pass_at_k, by_site, by_kind, by_difficulty, failures, and ``cut_from`` on the
+    smaller budgets; for the embedded suite ``guess_baseline`` (``embedded.guess``). Raises
+    ValueError for bad samples, budgets or temperature, an unknown engine, no tasks, and an
+    unfinished evaluation in ``out_dir`` without ``resume`` or with other settings.
     """
-    if not tasks:
-        raise ValueError("no tasks to evaluate")
-    if samples < 1:
-        raise ValueError(f"samples must be >= 1, got {samples}")
-    budgets = sorted(set(max_turns or [cfg.env.max_turns]))
-    if budgets[0] < 1:
-        raise ValueError(f"turn budgets must be >= 1, got {budgets}")
-    temp = temperature if temperature is not None else (0.0 if samples == 1 else None)
-    if temp is None:
-        temp = cfg.rollout.temperature
-    if samples > 1 and temp <= 0:
-        raise ValueError("samples > 1 (pass@k) needs a temperature > 0: greedy repeats itself")
-    params = SamplingParams(
-        temperature=temp,
-        top_p=cfg.rollout.top_p if temp > 0 else 1.0,
-        max_new_tokens=cfg.rollout.max_new_tokens,
-        seed=cfg.seed,
-    )
-    # Budget runs: (turns, the smaller budgets cut from its episodes). One at the largest
-    # budget when the source's graders only read the site; else one per budget.
+    budgets, params = _sampling(cfg, tasks, samples, max_turns, temperature)
     source = source or task_source(cfg)  # not started yet: _setup starts it
-    if source.grades_mid_episode:
-        runs = [(budgets[-1], budgets[:-1])]
-    else:
-        runs = [(m, []) for m in reversed(budgets)]
-    n_conc = concurrency or cfg.rollout.max_concurrent_episodes
+    runs = _budget_runs(source, budgets)
     out = Path(out_dir) if out_dir is not None else None
     if resume and out is None:
         raise ValueError("--resume needs the --out-dir of the evaluation to continue")
-    settings: dict[str, Any] = {}
+    n_conc = concurrency or cfg.rollout.max_concurrent_episodes
+    sweep = _Sweep(cfg, tasks, params, samples, n_conc, progress, out, {}, resume)
     if out is not None:
-        sections = to_dict(cfg)
-        settings = {  # as JSON holds them (lists, not tuples), to compare with the file's
-            "model": model_path or cfg.model.name,
-            "engine": engine,
-            "openai_url": openai_url,
-            "openai_model": openai_model,
-            "samples": samples,
-            "temperature": temp,
-            "top_p": params.top_p,
-            "max_new_tokens": params.max_new_tokens,
-            "seed": cfg.seed,
-            "max_turns": budgets,
-            "tasks": [str(t.task_id) for t in tasks],
-            **{k: sections[k] for k in ("agent", "observation", "env")},
-        }
-        settings["env"].pop("grade_at_turns", None)  # the sweep sets it: "graded_at" says
-        if len(runs) == 1 and len(budgets) > 1:
-            settings["graded_at"] = budgets[:-1]
-        settings = json.loads(json.dumps(settings))
-        _start_or_resume(out, settings, resume)
+        openai = (openai_url, openai_model)
+        sweep.settings = _resume_settings(sweep, model_path, engine, openai, budgets, runs)
+        _start_or_resume(out, sweep.settings, resume)
     results: list[dict[str, Any]] = []
     t0 = time.time()
-    async with _setup(
-        cfg, engine, model_path, openai_url, openai_model, openai_token_ids, source
-    ) as (eng, tok, browser, src, count):
-        source_name = getattr(src, "name", None)
-        _source_hook(src, "check_run", tasks, samples, n_conc)
+    openai_args = (openai_url, openai_model, openai_token_ids)
+    async with _setup(cfg, engine, model_path, *openai_args, source) as setup:
+        source_name = getattr(setup[3], "name", None)
+        _source_hook(setup[3], "check_run", tasks, samples, n_conc)
         for m, shorter in runs:
-            kept: dict[int, list[Trajectory]] = {}
-            partial = None if out is None else out / _trajectory_name(m, partial=True)
-            if resume and partial is not None:
-                kept = _finished_budget(out, m, len(tasks), samples)
-                if not kept:
-                    kept = read_partial(partial, samples)
-                    kept = {i: trs for i, trs in kept.items() if i < len(tasks)}
-                    if partial.exists():
-                        _rewrite(partial, kept)
-
-            def save(group: Group, path: Path | None = partial) -> None:
-                if path is not None:
-                    _write_progress(path.parent, settings)
-                    _relative_screenshots(group.trajectories, path.parent)
-                    write_trajectories(group.trajectories, path, append=True)
-
-            todo = [i for i in range(len(tasks)) if i not in kept]
-            if kept and progress:
-                print(
-                    f"max_turns {m}: resuming, {len(kept)} of {len(tasks)} tasks already done",
-                    flush=True,
-                )
-            part = EvalReport(samples=samples)
-            if todo:
-                part = await _evaluate_at(
-                    cfg,
-                    eng,
-                    tok,
-                    browser,
-                    src,
-                    count,
-                    [tasks[i] for i in todo],
-                    m,
-                    params,
-                    samples,
-                    n_conc,
-                    progress,
-                    on_group=save,
-                    group_ids=todo,
-                    grade_at=shorter,
-                )
-            fresh = iter(part.trajectories)
-            longest: list[Trajectory] = []
-            for i in range(len(tasks)):
-                longest.extend(kept[i] if i in kept else [next(fresh) for _ in range(samples)])
-            for b in [m, *reversed(shorter)]:
-                trajs = longest if b == m else [cut_to_budget(tr, b) for tr in longest]
-                res = _budget_result(b, trajs, tasks, samples, part.wall_s, src, out, settings)
-                if b != m:
-                    res["cut_from"] = m
-                if kept:
-                    res["resumed_tasks"] = len(kept)
-                results.append(res)
-                if progress:
-                    print(
-                        f"max_turns {b}: success {res['success']:.3f} "
-                        f"[{res['ci'][0]:.3f}, {res['ci'][1]:.3f}] on {res['episodes']} episodes"
-                        + (f", pass@{samples} {res['pass_at_k']:.3f}" if samples > 1 else "")
-                        + (f" (cut from the {m}-turn episodes)" if b != m else "")
-                        + (
-                            f"; {res['successes_at_turn_limit']} of the successes ran to the "
-                            "turn limit without exit"
-                            if res["successes_at_turn_limit"]
-                            else ""
-                        )
-                        + (
-                            f"; {res['successes_answer_not_shown']} answered with a text no "
-                            "page had shown (a guess or a derived value: read them)"
-                            if res["successes_answer_not_shown"]
-                            else ""
-                        )
-                        + (
-                            f"; {len(res['unscored_tasks'])} task(s) with no scored episode"
-                            if res["unscored_tasks"]
-                            else ""
-                        ),
-                        flush=True,
-                    )
-            if partial is not None:
-                partial.unlink(missing_ok=True)
+            results += await _run_budget(sweep, setup, m, shorter)
     summary = {
         "model": model_path or (openai_model if engine == "openai" else None) or cfg.model.name,
         "engine": engine,
         "samples": samples,
-        "temperature": temp,
+        "temperature": params.temperature,
         "seed": cfg.seed,
         "thinking": cfg.agent.thinking,
         "tasks": len(tasks),
         "wall_s": time.time() - t0,
         **(meta or {}),
-        "results": sorted(results, key=lambda r: r["max_turns"]),
     }
-    if source_name == "embedded":
-        summary["guess_baseline"] = baseline(tasks).to_dict()
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        _write_json(out / "eval.json", summary)
-        (out / PROGRESS_FILE).unlink(missing_ok=True)
-    return summary
+    return _write_summary(sweep, summary, results, source_name)
 
 
 async def eval_model(
@@ -799,3 +867,100 @@ async def eval_model(
             concurrency or cfg.rollout.max_concurrent_episodes,
             progress,
         )
+
+
+@dataclass
+class EvalRequest:
+    """An evaluation as ``webagent-r1 eval`` asks for it: which tasks (a split of the task
+    source, a site, a stratified subset), which engine, how many episodes at which turn
+    budgets, and where the results go (``--out-dir``; ``--out``: a copy of the largest
+    budget's trajectories)."""
+
+    engine: str = "hf"
+    model_path: str | None = None
+    split: str | None = None
+    final: bool = False
+    site: str | None = None
+    subset: int | None = None
+    samples: int = 1
+    max_turns: list[int] | None = None
+    temperature: float | None = None
+    out_dir: str | None = None
+    resume: bool = False
+    out: str | None = None
+    screenshots: bool = False
+    openai_url: str | None = None
+    openai_model: str | None = None
+    openai_token_ids: bool = False
+
+
+def request_split(source: TaskSource, split: str | None) -> str:
+    """The split asked for, else ``val`` where the source has one, else ``test``.
+
+    Raises:
+        ValueError: the source has no such split.
+    """
+    split = split or ("val" if "val" in source.splits else "test")
+    if split not in source.splits:
+        raise ValueError(
+            f"--split {split}: the {source.name} tasks have splits {', '.join(source.splits)}"
+        )
+    return split
+
+
+def request_tasks(source: TaskSource, request: EvalRequest, split: str) -> list[Task]:
+    """The tasks of ``split`` on the requested site (all of them: no subset yet).
+
+    Raises:
+        ValueError: the scripted experts asked for on tasks they cannot solve.
+    """
+    if request.engine == "expert" and source.name != "embedded":
+        raise ValueError(
+            f"the scripted experts solve embedded tasks only, not {source.name}; "
+            "use --engine hf or --engine openai"
+        )
+    return select(source.tasks(split), site=request.site)
+
+
+def request_out_dir(cfg: Any, request: EvalRequest) -> str | None:
+    """The output folder: ``--out-dir``, else next to ``--out`` (``<out>-eval``); with
+    screenshots, ``cfg.env.screenshot_dir`` set to its ``screenshots/`` folder.
+
+    Raises:
+        RequestError: screenshots without an output folder.
+    """
+    out_dir = request.out_dir
+    if request.out and not out_dir:
+        out_dir = str(Path(request.out).with_suffix("")) + "-eval"
+    if request.screenshots:
+        if not out_dir:
+            raise RequestError("--screenshots needs --out-dir (they are saved there)")
+        cfg.env.screenshot_dir = str(Path(out_dir) / "screenshots")
+    return out_dir
+
+
+async def run_request(
+    cfg: Any,
+    tasks: list[Task],
+    request: EvalRequest,
+    out_dir: str | None,
+    meta: dict[str, Any],
+    source: TaskSource,
+) -> dict[str, Any]:
+    """``run_evaluation`` of ``tasks`` as ``request`` asks."""
+    return await run_evaluation(
+        cfg,
+        tasks,
+        engine=request.engine,
+        model_path=request.model_path,
+        openai_url=request.openai_url,
+        openai_model=request.openai_model,
+        openai_token_ids=request.openai_token_ids,
+        samples=request.samples,
+        max_turns=request.max_turns,
+        temperature=request.temperature,
+        out_dir=out_dir,
+        meta=meta,
+        source=source,
+        resume=request.resume,
+    )
