@@ -7,18 +7,17 @@ printed as one line without a traceback; ``WEBAGENT_R1_DEBUG=1`` shows the trace
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
-import difflib
 import functools
 import importlib.util
 import inspect
 import json
 import os
-import random
 import re
 import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, get_type_hints
@@ -31,7 +30,7 @@ from rich.table import Table
 
 from webagent_r1 import __version__
 from webagent_r1.browser import BrowserNotFoundError
-from webagent_r1.checks.tasks import check_tasks
+from webagent_r1.checks.tasks import check_tasks, pick_check_tasks
 from webagent_r1.config import Config, ConfigError, ObservationConfig, load_config
 from webagent_r1.errors import LoadError, RequestError
 from webagent_r1.evaluation.run import EvalRequest
@@ -59,17 +58,16 @@ from webagent_r1.report.paired import (
     to_json,
 )
 from webagent_r1.report.viewer import build_viewer
-from webagent_r1.rollout.budget_rollout import measure_page_budget
-from webagent_r1.rollout.demos import collect_demos, pick_demo_tasks
+from webagent_r1.rollout.budget_rollout import BudgetReport, BudgetRequest, page_budget
+from webagent_r1.rollout.demos import write_demos
 from webagent_r1.rollout.ray_pool import RayNotInstalledError
-from webagent_r1.rollout.trajectories import TrajectoryFileError, write_trajectories
+from webagent_r1.rollout.trajectories import TrajectoryFileError
 from webagent_r1.sites.server import serve_forever
-from webagent_r1.sources.embedded.guess import baseline_line, split_shares
-from webagent_r1.sources.embedded.suite import all_templates, build_suite, select, spec_for
+from webagent_r1.sources.embedded.guess import baseline_line, template_rows
+from webagent_r1.sources.embedded.suite import build_suite, select, spec_for
 from webagent_r1.tasks import TaskError, write_tasks
-from webagent_r1.tasks.budget import DEFAULT_BUDGETS, parse_budgets, summarize
+from webagent_r1.tasks.budget import DEFAULT_BUDGETS
 from webagent_r1.train.memory_plan import format_plan, plan_memory
-from webagent_r1.train.runconfig import CONFIG_FILE, describe, differences, run_config_files
 
 app = typer.Typer(
     name="webagent-r1",
@@ -220,37 +218,23 @@ def tasks_list(
     """
 
     tasks = _suite(split, site, template)
-    counts = Counter((t.extra["template"], t.split) for t in tasks)
-    shares = split_shares("test")
-    rows = []
-    for tp in all_templates():
-        n_train, n_test = counts.get((tp.name, "train"), 0), counts.get((tp.name, "test"), 0)
-        n_extra = counts.get((tp.name, "extra"), 0)
-        if n_train + n_test + n_extra == 0:
-            continue
-        rows.append(
-            {
-                "template": tp.name,
-                "id": tp.id,
-                "sites": tp.sites,
-                "kind": tp.kind,
-                "steps": tp.difficulty,
-                "heldout": tp.heldout,
-                "train": n_train,
-                "test": n_test,
-                "extra": n_extra,
-                "val": n_extra,  # the validation split: the instances drawn after train
-                "top_answer": (
-                    {"answer": sh[0].answer, "test_successes": sh[1], "test_tasks": sh[2]}
-                    if (sh := shares.get(tp.name)) is not None
-                    else None
-                ),
-            }
-        )
+    rows = template_rows(tasks)
     if as_json:
         print(json.dumps({"templates": rows, "total": len(tasks)}, indent=1))
         return
-    table = Table(title=f"{len(tasks)} tasks")
+    _table_console().print(_templates_table(rows, len(tasks)))
+    per_site = Counter((t.sites[0] if len(t.sites) == 1 else "cross-site", t.split) for t in tasks)
+    for (s, sp), n in sorted(per_site.items()):
+        print(f"{s:16s} {'val' if sp == 'extra' else sp:6s} {n}")
+    print(
+        "top answer: test tasks of the template that its most common training answer passes "
+        "(a policy that ignores the page scores this; docs/grading.md)"
+    )
+
+
+def _templates_table(rows: list[dict[str, Any]], total: int) -> Table:
+    """The rows of ``template_rows`` as a table (a val column when a row has val tasks)."""
+    table = Table(title=f"{total} tasks")
     cols = ["template", "kind", "steps", "heldout", "train", "test"]
     if any(r["extra"] for r in rows):
         cols.append("val")
@@ -270,14 +254,7 @@ def tasks_list(
             *([str(r["extra"])] if "val" in cols else []),
             f"{top['test_successes']}/{top['test_tasks']}" if top else "n/a",
         )
-    _table_console().print(table)
-    per_site = Counter((t.sites[0] if len(t.sites) == 1 else "cross-site", t.split) for t in tasks)
-    for (s, sp), n in sorted(per_site.items()):
-        print(f"{s:16s} {'val' if sp == 'extra' else sp:6s} {n}")
-    print(
-        "top answer: test tasks of the template that its most common training answer passes "
-        "(a policy that ignores the page scores this; docs/grading.md)"
-    )
+    return table
 
 
 @tasks_app.command("check")
@@ -296,33 +273,14 @@ def tasks_check(
 ) -> None:
     """Run the scripted experts in real Chromium; report success and every failure."""
 
-    tasks = _suite(split, site, template)
-    if subset is not None and subset < len(tasks):
-        tasks = random.Random(seed).sample(tasks, subset)
-    if not tasks:
-        raise typer.BadParameter("no tasks match the filters")
-    ok = 0
-    with Progress(
-        TextColumn("[bold]experts"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[ok]}"),
-        console=console,
-    ) as bar:
-        job = bar.add_task("check", total=len(tasks), ok="")
-
-        def on_result(r) -> None:
-            nonlocal ok
-            ok += r.reward == 1.0
-            bar.update(job, advance=1, ok=f"success {ok}")
-
+    try:
+        tasks = pick_check_tasks(_suite(split, site, template), subset, seed)
+    except RequestError as e:
+        raise typer.BadParameter(str(e)) from None
+    obs_cfg = ObservationConfig(format=observation_format)
+    with _success_bar("experts", len(tasks)) as on_result:
         results = asyncio.run(
-            check_tasks(
-                tasks,
-                concurrency=concurrency,
-                on_result=on_result,
-                obs_cfg=ObservationConfig(format=observation_format),
-            )
+            check_tasks(tasks, concurrency=concurrency, on_result=on_result, obs_cfg=obs_cfg)
         )
     fails = [r for r in results if r.reward != 1.0]
     for r in fails:
@@ -335,10 +293,45 @@ def tasks_check(
         raise typer.Exit(1)
 
 
+@contextlib.contextmanager
+def _success_bar(label: str, total: int) -> Iterator[Callable[[Any], None]]:
+    """A progress bar of ``total`` episodes with their successes; yields what to call with
+    each episode's result (anything with a ``reward``)."""
+    with Progress(
+        TextColumn(f"[bold]{label}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[ok]}"),
+        console=console,
+    ) as bar:
+        job = bar.add_task("check", total=total, ok="")
+        ok = 0
+
+        def on_result(r: Any) -> None:
+            nonlocal ok
+            ok += r.reward == 1.0
+            bar.update(job, advance=1, ok=f"success {ok}")
+
+        yield on_result
+
+
 def _fail(message: str) -> typer.Exit:
     """Print a one-line error; the caller raises the returned ``Exit(2)``."""
     console.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
     return typer.Exit(2)
+
+
+_BudgetsOpt = Annotated[
+    str,
+    typer.Option("--budgets", help="Budgets (tokens) to show fit shares for, e.g. 300,600."),
+]
+_RolloutTokensOpt = Annotated[
+    int,
+    typer.Option(
+        "--rollout-tokens",
+        help="observation.max_tokens of the rollout: large, so no page is cut.",
+    ),
+]
 
 
 @tasks_app.command("budget")
@@ -350,17 +343,8 @@ def tasks_budget(
         int | None, typer.Option("--subset", help="A random subset of N tasks.")
     ] = None,
     template: TemplateOpt = None,
-    budgets: Annotated[
-        str,
-        typer.Option("--budgets", help="Budgets (tokens) to show fit shares for, e.g. 300,600."),
-    ] = ",".join(str(b) for b in DEFAULT_BUDGETS),
-    rollout_tokens: Annotated[
-        int,
-        typer.Option(
-            "--rollout-tokens",
-            help="observation.max_tokens of the rollout: large, so no page is cut.",
-        ),
-    ] = 4000,
+    budgets: _BudgetsOpt = ",".join(str(b) for b in DEFAULT_BUDGETS),
+    rollout_tokens: _RolloutTokensOpt = 4000,
     concurrency: Annotated[int, typer.Option(help="Parallel episodes.")] = 4,
     json_out: Annotated[
         str | None, typer.Option("--json", help="Also write the rows and every turn here.")
@@ -368,42 +352,49 @@ def tasks_budget(
 ) -> None:
     """Observation tokens the experts' steps need, per template: where on the page the element
     acted on (or the answer read) ends, with fit shares for given observation.max_tokens."""
-    # heavy: keeps torch, transformers off the import path
-    from webagent_r1.policy.hf import load_tokenizer
-
+    request = BudgetRequest(
+        config, overrides or [], split, subset, template, budgets, rollout_tokens, concurrency
+    )
+    request.json_out = json_out
     try:
-        wanted = parse_budgets(budgets)
-    except ValueError as e:
+        report = page_budget(request)
+    except RequestError as e:
         raise _fail(str(e)) from None
-    names = [t.name for t in all_templates()]
-    if template is not None and template not in names:
-        near = difflib.get_close_matches(template, names, n=1)
-        hint = f"; did you mean {near[0]!r}?" if near else "; see `webagent-r1 tasks list`"
-        raise _fail(f"--template: unknown template {template!r}{hint}")
-    if concurrency < 1:
-        raise _fail("--concurrency must be >= 1")
-    if subset is not None and subset < 1:
-        raise _fail("--subset must be >= 1")
-    cfg = load_config(config, [*(overrides or []), f"observation.max_tokens={rollout_tokens}"])
-    try:
-        tasks = pick_demo_tasks(split, subset, cfg.seed, template, cfg=cfg)
-    except ValueError as e:
-        raise _fail(str(e)) from None
-    if not tasks:
-        raise _fail(f"no {split} task of template {template!r} passes the config's tasks filter")
-    tokenizer = load_tokenizer(cfg.model.name)
-    run = asyncio.run(measure_page_budget(tasks, tokenizer, cfg, concurrency=concurrency))
-    rows = summarize(run.needs, wanted)
+    _print_budget_report(report)
+    if json_out:
+        print(f"wrote {json_out}")
 
+
+def _print_budget_report(report: BudgetReport) -> None:
+    """The table, the episodes not measured, turns on a cut page, and a summary line."""
+    _table_console().print(_budget_table(report))
+    run, tokens = report.run, report.request.rollout_tokens
+    for task_id, why in run.failures:
+        console.print(f"[red]not measured[/red] {escape(task_id)}: {escape(why)}")
+    cut = sum(n.cut for n in run.needs)
+    if cut:
+        console.print(
+            f"[yellow]{cut} turns acted on a page cut at {tokens} tokens: "
+            "raise --rollout-tokens[/yellow]"
+        )
+    print(
+        f"{len(run.needs)} turns of {report.tasks - len(run.failures)} expert episodes measured "
+        f"(rollout budget {tokens} tokens); {len(run.failures)} not measured; "
+        f"env errors retried {run.env_errors}; {run.wall_s:.0f} s"
+    )
+
+
+def _budget_table(report: BudgetReport) -> Table:
+    """A row per template and the ``all`` row: turns, the tokens they need, fit shares."""
     table = Table(
-        title=f"observation tokens the experts' steps need ({split}, {len(tasks)} tasks, "
-        f"{cfg.observation.format}, {cfg.model.name})"
+        title=f"observation tokens the experts' steps need ({report.request.split}, "
+        f"{report.tasks} tasks, {report.format}, {report.model})"
     )
     cols = ["template", "episodes", "turns", "measured", "median", "p90", "max"]
-    cols += [f"≤{b}" for b in wanted] + ["scrolls", "not on page"]
+    cols += [f"≤{b}" for b in report.budgets] + ["scrolls", "not on page"]
     for col in cols:
         table.add_column(col, justify="left" if col == "template" else "right")
-    for r in rows:
+    for r in report.rows:
         if r.name == "all":
             table.add_section()
         table.add_row(
@@ -412,41 +403,11 @@ def tasks_budget(
             str(r.turns),
             str(r.measured),
             *("-" if v is None else str(v) for v in (r.median, r.p90, r.max)),
-            *(f"{100 * r.fits[b]:.0f}%" if r.fits else "-" for b in wanted),
+            *(f"{100 * r.fits[b]:.0f}%" if r.fits else "-" for b in report.budgets),
             str(r.scrolls),
             str(r.not_on_page),
         )
-    _table_console().print(table)
-    for task_id, why in run.failures:
-        console.print(f"[red]not measured[/red] {escape(task_id)}: {escape(why)}")
-    cut = sum(n.cut for n in run.needs)
-    if cut:
-        console.print(
-            f"[yellow]{cut} turns acted on a page cut at {rollout_tokens} tokens: "
-            "raise --rollout-tokens[/yellow]"
-        )
-    print(
-        f"{len(run.needs)} turns of {len(tasks) - len(run.failures)} expert episodes measured "
-        f"(rollout budget {rollout_tokens} tokens); {len(run.failures)} not measured; "
-        f"env errors retried {run.env_errors}; {run.wall_s:.0f} s"
-    )
-    if json_out:
-        out = {
-            "split": split,
-            "tasks": len(tasks),
-            "model": cfg.model.name,
-            "format": cfg.observation.format,
-            "rollout_tokens": rollout_tokens,
-            "budgets": wanted,
-            "rows": [r.to_dict() for r in rows],
-            "turns": [n.to_dict() for n in run.needs],
-            "failures": [{"task_id": t, "reason": w} for t, w in run.failures],
-            "env_errors": run.env_errors,
-            "wall_s": run.wall_s,
-        }
-        Path(json_out).parent.mkdir(parents=True, exist_ok=True)
-        Path(json_out).write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {json_out}")
+    return table
 
 
 @tasks_app.command("export")
@@ -495,20 +456,23 @@ def plan_memory_cmd(
         raise typer.Exit(1)
 
 
+_CotOpt = Annotated[
+    bool,
+    typer.Option(
+        "--cot",
+        help="Longer rationales: the experts' templated step-by-step text (task, page, "
+        "element, next step), not a model's chain of thought.",
+    ),
+]
+
+
 @app.command()
 def demos(
     config: ConfigOpt = None,
     overrides: OverridesArg = None,
     split: Annotated[str, typer.Option("--split", help="train, test or heldout.")] = "train",
     out: Annotated[str, typer.Option("--out", help="JSONL file to write.")] = "data/demos.jsonl",
-    cot: Annotated[
-        bool,
-        typer.Option(
-            "--cot",
-            help="Longer rationales: the experts' templated step-by-step text (task, page, "
-            "element, next step), not a model's chain of thought.",
-        ),
-    ] = False,
+    cot: _CotOpt = False,
     subset: Annotated[
         int | None, typer.Option("--subset", help="A random subset of N tasks.")
     ] = None,
@@ -517,21 +481,11 @@ def demos(
     template: TemplateOpt = None,
 ) -> None:
     """Roll the scripted experts out like the policy and write SFT-ready trajectories."""
-
-    # heavy: keeps torch, transformers off the import path
-    from webagent_r1.policy.hf import load_tokenizer
-
     cfg = load_config(config, overrides or [])
-    tasks = pick_demo_tasks(split, subset, cfg.seed, template, cfg=cfg)
-    if not tasks:
-        raise typer.BadParameter("no tasks match the filters")
-    if concurrency < 1:
-        raise typer.BadParameter("--concurrency must be >= 1")
-    tokenizer = load_tokenizer(cfg.model.name)
-    kept, report = asyncio.run(
-        collect_demos(tasks, tokenizer, cfg, cot=cot, concurrency=concurrency)
-    )
-    n = write_trajectories(kept, out)
+    try:
+        n, turns, report = write_demos(cfg, out, split, subset, template, cot, concurrency)
+    except RequestError as e:
+        raise typer.BadParameter(str(e)) from None
     table = Table(title=f"demonstrations ({split}{', cot' if cot else ''})")
     for col in ("template", "kept", "dropped"):
         table.add_column(col, justify="left" if col == "template" else "right")
@@ -540,11 +494,9 @@ def demos(
     _table_console().print(table)
     for task_id, why in report.failures:
         console.print(f"[red]dropped[/red] {escape(str(task_id))}: {escape(str(why))}")
-    turns = Counter(len(t.turns) for t in kept)
     print(
-        f"wrote {n} demonstrations ({sum(k * v for k, v in turns.items())} turns, all reward 1) "
-        f"to {out}; dropped {report.total_dropped}; env errors retried {report.env_errors}; "
-        f"{report.wall_s:.0f} s"
+        f"wrote {n} demonstrations ({turns} turns, all reward 1) to {out}; dropped "
+        f"{report.total_dropped}; env errors retried {report.env_errors}; {report.wall_s:.0f} s"
     )
 
 
@@ -1024,6 +976,12 @@ def outcomes(
     print(f"outcomes: {dest} ({len(rows)} episodes of {tasks} tasks, {ok} successes)")
 
 
+_LoopRepeatsOpt = Annotated[
+    int,
+    typer.Option("--loop-repeats", help="Times the same action from the same state makes a loop."),
+]
+
+
 @app.command()
 def failures(
     target: Annotated[
@@ -1038,19 +996,13 @@ def failures(
         str | None, typer.Option("--template", help="Only the episodes of this template.")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
-    loop_repeats: Annotated[
-        int,
-        typer.Option(
-            "--loop-repeats", help="Times the same action from the same state makes a loop."
-        ),
-    ] = LOOP_REPEATS,
+    loop_repeats: _LoopRepeatsOpt = LOOP_REPEATS,
 ) -> None:
     """Count the kinds of failure of the failed episodes, overall and per template."""
     try:
         tables, notes = collect_failures(target, template, loop_repeats)
     except (ReportError, FileNotFoundError) as e:
-        console.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
-        raise typer.Exit(2) from None
+        raise _fail(str(e)) from None
     for n in notes:
         console.print(f"note: {n}", markup=False)
     if as_json:
@@ -1061,55 +1013,87 @@ def failures(
         }
         print(json.dumps(out, indent=1))
         return
-    out = _table_console()
     for t in tables:
-        files = ", ".join(t.files)
-        title = t.label if files == t.label else f"{t.label}: {files}"
-        o = t.overall
-        if not o.failures:
-            out.print(
-                f"{title}: no failed episode ({o.successes} successes, {o.env_errors} env errors)",
-                markup=False,
-            )
-            continue
-        # the kinds with their shares, then the counts per template (headers that wrap at
-        # spaces, so the table fits a terminal; --json has the exact names)
-        kinds = Table(title=escape(title), caption=escape(_mean_turns(o)))
-        kinds.add_column("Kind")
-        kinds.add_column("Episodes", justify="right")
-        kinds.add_column("Share of failed", justify="right")
-        for k in FAILURE_KINDS:
-            share = o.share(k) or 0.0
-            last = k == FAILURE_KINDS[-1]
-            kinds.add_row(k, str(o.kinds[k]), f"{100 * share:.1f}%", end_section=last)
-        kinds.add_row("failed", str(o.failures), "100.0%", style="bold")
-        kinds.add_row("successful", str(o.successes), "")
-        kinds.add_row("env errors (not failures)", str(o.env_errors), "")
-        out.print(kinds)
-        # per template, only the kinds that occur (the table must fit a terminal)
-        keep = [i for i, c in enumerate(COLUMNS) if c not in FAILURE_KINDS or o.kinds[c]]
-        rows = [row_cells(name, c, shares=False) for name, c in t.rows()]
-        rows.append(row_cells("all", o, shares=False))
-        rows = [[r[i] for i in keep] for r in rows]
-        per = Table(title=escape(f"{t.label}: failed episodes per template"))
-        header = [COLUMNS[i].replace("_", " ") for i in keep]
-        widest = max(len(r[0]) for r in rows)
-        per.add_column(header[0], no_wrap=True, min_width=min(widest, 48), overflow="fold")
-        for col in header[1:]:
-            per.add_column(col, justify="right")
-        for i, cells in enumerate(rows):
-            last = i == len(rows) - 1
-            per.add_row(*map(escape, cells), style="bold" if last else None)
-        out.print(per)
-        left_out = sum(1 for c in t.by_template.values() if not c.failures)
-        if left_out:
-            out.print(f"templates without a failed episode: {left_out}", markup=False)
-        if t.bad_lines:
-            first = f" (first: {t.first_bad})" if t.first_bad else ""
-            console.print(
-                f"note: {t.label}: {t.bad_lines} line(s) that were not trajectories skipped{first}",
-                markup=False,
-            )
+        _print_failures(t)
+
+
+def _print_failures(t: Any) -> None:
+    """One source's failures: the kinds with their shares, then the counts per template."""
+    out = _table_console()
+    files = ", ".join(t.files)
+    title = t.label if files == t.label else f"{t.label}: {files}"
+    o = t.overall
+    if not o.failures:
+        out.print(
+            f"{title}: no failed episode ({o.successes} successes, {o.env_errors} env errors)",
+            markup=False,
+        )
+        return
+    out.print(_failure_kinds(title, o))
+    out.print(_failures_per_template(t))
+    left_out = sum(1 for c in t.by_template.values() if not c.failures)
+    if left_out:
+        out.print(f"templates without a failed episode: {left_out}", markup=False)
+    if t.bad_lines:
+        first = f" (first: {t.first_bad})" if t.first_bad else ""
+        console.print(
+            f"note: {t.label}: {t.bad_lines} line(s) that were not trajectories skipped{first}",
+            markup=False,
+        )
+
+
+def _failure_kinds(title: str, o: Any) -> Table:
+    """The kinds of failure with their shares (headers that wrap at spaces, so the table
+    fits a terminal; --json has the exact names)."""
+    kinds = Table(title=escape(title), caption=escape(_mean_turns(o)))
+    kinds.add_column("Kind")
+    kinds.add_column("Episodes", justify="right")
+    kinds.add_column("Share of failed", justify="right")
+    for k in FAILURE_KINDS:
+        share = o.share(k) or 0.0
+        last = k == FAILURE_KINDS[-1]
+        kinds.add_row(k, str(o.kinds[k]), f"{100 * share:.1f}%", end_section=last)
+    kinds.add_row("failed", str(o.failures), "100.0%", style="bold")
+    kinds.add_row("successful", str(o.successes), "")
+    kinds.add_row("env errors (not failures)", str(o.env_errors), "")
+    return kinds
+
+
+def _failures_per_template(t: Any) -> Table:
+    """Failed episodes per template, with only the kinds that occur (the table must fit a
+    terminal)."""
+    o = t.overall
+    keep = [i for i, c in enumerate(COLUMNS) if c not in FAILURE_KINDS or o.kinds[c]]
+    rows = [row_cells(name, c, shares=False) for name, c in t.rows()]
+    rows.append(row_cells("all", o, shares=False))
+    rows = [[r[i] for i in keep] for r in rows]
+    per = Table(title=escape(f"{t.label}: failed episodes per template"))
+    header = [COLUMNS[i].replace("_", " ") for i in keep]
+    widest = max(len(r[0]) for r in rows)
+    per.add_column(header[0], no_wrap=True, min_width=min(widest, 48), overflow="fold")
+    for col in header[1:]:
+        per.add_column(col, justify="right")
+    for i, cells in enumerate(rows):
+        last = i == len(rows) - 1
+        per.add_row(*map(escape, cells), style="bold" if last else None)
+    return per
+
+
+_CreditTemplateOpt = Annotated[
+    bool,
+    typer.Option(
+        "--template",
+        help="Also a table per template, and each template's rollouts: groups, trained groups, "
+        "episodes, successes.",
+    ),
+]
+_StepsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--steps",
+        help="Only these updates, as the run numbers them: 9-12, or 5 (default: all).",
+    ),
+]
 
 
 def _step_span(text: str | None) -> tuple[int, int] | None:
@@ -1132,21 +1116,8 @@ def credit(
     ],
     config: ConfigOpt = None,
     overrides: OverridesArg = None,
-    template: Annotated[
-        bool,
-        typer.Option(
-            "--template",
-            help="Also a table per template, and each template's rollouts: groups, trained groups, "
-            "episodes, successes.",
-        ),
-    ] = False,
-    steps: Annotated[
-        str | None,
-        typer.Option(
-            "--steps",
-            help="Only these updates, as the run numbers them: 9-12, or 5 (default: all).",
-        ),
-    ] = None,
+    template: _CreditTemplateOpt = False,
+    steps: _StepsOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
 ) -> None:
     """Where M-GRPO's credit went: each trained turn's share of the policy gradient (its
@@ -1159,75 +1130,30 @@ def credit(
     saved needs it); settings that change the credit and differ from the run's are named.
     """
     # heavy: the credit module imports the trainer's functions (torch) when it runs
-    from webagent_r1.train.credit import CREDIT_SETTINGS, run_credit, run_root
+    from webagent_r1.train.credit import credit_report, credit_settings
 
     span = _step_span(steps)
-    saved = run_config_files(run_root(target))
-    ran = saved[-1] if saved else None
-    ran_cfg: Config | None = None
-    if ran is not None:
-        try:
-            ran_cfg = load_config(ran, [])
-        except ConfigError as e:
-            if config is None:
-                console.print(
-                    f"[red]error:[/red] the run's settings do not load ({escape(str(e))}): pass "
-                    "-c <the recipe the run trained with> and its overrides",
-                    soft_wrap=True,
-                )
-                raise typer.Exit(2) from None
-            console.print(f"note: {ran} does not load ({e})", markup=False, soft_wrap=True)
-    if config is not None:
-        cfg = load_config(config, overrides or [])
-    elif ran_cfg is not None:
-        cfg = load_config(ran, overrides) if overrides else ran_cfg
-        console.print(f"settings: {ran} (the run's own)", markup=False, soft_wrap=True)
-    else:
-        cfg = load_config(None, overrides or [])
-        console.print(
-            f"note: no --config and no {CONFIG_FILE} in {target}: the default settings; "
-            "pass the recipe the run trained with",
-            markup=False,
-            soft_wrap=True,
-        )
-    if ran is not None and ran_cfg is not None:
-        diff = differences(ran_cfg, cfg, CREDIT_SETTINGS)
-        if diff:
-            console.print(
-                f"note: credit under settings the run did not train with ({ran.name}): "
-                + describe(diff),
-                markup=False,
-                soft_wrap=True,
-            )
-    for older, newer in zip(saved, saved[1:], strict=False):  # a resume changed the credit
-        try:
-            changed = differences(load_config(older, []), load_config(newer, []), CREDIT_SETTINGS)
-        except ConfigError:
-            continue
-        if changed:
-            console.print(
-                f"note: {newer.name} changed settings the credit reads ({describe(changed)}); "
-                "the steps before that resume trained under the earlier ones, and every step "
-                "is read here under one set",
-                markup=False,
-                soft_wrap=True,
-            )
     try:
-        table, notes = run_credit(target, cfg, span)
+        cfg, table = credit_report(target, config, overrides or [], span, on_note=_say)
     except (ReportError, OSError) as e:
-        console.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
-        raise typer.Exit(2) from None
-    for n in notes:
-        console.print(f"note: {n}", markup=False, soft_wrap=True)
-    rl = cfg.rl
+        raise _fail(str(e)) from None
     if as_json:
-        settings = {}
-        for key in CREDIT_SETTINGS:  # "rl.advantage" → "advantage": <value>
-            section, name = key.split(".")
-            settings[name] = getattr(getattr(cfg, section), name)
-        print(json.dumps({"settings": settings, **table.to_dict()}, indent=1))
+        print(json.dumps({"settings": credit_settings(cfg), **table.to_dict()}, indent=1))
         return
-    out = _table_console()
+    _print_credit(target, span, cfg, table, template)
+
+
+def _say(line: str) -> None:
+    """Print a note on stderr as it is (no markup, not wrapped)."""
+    console.print(line, markup=False, soft_wrap=True)
+
+
+def _print_credit(
+    target: str, span: tuple[int, int] | None, cfg: Config, table: Any, template: bool
+) -> None:
+    """The credit per action kind, overall and (``template``) per template, then each
+    template's rollouts."""
+    rl = cfg.rl
     head = (
         f"{target}"
         + (f" (steps {span[0]}-{span[1]})" if span else "")
@@ -1236,28 +1162,11 @@ def credit(
         f"rl.normalization={rl.normalization}"
         + (", rl.reward_requires_exit=true" if rl.reward_requires_exit else "")
     )
-    sections = [("all templates", table.by_kind)]
+    out = _table_console()
+    out.print(_credit_kinds(head, table.by_kind, table.total))
     if template:
-        sections += sorted(table.by_template.items())
-    total = table.total
-    for name, rows in sections:
-        t = Table(
-            title=escape(head if name == "all templates" else name),
-            caption="shares: of the whole run's positive and negative credit",
-        )
-        for col in ("Action", "Turns", "Positive", "Negative", "Net", "Share of +", "Share of -"):
-            t.add_column(col, justify="left" if col == "Action" else "right")
-        for kind, c in sorted(rows.items(), key=lambda kv: kv[1].net):
-            t.add_row(
-                escape(kind),
-                str(c.turns),
-                f"{c.positive:+.3f}",
-                f"{c.negative:+.3f}",
-                f"{c.net:+.3f}",
-                f"{100 * c.positive / total.positive:.0f}%" if total.positive else "–",
-                f"{100 * c.negative / total.negative + 0.0:.0f}%" if total.negative else "–",
-            )
-        out.print(t)
+        for name, rows in sorted(table.by_template.items()):
+            out.print(_credit_kinds(name, rows, table.total))
     if template and table.rollouts:
         t = Table(
             title="rollouts per template",
@@ -1270,6 +1179,26 @@ def credit(
                 escape(name), str(r.groups), str(r.trained), str(r.episodes), str(r.successes)
             )
         out.print(t)
+
+
+def _credit_kinds(title: str, rows: dict[str, Any], total: Any) -> Table:
+    """A table of credit per action kind, shares of the whole run's positive and negative."""
+    t = Table(
+        title=escape(title), caption="shares: of the whole run's positive and negative credit"
+    )
+    for col in ("Action", "Turns", "Positive", "Negative", "Net", "Share of +", "Share of -"):
+        t.add_column(col, justify="left" if col == "Action" else "right")
+    for kind, c in sorted(rows.items(), key=lambda kv: kv[1].net):
+        t.add_row(
+            escape(kind),
+            str(c.turns),
+            f"{c.positive:+.3f}",
+            f"{c.negative:+.3f}",
+            f"{c.net:+.3f}",
+            f"{100 * c.positive / total.positive:.0f}%" if total.positive else "–",
+            f"{100 * c.negative / total.negative + 0.0:.0f}%" if total.negative else "–",
+        )
+    return t
 
 
 def _mean_turns(c: Any) -> str:

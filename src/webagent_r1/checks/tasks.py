@@ -7,12 +7,14 @@ evaluator or an expert; the result says which step failed and why.
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from webagent_r1.browser import Browser
 from webagent_r1.config import BrowserConfig, EnvConfig, ObservationConfig
+from webagent_r1.errors import RequestError
 from webagent_r1.grading.base import EnvError
 from webagent_r1.grading.embedded import evaluate
 from webagent_r1.rollout.env import WebEnv
@@ -114,3 +116,16 @@ async def check_tasks(
         if own_sites:
             sites.stop()
     return [r for r in results if r is not None]
+
+
+def pick_check_tasks(tasks: list[Task], subset: int | None, seed: int) -> list[Task]:
+    """``tasks``, or a seeded random ``subset`` of them when it is smaller.
+
+    Raises:
+        RequestError: no task left.
+    """
+    if subset is not None and subset < len(tasks):
+        tasks = random.Random(seed).sample(tasks, subset)
+    if not tasks:
+        raise RequestError("no tasks match the filters")
+    return tasks

@@ -9,21 +9,40 @@ measured by ``tasks.budget.measure_turn`` with the policy tokenizer's count.
 
 from __future__ import annotations
 
+import asyncio
+import difflib
+import json
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from webagent_r1.config import Config
+from webagent_r1.config import Config, load_config
+from webagent_r1.errors import RequestError
 from webagent_r1.policy.base import Completion, SamplingParams
 from webagent_r1.policy.expert import ExpertPolicy
 from webagent_r1.rollout.collect import RolloutStats
-from webagent_r1.rollout.demos import demo_failure, roll_out, token_counter
+from webagent_r1.rollout.demos import demo_failure, pick_demo_tasks, roll_out, token_counter
 from webagent_r1.sites.episodes import EmbeddedSites
-from webagent_r1.sources.embedded.suite import template_of
-from webagent_r1.tasks.budget import TurnNeed, measure_turn
+from webagent_r1.sources.embedded.suite import all_templates, template_of
+from webagent_r1.tasks.budget import (
+    DEFAULT_BUDGETS,
+    BudgetRow,
+    TurnNeed,
+    measure_turn,
+    parse_budgets,
+    summarize,
+)
 from webagent_r1.types import Task
 
-__all__ = ["BudgetRun", "RecordingPolicy", "measure_page_budget"]
+__all__ = [
+    "BudgetReport",
+    "BudgetRequest",
+    "BudgetRun",
+    "RecordingPolicy",
+    "measure_page_budget",
+    "page_budget",
+]
 
 
 @dataclass
@@ -147,3 +166,111 @@ async def measure_page_budget(
             )
     run.wall_s = time.time() - t0
     return run
+
+
+@dataclass
+class BudgetRequest:
+    """What ``webagent-r1 tasks budget`` measures: the experts on a split's tasks (a
+    template's, a subset), the budgets (``"300,600"``) to show fit shares for, and the
+    rollout's ``observation.max_tokens`` (large, so no page is cut)."""
+
+    config: str | None = None
+    overrides: list[str] = field(default_factory=list)
+    split: str = "train"
+    subset: int | None = None
+    template: str | None = None
+    budgets: str = ",".join(str(b) for b in DEFAULT_BUDGETS)
+    rollout_tokens: int = 4000
+    concurrency: int = 4
+    json_out: str | None = None
+    """Also write the rows and every measured turn here."""
+
+
+@dataclass
+class BudgetReport:
+    """The measured budgets: a row per template and the ``all`` row, and the rollout."""
+
+    request: BudgetRequest
+    tasks: int
+    model: str
+    format: str
+    budgets: list[int]
+    rows: list[BudgetRow]
+    run: BudgetRun
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON of ``--json``: the rows, every turn, the episodes not measured."""
+        return {
+            "split": self.request.split,
+            "tasks": self.tasks,
+            "model": self.model,
+            "format": self.format,
+            "rollout_tokens": self.request.rollout_tokens,
+            "budgets": self.budgets,
+            "rows": [r.to_dict() for r in self.rows],
+            "turns": [n.to_dict() for n in self.run.needs],
+            "failures": [{"task_id": t, "reason": w} for t, w in self.run.failures],
+            "env_errors": self.run.env_errors,
+            "wall_s": self.run.wall_s,
+        }
+
+
+def _check_budget_request(request: BudgetRequest) -> list[int]:
+    """The budgets of a request whose template, concurrency and subset are valid.
+
+    Raises:
+        RequestError: bad budgets, an unknown template (the nearest name suggested), a
+            concurrency or subset below 1.
+    """
+    try:
+        wanted = parse_budgets(request.budgets)
+    except ValueError as e:
+        raise RequestError(str(e)) from None
+    names = [t.name for t in all_templates()]
+    if request.template is not None and request.template not in names:
+        near = difflib.get_close_matches(request.template, names, n=1)
+        hint = f"; did you mean {near[0]!r}?" if near else "; see `webagent-r1 tasks list`"
+        raise RequestError(f"--template: unknown template {request.template!r}{hint}")
+    if request.concurrency < 1:
+        raise RequestError("--concurrency must be >= 1")
+    if request.subset is not None and request.subset < 1:
+        raise RequestError("--subset must be >= 1")
+    return wanted
+
+
+def page_budget(request: BudgetRequest) -> BudgetReport:
+    """``webagent-r1 tasks budget``: check the request, roll the experts out on its tasks
+    with the recipe's settings (``observation.max_tokens`` = ``rollout_tokens``), measure
+    every turn (``measure_page_budget``) and sum them per template; with ``json_out``, the
+    report written there as JSON.
+
+    Raises:
+        RequestError: bad budgets, template, concurrency or subset; no task of the split
+            (and template) passes the config's tasks filter.
+    """
+    # heavy: keeps torch, transformers off the import path
+    from webagent_r1.policy.hf import load_tokenizer
+
+    wanted = _check_budget_request(request)
+    max_tokens = f"observation.max_tokens={request.rollout_tokens}"
+    cfg = load_config(request.config, [*request.overrides, max_tokens])
+    split, template = request.split, request.template
+    try:
+        tasks = pick_demo_tasks(split, request.subset, cfg.seed, template, cfg=cfg)
+    except ValueError as e:
+        raise RequestError(str(e)) from None
+    if not tasks:
+        raise RequestError(
+            f"no {split} task of template {template!r} passes the config's tasks filter"
+        )
+    tokenizer = load_tokenizer(cfg.model.name)
+    run = asyncio.run(measure_page_budget(tasks, tokenizer, cfg, concurrency=request.concurrency))
+    rows = summarize(run.needs, wanted)
+    report = BudgetReport(
+        request, len(tasks), cfg.model.name, cfg.observation.format, wanted, rows, run
+    )
+    if request.json_out:
+        path = Path(request.json_out)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(report.to_dict(), indent=1) + "\n", encoding="utf-8")
+    return report

@@ -12,6 +12,7 @@ Everything else is dropped and reported with its reason (``webagent-r1 demos`` p
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -20,11 +21,13 @@ from typing import Any
 
 from webagent_r1.browser import Browser
 from webagent_r1.config import Config
+from webagent_r1.errors import RequestError
 from webagent_r1.grading.embedded import evaluate
 from webagent_r1.policy.base import SamplingParams
 from webagent_r1.policy.expert import ExpertPolicy
 from webagent_r1.rollout.collect import Group, Policy, RolloutStats, collect
 from webagent_r1.rollout.pool import LocalEnvPool
+from webagent_r1.rollout.trajectories import write_trajectories
 from webagent_r1.sites.episodes import EmbeddedSites
 from webagent_r1.sources.embedded.suite import build_suite, select, spec_for, tasks_for
 from webagent_r1.tasks.subset import eval_subset
@@ -37,6 +40,7 @@ __all__ = [
     "pick_demo_tasks",
     "roll_out",
     "token_counter",
+    "write_demos",
 ]
 
 
@@ -223,3 +227,37 @@ async def roll_out(
         if own_sites:
             sites.stop()
     return groups
+
+
+def write_demos(
+    cfg: Config,
+    out: str,
+    split: str = "train",
+    subset: int | None = None,
+    template: str | None = None,
+    cot: bool = False,
+    concurrency: int = 4,
+) -> tuple[int, int, DemoReport]:
+    """``webagent-r1 demos``: the experts' demonstrations of a split's tasks (a template's,
+    a subset: ``pick_demo_tasks``) written to ``out`` as trajectories.
+
+    Returns:
+        The demonstrations written, their turns, and the report.
+
+    Raises:
+        RequestError: no task matches the filters, or a concurrency below 1.
+    """
+    # heavy: keeps torch, transformers off the import path
+    from webagent_r1.policy.hf import load_tokenizer
+
+    tasks = pick_demo_tasks(split, subset, cfg.seed, template, cfg=cfg)
+    if not tasks:
+        raise RequestError("no tasks match the filters")
+    if concurrency < 1:
+        raise RequestError("--concurrency must be >= 1")
+    tokenizer = load_tokenizer(cfg.model.name)
+    kept, report = asyncio.run(
+        collect_demos(tasks, tokenizer, cfg, cot=cot, concurrency=concurrency)
+    )
+    n = write_trajectories(kept, out)
+    return n, sum(len(t.turns) for t in kept), report

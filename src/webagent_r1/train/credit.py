@@ -30,16 +30,18 @@ rollouts shows there.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from webagent_r1.config import Config
+from webagent_r1.config import Config, ConfigError, load_config
 from webagent_r1.errors import LoadError
 from webagent_r1.report.failures import template_of
 from webagent_r1.report.load import ReportError, load_run
 from webagent_r1.rollout.collect import Group
 from webagent_r1.rollout.trajectories import read_trajectory_records
+from webagent_r1.train.runconfig import CONFIG_FILE, describe, differences, run_config_files
 from webagent_r1.types import Trajectory, Turn
 
 __all__ = [
@@ -49,6 +51,9 @@ __all__ = [
     "CreditTable",
     "RolloutCount",
     "action_kind",
+    "credit_config",
+    "credit_report",
+    "credit_settings",
     "credit_table",
     "run_credit",
     "run_root",
@@ -340,3 +345,101 @@ def run_credit(
             )
         table.merge(one)
     return table, notes
+
+
+def credit_config(
+    target: str | Path,
+    config: str | None,
+    overrides: list[str],
+    on_note: Callable[[str], None],
+) -> Config:
+    """The settings to read a run's credit under: ``config`` with ``overrides`` when given,
+    else the run's newest saved settings (``config.yaml`` or ``config.resume-<n>.yaml``) with
+    the overrides, else the defaults. ``on_note`` gets a line for what the reader should
+    know: whose settings these are, credit settings that differ from the run's, and a resume
+    that changed them (the steps before it trained under the earlier ones).
+
+    Raises:
+        ReportError: the run's settings do not load and no ``config`` is given.
+    """
+    saved = run_config_files(run_root(target))
+    ran = saved[-1] if saved else None
+    ran_cfg: Config | None = None
+    if ran is not None:
+        try:
+            ran_cfg = load_config(ran, [])
+        except ConfigError as e:
+            if config is None:
+                raise ReportError(
+                    f"the run's settings do not load ({e}): pass -c <the recipe the run "
+                    "trained with> and its overrides"
+                ) from None
+            on_note(f"note: {ran} does not load ({e})")
+    if config is not None:
+        cfg = load_config(config, overrides)
+    elif ran is not None and ran_cfg is not None:
+        cfg = load_config(ran, overrides) if overrides else ran_cfg
+        on_note(f"settings: {ran} (the run's own)")
+    else:
+        cfg = load_config(None, overrides)
+        on_note(
+            f"note: no --config and no {CONFIG_FILE} in {target}: the default settings; "
+            "pass the recipe the run trained with"
+        )
+    if (
+        ran is not None
+        and ran_cfg is not None
+        and (diff := differences(ran_cfg, cfg, CREDIT_SETTINGS))
+    ):
+        on_note(
+            f"note: credit under settings the run did not train with ({ran.name}): "
+            + describe(diff)
+        )
+    _resumes_that_changed_credit(saved, on_note)
+    return cfg
+
+
+def _resumes_that_changed_credit(saved: list[Path], on_note: Callable[[str], None]) -> None:
+    """A note for each resume whose settings changed what the credit reads."""
+    for older, newer in zip(saved, saved[1:], strict=False):
+        try:
+            changed = differences(load_config(older, []), load_config(newer, []), CREDIT_SETTINGS)
+        except ConfigError:
+            continue
+        if changed:
+            on_note(
+                f"note: {newer.name} changed settings the credit reads ({describe(changed)}); "
+                "the steps before that resume trained under the earlier ones, and every step "
+                "is read here under one set"
+            )
+
+
+def credit_report(
+    target: str | Path,
+    config: str | None,
+    overrides: list[str],
+    steps: tuple[int, int] | None,
+    on_note: Callable[[str], None],
+) -> tuple[Config, CreditTable]:
+    """``webagent-r1 credit``: the settings (``credit_config``) and the credit of the run's
+    steps under them (``run_credit``, its notes passed to ``on_note``).
+
+    Raises:
+        ReportError: the run's settings do not load without ``config``; no rollouts.
+        OSError: a rollout file cannot be read.
+    """
+    cfg = credit_config(target, config, overrides, on_note)
+    table, notes = run_credit(target, cfg, steps)
+    for n in notes:
+        on_note(f"note: {n}")
+    return cfg, table
+
+
+def credit_settings(cfg: Config) -> dict[str, Any]:
+    """The values of ``CREDIT_SETTINGS`` by their names in their section
+    (``"rl.advantage"`` → ``"advantage"``)."""
+    settings = {}
+    for key in CREDIT_SETTINGS:
+        section, name = key.split(".")
+        settings[name] = getattr(getattr(cfg, section), name)
+    return settings

@@ -43,6 +43,7 @@ __all__ = [
     "split_shares",
     "suite_guesses",
     "template_name",
+    "template_rows",
 ]
 
 
@@ -234,3 +235,37 @@ def baseline_of_ids(task_ids: Iterable[str]) -> Baseline | None:
     if any(i not in by_id for i in ids):
         return None
     return baseline(by_id[i] for i in ids)
+
+
+def template_rows(tasks: Iterable[Task]) -> list[dict[str, Any]]:
+    """``webagent-r1 tasks list``: per template with tasks among ``tasks``, its facts, its
+    tasks per split (``val``: the ``extra`` instances, drawn after train) and, where it has
+    a guess, the test tasks of the suite that guess passes (``top_answer``)."""
+    counts = Counter((t.extra["template"], t.split) for t in tasks)
+    shares = split_shares("test")
+    rows = []
+    for tp in all_templates():
+        n_train, n_test = counts.get((tp.name, "train"), 0), counts.get((tp.name, "test"), 0)
+        n_extra = counts.get((tp.name, "extra"), 0)
+        if n_train + n_test + n_extra == 0:
+            continue
+        rows.append(
+            {
+                "template": tp.name,
+                "id": tp.id,
+                "sites": tp.sites,
+                "kind": tp.kind,
+                "steps": tp.difficulty,
+                "heldout": tp.heldout,
+                "train": n_train,
+                "test": n_test,
+                "extra": n_extra,
+                "val": n_extra,  # the validation split: the instances drawn after train
+                "top_answer": (
+                    {"answer": sh[0].answer, "test_successes": sh[1], "test_tasks": sh[2]}
+                    if (sh := shares.get(tp.name)) is not None
+                    else None
+                ),
+            }
+        )
+    return rows
