@@ -53,9 +53,9 @@ from webagent_r1.report.failures import COLUMNS, FAILURE_KINDS, LOOP_REPEATS, ro
 from webagent_r1.report.load import collect_failures
 from webagent_r1.report.paired import (
     compare_files,
-    outcome_rows,
     render_paired_markdown,
     to_json,
+    write_outcomes,
 )
 from webagent_r1.report.viewer import build_viewer
 from webagent_r1.rollout.budget_rollout import BudgetReport, BudgetRequest, page_budget
@@ -511,22 +511,9 @@ def sft(
 ) -> None:
     """Behaviour cloning on expert demonstrations (bc.data), into <run_dir>/bc."""
     # heavy: keeps torch, transformers off the import path
-    from webagent_r1.train.bc import train_bc
+    from webagent_r1.train.recipe import run_sft
 
-    # heavy: keeps torch off the import path
-    from webagent_r1.train.checkpoint import latest_checkpoint
-
-    # heavy: keeps torch off the import path
-    from webagent_r1.train.recipe import RunExistsError
-
-    cfg = load_config(config, overrides or [])
-    root = os.path.join(cfg.run_dir, "bc", "checkpoints")
-    if not resume and latest_checkpoint(root) is not None:
-        raise RunExistsError(
-            f"{cfg.run_dir} already has bc checkpoints: pass --resume to continue it, "
-            "or set run_dir=<new folder>"
-        )
-    res = train_bc(cfg, resume=resume)
+    res = run_sft(load_config(config, overrides or []), resume=resume)
     held = f"{res.heldout_loss:.4f}" if res.heldout_loss is not None else "n/a"
     print(
         f"BC done: {res.steps} steps, held-out loss {held}, {res.wall_s:.0f} s; "
@@ -957,20 +944,11 @@ def outcomes(
     if dest.suffix != ".jsonl" or dest.is_dir():
         raise typer.BadParameter(f"--out takes a .jsonl file, not {out!r}", param_hint="--out")
     try:
-        read, rows = outcome_rows(source, max_turns)
-        if dest.exists() and dest.resolve() == read.resolve():
-            raise ReportError(f"--out {out} is the evaluation's trajectory file: write elsewhere")
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_name(dest.name + ".tmp")
-        tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
-        tmp.replace(dest)
+        rows = write_outcomes(source, out, max_turns)
     except ReportError as e:
-        console.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
-        raise typer.Exit(2) from None
+        raise _fail(str(e)) from None
     except OSError as e:
-        msg = f"cannot write {escape(out)}: {escape(str(e))}"
-        console.print(f"[red]error:[/red] {msg}", soft_wrap=True)
-        raise typer.Exit(2) from None
+        raise _fail(f"cannot write {out}: {e}") from None
     ok = sum(r["reward"] == 1.0 for r in rows)
     tasks = len({r["task_id"] for r in rows})
     print(f"outcomes: {dest} ({len(rows)} episodes of {tasks} tasks, {ok} successes)")

@@ -31,6 +31,7 @@ The statistics themselves live in ``webagent_r1.stats``.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from collections.abc import Sequence
@@ -59,6 +60,7 @@ __all__ = [
     "compare_paired",
     "load_outcomes",
     "outcome_rows",
+    "write_outcomes",
     "render_paired_markdown",
     "to_json",
     "uncounted_notes",
@@ -230,6 +232,28 @@ def outcome_rows(
     if not out:
         raise ReportError(f"{f}: no episode with a task_id in it")
     return f, out
+
+
+def write_outcomes(
+    path: str | Path, out: str | Path, max_turns: int | None = None
+) -> list[dict[str, Any]]:
+    """``webagent-r1 outcomes``: the ``outcome_rows`` of an evaluation written to ``dest`` as
+    JSONL at ``out`` (through a temporary file, so a kill leaves the old file or the new);
+    the rows.
+
+    Raises:
+        ReportError: nothing readable there, or ``out`` is the trajectory file read.
+        OSError: ``out`` cannot be written.
+    """
+    dest = Path(out)
+    read, rows = outcome_rows(path, max_turns)
+    if dest.exists() and dest.resolve() == read.resolve():
+        raise ReportError(f"--out {out} is the evaluation's trajectory file: write elsewhere")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(dest.name + ".tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tmp.replace(dest)
+    return rows
 
 
 @dataclass

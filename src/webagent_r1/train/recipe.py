@@ -41,7 +41,7 @@ from webagent_r1.train.memory_plan import MemoryPlan, check_plan_fits
 from webagent_r1.train.metrics import read_metrics
 from webagent_r1.train.runconfig import save_run_config
 
-__all__ = ["RunExistsError", "check_device_memory", "run_recipe"]
+__all__ = ["RunExistsError", "check_device_memory", "run_recipe", "run_sft"]
 
 
 class RunExistsError(RuntimeError):
@@ -75,6 +75,24 @@ def check_fresh(cfg: Config, resume: bool) -> None:
                 f"{cfg.run_dir} already has {stage} checkpoints: pass --resume to continue it, "
                 "or set run_dir=<new folder> to start another run"
             )
+
+
+def run_sft(cfg: Config, resume: bool = False) -> Any:
+    """``webagent-r1 sft``: behaviour cloning on ``bc.data`` into ``<run_dir>/bc``
+    (``train_bc``); its ``BCResult``.
+
+    Raises:
+        RunExistsError: the run folder has BC checkpoints and ``resume`` is not set.
+    """
+    # heavy: keeps transformers off the import path
+    from webagent_r1.train.bc import train_bc
+
+    if not resume and latest_checkpoint(Path(cfg.run_dir) / "bc" / "checkpoints") is not None:
+        raise RunExistsError(
+            f"{cfg.run_dir} already has bc checkpoints: pass --resume to continue it, "
+            "or set run_dir=<new folder>"
+        )
+    return train_bc(cfg, resume=resume)
 
 
 def check_device_memory(cfg: Config) -> MemoryPlan | None:
