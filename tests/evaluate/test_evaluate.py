@@ -296,3 +296,13 @@ def test_eval_subset_of_every_template_spans_every_site() -> None:
     assert len(subset) == 48 and len({t.task_id for t in subset}) == 48
     assert set(per_site) == {str(t.extra["template"]).split(".")[0] for t in tasks}
     assert min(per_site.values()) >= 4
+
+
+def test_eval_summary_reports_the_prompt_tokens_the_engine_ran() -> None:
+    from webagent_r1.evaluation.run import _prefill_summary
+
+    assert _prefill_summary((300, 1200)) == {
+        "prefill": {"computed": 300, "requested": 1200, "computed_frac": 0.25}
+    }
+    assert _prefill_summary(None) == {}  # the experts, an OpenAI server: not counted
+    assert _prefill_summary((0, 0)) == {}  # every task resumed: nothing ran

@@ -724,7 +724,8 @@ def test_mu1_takes_pi_old_from_the_training_forward(tiny_dir: Path, share: str) 
 
 
 def test_prefill_metrics_is_the_steps_share_of_prompt_tokens_computed() -> None:
-    from webagent_r1.train.rl import prefill_counts, prefill_metrics
+    from webagent_r1.policy.base import prefill_counts
+    from webagent_r1.train.rl import prefill_metrics
 
     one = SimpleNamespace(all_reduce_sum=lambda v: list(v))
     two = SimpleNamespace(all_reduce_sum=lambda v: [2 * x for x in v])  # two alike processes

@@ -28,7 +28,7 @@ from typing import Any
 from webagent_r1.browser import Browser
 from webagent_r1.config import AgentConfig, to_dict
 from webagent_r1.errors import RequestError
-from webagent_r1.policy.base import Engine, SamplingParams
+from webagent_r1.policy.base import Engine, SamplingParams, prefill_counts
 from webagent_r1.policy.expert import ExpertPolicy
 from webagent_r1.policy.openai import OpenAIEngine
 from webagent_r1.rollout.collect import Group, Policy, RolloutStats, collect
@@ -756,6 +756,22 @@ def _write_summary(
     return summary
 
 
+def _prefill_summary(counts: tuple[int, int] | None) -> dict[str, Any]:
+    """``prefill``: the prompt tokens this invocation's engine ran and those its turns
+    requested (shared prefixes, duplicate prompts and the prefix cache serve the rest); none
+    for an engine that does not count them."""
+    if counts is None or not counts[1]:
+        return {}
+    computed, requested = counts
+    return {
+        "prefill": {
+            "computed": computed,
+            "requested": requested,
+            "computed_frac": computed / requested,
+        }
+    }
+
+
 async def run_evaluation(
     cfg: Any,
     tasks: list[Task],
@@ -821,6 +837,7 @@ async def run_evaluation(
         _source_hook(setup[3], "check_run", tasks, samples, n_conc)
         for m, shorter in runs:
             results += await _run_budget(sweep, setup, m, shorter)
+        prefill = prefill_counts(setup[0])
     summary = {
         "model": model_path or (openai_model if engine == "openai" else None) or cfg.model.name,
         "engine": engine,
@@ -830,6 +847,7 @@ async def run_evaluation(
         "thinking": cfg.agent.thinking,
         "tasks": len(tasks),
         "wall_s": time.time() - t0,
+        **_prefill_summary(prefill),
         **(meta or {}),
     }
     return _write_summary(sweep, summary, results, source_name)

@@ -57,6 +57,13 @@ class Completion:
     not track versions."""
 
 
+def prefill_counts(engine: Any) -> tuple[int, int] | None:
+    """``Engine.prefill_counts`` of ``engine``, or None for an object without the method (a
+    ``Policy``, a test's fake)."""
+    counts = getattr(engine, "prefill_counts", None)
+    return counts() if counts is not None else None
+
+
 class Engine(abc.ABC):
     """An inference engine: ``generate`` samples; the rest has a default for engines that
     do not need it.

@@ -65,7 +65,7 @@ from webagent_r1.algos.mgrpo import NORMALIZERS, group_advantages, mgrpo_loss, t
 from webagent_r1.browser import Browser
 from webagent_r1.config import Config, ConfigError, RLConfig
 from webagent_r1.evaluation.run import evaluate_policy
-from webagent_r1.policy.base import SamplingParams
+from webagent_r1.policy.base import SamplingParams, prefill_counts
 from webagent_r1.policy.precision import autocast_enabled, resolve_old_logprobs
 from webagent_r1.policy.trainable import unwrap_model
 from webagent_r1.rollout.collect import (
@@ -702,12 +702,6 @@ def _warn_no_checkpointing(name: str) -> None:
         "the M-GRPO update (dropout stays off; activations of every layer are kept)",
         file=sys.stderr,
     )
-
-
-def prefill_counts(engine: Any) -> tuple[int, int] | None:
-    """``Engine.prefill_counts`` of ``engine``, or None for an engine without the method."""
-    counts = getattr(engine, "prefill_counts", None)
-    return counts() if counts is not None else None
 
 
 def prefill_metrics(
