@@ -865,6 +865,18 @@ class Ctx:
         ).fetchall()
         return rows, pager
 
+    def user_has(self, table: str, column: str, value: Any) -> bool:
+        """Whether the signed-in user has a row in ``table`` whose ``column`` is ``value`` (a
+        star, a subscription); False when nobody is signed in."""
+        if self.user is None:
+            return False
+        return bool(
+            self.db.execute(
+                f"SELECT 1 FROM {table} WHERE {column} = ? AND user_id = ?",
+                (value, self.user["id"]),
+            ).fetchone()
+        )
+
     def page_items(self, items: Sequence[Any], per_page: int) -> tuple[Sequence[Any], Pager]:
         """One page of an in-memory listing and its pager (the page number is ``p``)."""
         pager = paginate(self.request, len(items), self.int_arg("p"), per_page)
@@ -895,6 +907,26 @@ def login_required(message: str) -> Callable[[Handler], Handler]:
             return await handler(ctx)
 
         return guarded
+
+    return decorate
+
+
+def with_record(
+    find: Callable[[Ctx], Any], what: str
+) -> Callable[[Callable[[Ctx, Any], Awaitable[Response]]], Handler]:
+    """Decorate a page handler ``handler(ctx, record)`` of one record: ``find(ctx)`` looks the
+    record up (from the path), and when it finds none the request gets the "not found" page
+    for ``what`` instead."""
+
+    def decorate(handler: Callable[[Ctx, Any], Awaitable[Response]]) -> Handler:
+        @functools.wraps(handler)
+        async def found(ctx: Ctx) -> Response:
+            record = find(ctx)
+            if record is None:
+                return ctx.not_found(what)
+            return await handler(ctx, record)
+
+        return found
 
     return decorate
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import html
 import re
 import sqlite3
+from collections.abc import Callable
 from typing import Any
 
 from markupsafe import Markup
@@ -41,6 +42,7 @@ from webagent_r1.sites.base import (
     page,
     parse_int,
     too_long,
+    with_record,
 )
 from webagent_r1.sites.gitlab.content import ROLES
 from webagent_r1.sites.gitlab.queries import (
@@ -136,23 +138,24 @@ def _project_or_404(ctx: Ctx) -> sqlite3.Row | None:
     return get_project(ctx.db, pp.get("ns", ""), pp.get("proj", ""))
 
 
+def _project_at_ref(ctx: Ctx) -> sqlite3.Row | None:
+    """The path's project when the path's ``ref`` is its default branch (the only one)."""
+    project = _project_or_404(ctx)
+    if project is None or ctx.request.path_params["ref"] != project["default_branch"]:
+        return None
+    return project
+
+
+_with_project = with_record(_project_or_404, "project")
+_with_project_at_ref = with_record(_project_at_ref, "project or branch")
+
+
 def _purl(project: sqlite3.Row) -> str:
     return f"/{project['full_path']}"
 
 
 def _level(ctx: Ctx, project: sqlite3.Row) -> int:
     return access_level(ctx.db, project["id"], ctx.user["id"] if ctx.user else None)
-
-
-def _starred(ctx: Ctx, project_id: int) -> bool:
-    if ctx.user is None:
-        return False
-    return bool(
-        ctx.db.execute(
-            "SELECT 1 FROM stars WHERE project_id = ? AND user_id = ?",
-            (project_id, ctx.user["id"]),
-        ).fetchone()
-    )
 
 
 def _render_project(ctx: Ctx, template: str, project: sqlite3.Row, **context: Any) -> Response:
@@ -162,7 +165,7 @@ def _render_project(ctx: Ctx, template: str, project: sqlite3.Row, **context: An
         project=project,
         purl=_purl(project),
         level=_level(ctx, project),
-        starred=_starred(ctx, project["id"]),
+        starred=ctx.user_has("stars", "project_id", project["id"]),
         **context,
     )
 
@@ -476,11 +479,9 @@ def _last_commit(ctx: Ctx, project_id: int) -> sqlite3.Row | None:
     ).fetchone()
 
 
-async def project_page(ctx: Ctx) -> Response:
+@_with_project
+async def project_page(ctx: Ctx, project: sqlite3.Row) -> Response:
     """Project overview: description, counters, star button, root files, README."""
-    project = _project_or_404(ctx)
-    if project is None:
-        return ctx.not_found("project")
     dirs, files = tree_entries(_files(ctx, project["id"]), "")
     readme = ctx.db.execute(
         "SELECT content FROM repo_files WHERE project_id = ? AND path = 'README.md'",
@@ -501,16 +502,14 @@ async def project_page(ctx: Ctx) -> Response:
     )
 
 
-async def star(ctx: Ctx) -> Response:
+@_with_project
+async def star(ctx: Ctx, project: sqlite3.Row) -> Response:
     """POST: star the project, or unstar it when already starred."""
-    project = _project_or_404(ctx)
-    if project is None:
-        return ctx.not_found("project")
     if ctx.user is None:
         return ctx.redirect(
             f"/login?next={_purl(project)}", "Please sign in to star projects.", "notice"
         )
-    if _starred(ctx, project["id"]):
+    if ctx.user_has("stars", "project_id", project["id"]):
         ctx.db.execute(
             "DELETE FROM stars WHERE project_id = ? AND user_id = ?",
             (project["id"], ctx.user["id"]),
@@ -525,11 +524,9 @@ async def star(ctx: Ctx) -> Response:
     return ctx.redirect(_purl(project), message)
 
 
-async def starrers(ctx: Ctx) -> Response:
+@_with_project
+async def starrers(ctx: Ctx, project: sqlite3.Row) -> Response:
     """Who starred the project."""
-    project = _project_or_404(ctx)
-    if project is None:
-        return ctx.not_found("project")
     rows = ctx.db.execute(
         "SELECT u.username, u.full_name, s.created_at FROM stars s "
         "JOIN users u ON u.id = s.user_id "
@@ -539,11 +536,9 @@ async def starrers(ctx: Ctx) -> Response:
     return _render_project(ctx, "starrers.html", project, rows=rows)
 
 
-async def tree(ctx: Ctx) -> Response:
+@_with_project_at_ref
+async def tree(ctx: Ctx, project: sqlite3.Row) -> Response:
     """A directory of the repository."""
-    project = _project_or_404(ctx)
-    if project is None or ctx.request.path_params["ref"] != project["default_branch"]:
-        return ctx.not_found("project or branch")
     directory = ctx.request.path_params.get("path", "").strip("/")
     all_files = _files(ctx, project["id"])
     dirs, files = tree_entries(all_files, directory)
@@ -558,11 +553,9 @@ async def tree(ctx: Ctx) -> Response:
     )
 
 
-async def blob(ctx: Ctx) -> Response:
+@_with_project_at_ref
+async def blob(ctx: Ctx, project: sqlite3.Row) -> Response:
     """One file of the repository, with line numbers."""
-    project = _project_or_404(ctx)
-    if project is None or ctx.request.path_params["ref"] != project["default_branch"]:
-        return ctx.not_found("project or branch")
     path = ctx.request.path_params["path"].strip("/")
     row = ctx.db.execute(
         "SELECT * FROM repo_files WHERE project_id = ? AND path = ?", (project["id"], path)
@@ -584,11 +577,9 @@ async def blob(ctx: Ctx) -> Response:
     )
 
 
-async def commits(ctx: Ctx) -> Response:
+@_with_project_at_ref
+async def commits(ctx: Ctx, project: sqlite3.Row) -> Response:
     """Commits of the default branch, newest first; ?author= filters by username."""
-    project = _project_or_404(ctx)
-    if project is None or ctx.request.path_params["ref"] != project["default_branch"]:
-        return ctx.not_found("project or branch")
     author = ctx.arg("author")
     where, params = "c.project_id = ?", [project["id"]]
     if author:
@@ -608,11 +599,9 @@ async def commits(ctx: Ctx) -> Response:
     )
 
 
-async def commit(ctx: Ctx) -> Response:
+@_with_project
+async def commit(ctx: Ctx, project: sqlite3.Row) -> Response:
     """One commit."""
-    project = _project_or_404(ctx)
-    if project is None:
-        return ctx.not_found("project")
     sha = ctx.request.path_params["sha"]
     row = ctx.db.execute(
         "SELECT c.*, u.username, u.full_name FROM commits c JOIN users u ON u.id = c.author_id "
@@ -629,11 +618,9 @@ async def commit(ctx: Ctx) -> Response:
 # --------------------------------------------------------------------------------------------
 
 
-async def issues(ctx: Ctx) -> Response:
+@_with_project
+async def issues(ctx: Ctx, project: sqlite3.Row) -> Response:
     """Issues of a project with state tabs, label / assignee filters and a text search."""
-    project = _project_or_404(ctx)
-    if project is None:
-        return ctx.not_found("project")
     state = ctx.arg("state") or "opened"
     state = state if state in ISSUE_STATES else "opened"
     label = ctx.arg("label_name[]") or ctx.arg("label_name")
@@ -696,23 +683,39 @@ async def issues(ctx: Ctx) -> Response:
     )
 
 
-def _issue(ctx: Ctx, project: sqlite3.Row) -> sqlite3.Row | None:
+def _numbered(ctx: Ctx, project: sqlite3.Row, table: str) -> sqlite3.Row | None:
+    """The project's issue or merge request (``table``) with the path's ``iid``, with the
+    author's and assignee's names."""
     return ctx.db.execute(
-        "SELECT i.*, a.username AS author_username, a.full_name AS author_name, "
+        "SELECT t.*, a.username AS author_username, a.full_name AS author_name, "
         "s.username AS assignee_username, s.full_name AS assignee_name "
-        "FROM issues i JOIN users a ON a.id = i.author_id "
-        "LEFT JOIN users s ON s.id = i.assignee_id "
-        "WHERE i.project_id = ? AND i.iid = ?",
+        f"FROM {table} t JOIN users a ON a.id = t.author_id "
+        "LEFT JOIN users s ON s.id = t.assignee_id WHERE t.project_id = ? AND t.iid = ?",
         (project["id"], ctx.path_int("iid") or 0),
     ).fetchone()
 
 
-async def issue_page(ctx: Ctx) -> Response:
+def _project_and(table: str) -> Callable[[Ctx], tuple[sqlite3.Row, sqlite3.Row] | None]:
+    """A finder of the path's project and its issue or merge request (``table``): None when
+    either is missing."""
+
+    def find(ctx: Ctx) -> tuple[sqlite3.Row, sqlite3.Row] | None:
+        project = _project_or_404(ctx)
+        item = _numbered(ctx, project, table) if project is not None else None
+        return None if project is None or item is None else (project, item)
+
+    return find
+
+
+_project_issue = _project_and("issues")
+_with_project_issue = with_record(_project_issue, "issue")
+_with_project_mr = with_record(_project_and("merge_requests"), "merge request")
+
+
+@_with_project_issue
+async def issue_page(ctx: Ctx, found: tuple[sqlite3.Row, sqlite3.Row]) -> Response:
     """One issue: description, labels, assignee, comments and the forms that change them."""
-    project = _project_or_404(ctx)
-    issue = _issue(ctx, project) if project is not None else None
-    if project is None or issue is None:
-        return ctx.not_found("issue")
+    project, issue = found
     own = issue_labels(ctx.db, [issue["id"]])[issue["id"]]
     own_ids = {lab["id"] for lab in own}
     return _render_project(
@@ -740,10 +743,10 @@ def _system_note(ctx: Ctx, project_id: int, kind: str, target: int, body: str) -
 
 async def _editable_issue(ctx: Ctx) -> tuple[sqlite3.Row, sqlite3.Row, str] | Response:
     """The project, the issue and its URL if the user may change it; else the response."""
-    project = _project_or_404(ctx)
-    issue = _issue(ctx, project) if project is not None else None
-    if project is None or issue is None:
+    found = _project_issue(ctx)
+    if found is None:
         return ctx.not_found("issue")
+    project, issue = found
     url = f"{_purl(project)}/-/issues/{issue['iid']}"
     if ctx.user is None:
         return ctx.redirect(f"/login?next={url}", "Please sign in first.", "notice")
@@ -754,11 +757,9 @@ async def _editable_issue(ctx: Ctx) -> tuple[sqlite3.Row, sqlite3.Row, str] | Re
     return project, issue, url
 
 
-async def issue_new(ctx: Ctx) -> Response:
+@_with_project
+async def issue_new(ctx: Ctx, project: sqlite3.Row) -> Response:
     """GET: the new-issue form. POST: create the issue (title required)."""
-    project = _project_or_404(ctx)
-    if project is None:
-        return ctx.not_found("project")
     if ctx.user is None:
         return ctx.login_redirect("Please sign in to create an issue.")
     form = {"title": "", "description": "", "assignee_username": "", "label": ""}
@@ -823,12 +824,10 @@ async def issue_new(ctx: Ctx) -> Response:
     )
 
 
-async def issue_note(ctx: Ctx) -> Response:
+@_with_project_issue
+async def issue_note(ctx: Ctx, found: tuple[sqlite3.Row, sqlite3.Row]) -> Response:
     """POST body: comment on an issue (any signed-in user)."""
-    project = _project_or_404(ctx)
-    issue = _issue(ctx, project) if project is not None else None
-    if project is None or issue is None:
-        return ctx.not_found("issue")
+    project, issue = found
     url = f"{_purl(project)}/-/issues/{issue['iid']}"
     return await _add_note(ctx, project, "issue", issue["id"], url)
 
@@ -938,11 +937,9 @@ async def issue_label_remove(ctx: Ctx) -> Response:
     return ctx.redirect(url, f"Removed the label {label['name']}.")
 
 
-async def labels_page(ctx: Ctx) -> Response:
+@_with_project
+async def labels_page(ctx: Ctx, project: sqlite3.Row) -> Response:
     """Labels of a project with their open issue counts."""
-    project = _project_or_404(ctx)
-    if project is None:
-        return ctx.not_found("project")
     rows = ctx.db.execute(
         "SELECT l.*, (SELECT COUNT(*) FROM issue_labels il JOIN issues i ON i.id = il.issue_id "
         "WHERE il.label_id = l.id AND i.state = 'opened') AS open_issues FROM labels l "
@@ -957,11 +954,9 @@ async def labels_page(ctx: Ctx) -> Response:
 # --------------------------------------------------------------------------------------------
 
 
-async def merge_requests(ctx: Ctx) -> Response:
+@_with_project
+async def merge_requests(ctx: Ctx, project: sqlite3.Row) -> Response:
     """Merge requests of a project with state tabs."""
-    project = _project_or_404(ctx)
-    if project is None:
-        return ctx.not_found("project")
     state = ctx.arg("state") or "opened"
     state = state if state in MR_STATES else "opened"
     counts = {
@@ -994,33 +989,19 @@ async def merge_requests(ctx: Ctx) -> Response:
     )
 
 
-def _mr(ctx: Ctx, project: sqlite3.Row) -> sqlite3.Row | None:
-    return ctx.db.execute(
-        "SELECT m.*, a.username AS author_username, a.full_name AS author_name, "
-        "s.username AS assignee_username, s.full_name AS assignee_name "
-        "FROM merge_requests m JOIN users a ON a.id = m.author_id "
-        "LEFT JOIN users s ON s.id = m.assignee_id WHERE m.project_id = ? AND m.iid = ?",
-        (project["id"], ctx.path_int("iid") or 0),
-    ).fetchone()
-
-
-async def merge_request_page(ctx: Ctx) -> Response:
+@_with_project_mr
+async def merge_request_page(ctx: Ctx, found: tuple[sqlite3.Row, sqlite3.Row]) -> Response:
     """One merge request: branches, description, comments, comment form."""
-    project = _project_or_404(ctx)
-    mr = _mr(ctx, project) if project is not None else None
-    if project is None or mr is None:
-        return ctx.not_found("merge request")
+    project, mr = found
     return _render_project(
         ctx, "merge_request.html", project, mr=mr, notes=notes(ctx.db, "merge_request", mr["id"])
     )
 
 
-async def merge_request_note(ctx: Ctx) -> Response:
+@_with_project_mr
+async def merge_request_note(ctx: Ctx, found: tuple[sqlite3.Row, sqlite3.Row]) -> Response:
     """POST body: comment on a merge request."""
-    project = _project_or_404(ctx)
-    mr = _mr(ctx, project) if project is not None else None
-    if project is None or mr is None:
-        return ctx.not_found("merge request")
+    project, mr = found
     url = f"{_purl(project)}/-/merge_requests/{mr['iid']}"
     return await _add_note(ctx, project, "merge_request", mr["id"], url)
 
@@ -1030,11 +1011,9 @@ async def merge_request_note(ctx: Ctx) -> Response:
 # --------------------------------------------------------------------------------------------
 
 
-async def project_members(ctx: Ctx) -> Response:
+@_with_project
+async def project_members(ctx: Ctx, project: sqlite3.Row) -> Response:
     """GET: the members and (for maintainers) the invite form. POST: add a member."""
-    project = _project_or_404(ctx)
-    if project is None:
-        return ctx.not_found("project")
     url = f"{_purl(project)}/-/project_members"
     level = _level(ctx, project)
     if ctx.request.method == "POST":

@@ -96,17 +96,6 @@ def _votes(ctx: Ctx, table: str, column: str, ids: list[int]) -> dict[int, int]:
     return {r[0]: r[1] for r in rows}
 
 
-def _is_subscribed(ctx: Ctx, forum_id: int) -> bool:
-    if ctx.user is None:
-        return False
-    return bool(
-        ctx.db.execute(
-            "SELECT 1 FROM subscriptions WHERE user_id = ? AND forum_id = ?",
-            (ctx.user["id"], forum_id),
-        ).fetchone()
-    )
-
-
 def _return_to(value: str, default: str) -> str:
     """``value`` when it is a local path of at most :data:`MAX_RETURN_TO` characters, else
     ``default``."""
@@ -207,7 +196,7 @@ async def forum_page(ctx: Ctx) -> Response:
         base=f"/f/{forum['name']}",
         forums=[],
         subscribed=[],
-        is_subscribed=_is_subscribed(ctx, forum["id"]),
+        is_subscribed=ctx.user_has("subscriptions", "forum_id", forum["id"]),
     )
 
 
