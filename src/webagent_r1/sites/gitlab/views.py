@@ -245,67 +245,53 @@ def _assignee_filter(ctx: Ctx) -> str:
     return name
 
 
-@login_required("Please sign in to see your issues.")
-async def dashboard_issues(ctx: Ctx) -> Response:
-    """Issues across projects assigned to a user (you, by default)."""
-    assignee = _assignee_filter(ctx)
+def _state_arg(ctx: Ctx, states: dict[str, str]) -> str:
+    """The ``state`` tab asked for, ``opened`` when none or an unknown one."""
     state = ctx.arg("state") or "opened"
-    state = state if state in ISSUE_STATES else "opened"
-    where = "u.username = ?" + ("" if state == "all" else " AND i.state = ?")
+    return state if state in states else "opened"
+
+
+def _assigned(ctx: Ctx, table: str, title: str, states: dict[str, str]) -> Response:
+    """Issues or merge requests (``table``) across projects assigned to a user (you, by
+    default), with state tabs."""
+    assignee = _assignee_filter(ctx)
+    state = _state_arg(ctx, states)
+    where = "u.username = ?" + ("" if state == "all" else " AND t.state = ?")
     params: tuple[Any, ...] = (assignee,) if state == "all" else (assignee, state)
     base = (
-        "FROM issues i JOIN users u ON u.id = i.assignee_id JOIN projects p ON p.id = i.project_id "
-        f"JOIN namespaces n ON n.id = p.namespace_id WHERE {where}"
+        f"FROM {table} t JOIN users u ON u.id = t.assignee_id "
+        "JOIN projects p ON p.id = t.project_id JOIN namespaces n ON n.id = p.namespace_id "
+        f"WHERE {where}"
     )
     rows, pager = ctx.page_rows(
-        "i.*, n.path || '/' || p.path AS full_path, p.name AS project_name",
+        "t.*, n.path || '/' || p.path AS full_path, p.name AS project_name",
         base,
         params,
-        "i.created_at DESC, i.id DESC",
+        "t.created_at DESC, t.id DESC",
         PER_PAGE,
     )
     return ctx.render(
         "dashboard_items.html",
-        title="Issues",
-        kind="issues",
+        title=title,
+        kind=table,
         rows=rows,
         pager=pager,
         assignee=assignee,
         state=state,
-        states=ISSUE_STATES,
+        states=states,
     )
+
+
+@login_required("Please sign in to see your issues.")
+async def dashboard_issues(ctx: Ctx) -> Response:
+    """Issues across projects assigned to a user (you, by default)."""
+    return _assigned(ctx, "issues", "Issues", ISSUE_STATES)
 
 
 @login_required("Please sign in to see your merge requests.")
 async def dashboard_mrs(ctx: Ctx) -> Response:
     """Merge requests across projects assigned to a user (you, by default)."""
-    assignee = _assignee_filter(ctx)
-    state = ctx.arg("state") or "opened"
-    state = state if state in MR_STATES else "opened"
-    where = "u.username = ?" + ("" if state == "all" else " AND m.state = ?")
-    params: tuple[Any, ...] = (assignee,) if state == "all" else (assignee, state)
-    base = (
-        "FROM merge_requests m JOIN users u ON u.id = m.assignee_id "
-        "JOIN projects p ON p.id = m.project_id JOIN namespaces n ON n.id = p.namespace_id "
-        f"WHERE {where}"
-    )
-    rows, pager = ctx.page_rows(
-        "m.*, n.path || '/' || p.path AS full_path, p.name AS project_name",
-        base,
-        params,
-        "m.created_at DESC, m.id DESC",
-        PER_PAGE,
-    )
-    return ctx.render(
-        "dashboard_items.html",
-        title="Merge requests",
-        kind="merge_requests",
-        rows=rows,
-        pager=pager,
-        assignee=assignee,
-        state=state,
-        states=MR_STATES,
-    )
+    return _assigned(ctx, "merge_requests", "Merge requests", MR_STATES)
 
 
 async def search(ctx: Ctx) -> Response:
@@ -621,8 +607,7 @@ async def commit(ctx: Ctx, project: sqlite3.Row) -> Response:
 @_with_project
 async def issues(ctx: Ctx, project: sqlite3.Row) -> Response:
     """Issues of a project with state tabs, label / assignee filters and a text search."""
-    state = ctx.arg("state") or "opened"
-    state = state if state in ISSUE_STATES else "opened"
+    state = _state_arg(ctx, ISSUE_STATES)
     label = ctx.arg("label_name[]") or ctx.arg("label_name")
     assignee = ctx.arg("assignee_username")
     q = ctx.arg("search")
@@ -957,8 +942,7 @@ async def labels_page(ctx: Ctx, project: sqlite3.Row) -> Response:
 @_with_project
 async def merge_requests(ctx: Ctx, project: sqlite3.Row) -> Response:
     """Merge requests of a project with state tabs."""
-    state = ctx.arg("state") or "opened"
-    state = state if state in MR_STATES else "opened"
+    state = _state_arg(ctx, MR_STATES)
     counts = {
         r[0]: r[1]
         for r in ctx.db.execute(
