@@ -19,6 +19,7 @@ Every page needs an admin login (``/login``). URL map (GET unless noted):
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -146,25 +147,51 @@ async def dashboard(ctx: Ctx) -> Response:
 # --------------------------------------------------------------------------------------------
 
 
+class _Filters:
+    """The ``WHERE`` clause of an admin grid and its parameters, built from the request's
+    filter arguments."""
+
+    def __init__(self, ctx: Ctx) -> None:
+        self.ctx = ctx
+        self.where = "1 = 1"
+        self.params: list[Any] = []
+
+    def add(self, sql: str, *params: Any) -> None:
+        """AND ``sql`` (with its ``?`` parameters) to the clause."""
+        self.where += f" AND {sql}"
+        self.params += params
+
+    def choice(self, arg: str, allowed: Iterable[str], column: str) -> str:
+        """Keep the rows whose ``column`` is argument ``arg`` when it is one of ``allowed``;
+        return the argument."""
+        value = self.ctx.arg(arg)
+        if value in allowed:
+            self.add(f"{column} = ?", value)
+        return value
+
+    def search(self, *columns: str) -> str:
+        """Keep the rows where one of ``columns`` contains the ``q`` argument; return it."""
+        q = self.ctx.arg("q")
+        if q:
+            pat = like_pattern(q)
+            self.add(
+                "(" + " OR ".join(f"{c} LIKE ? ESCAPE '\\'" for c in columns) + ")",
+                *[pat] * len(columns),
+            )
+        return q
+
+
 async def orders(ctx: Ctx) -> Response:
     """Orders grid with status, date-range and customer/order-number filters."""
-    where, params = "1 = 1", []
-    status = ctx.arg("status")
-    if status in ORDER_STATUSES:
-        where += " AND o.status = ?"
-        params.append(status)
-    q = ctx.arg("q")
-    if q:
-        pat = like_pattern(q)
-        where += (
-            " AND (o.increment_id LIKE ? ESCAPE '\\' OR (cu.first_name || ' ' || cu.last_name) "
-            "LIKE ? ESCAPE '\\' OR cu.email LIKE ? ESCAPE '\\' OR o.ship_name LIKE ? ESCAPE '\\')"
-        )
-        params += [pat, pat, pat, pat]
+    flt = _Filters(ctx)
+    status = flt.choice("status", ORDER_STATUSES, "o.status")
+    q = flt.search(
+        "o.increment_id", "(cu.first_name || ' ' || cu.last_name)", "cu.email", "o.ship_name"
+    )
     d_from, d_to, error = _date_range(ctx)
     dsql, dparams = _date_where("o.created_at", d_from, d_to)
-    where += dsql
-    params += dparams
+    where = flt.where + dsql
+    params = flt.params + dparams
     sort = ctx.arg("sort") if ctx.arg("sort") in ORDER_SORTS else ""
     base = f"FROM orders o JOIN customers cu ON cu.id = o.customer_id WHERE {where}"
     rows, pager = ctx.page_rows(
@@ -242,21 +269,14 @@ async def order_status(ctx: Ctx) -> Response:
 
 async def products(ctx: Ctx) -> Response:
     """Products grid with keyword, category and status filters."""
-    where, params = "1 = 1", []
-    q = ctx.arg("q")
-    if q:
-        pat = like_pattern(q)
-        where += " AND (p.name LIKE ? ESCAPE '\\' OR p.sku LIKE ? ESCAPE '\\')"
-        params += [pat, pat]
+    flt = _Filters(ctx)
+    q = flt.search("p.name", "p.sku")
     cat = ctx.arg("category")
     cat_id = parse_int(cat, lo=0)
     if cat_id is not None:
-        where += " AND (c.id = ? OR c.parent_id = ?)"
-        params += [cat_id, cat_id]
-    status = ctx.arg("status")
-    if status in ("enabled", "disabled"):
-        where += " AND p.status = ?"
-        params.append(status)
+        flt.add("(c.id = ? OR c.parent_id = ?)", cat_id, cat_id)
+    status = flt.choice("status", ("enabled", "disabled"), "p.status")
+    where, params = flt.where, flt.params
     sort = ctx.arg("sort") if ctx.arg("sort") in PRODUCT_SORTS else ""
     base = f"FROM products p JOIN categories c ON c.id = p.category_id WHERE {where}"
     rows, pager = ctx.page_rows(
@@ -403,19 +423,12 @@ CUSTOMER_FIELDS = (
 
 async def customers(ctx: Ctx) -> Response:
     """Customers grid with keyword and state filters."""
-    where, params = "1 = 1", []
-    q = ctx.arg("q")
-    if q:
-        pat = like_pattern(q)
-        where += (
-            " AND ((first_name || ' ' || last_name) LIKE ? ESCAPE '\\' OR email LIKE ? "
-            "ESCAPE '\\' OR phone LIKE ? ESCAPE '\\' OR city LIKE ? ESCAPE '\\')"
-        )
-        params += [pat, pat, pat, pat]
+    flt = _Filters(ctx)
+    q = flt.search("(first_name || ' ' || last_name)", "email", "phone", "city")
     region = ctx.arg("region")
     if region:
-        where += " AND lower(region) = lower(?)"
-        params.append(region)
+        flt.add("lower(region) = lower(?)", region)
+    where, params = flt.where, flt.params
     rows, pager = ctx.page_rows("*", f"FROM customers WHERE {where}", params, "id", PER_PAGE)
     regions = [r[0] for r in ctx.db.execute("SELECT DISTINCT region FROM customers ORDER BY 1")]
     return ctx.render(
@@ -490,23 +503,13 @@ async def customer_view(ctx: Ctx) -> Response:
 
 async def reviews(ctx: Ctx) -> Response:
     """Reviews grid (pending/approved filter) with approve and delete buttons."""
-    where, params = "1 = 1", []
-    status = ctx.arg("status")
-    if status in ("pending", "approved"):
-        where += " AND r.status = ?"
-        params.append(status)
-    q = ctx.arg("q")
-    if q:
-        pat = like_pattern(q)
-        where += (
-            " AND (p.name LIKE ? ESCAPE '\\' OR r.nickname LIKE ? ESCAPE '\\' OR r.title LIKE ? "
-            "ESCAPE '\\' OR r.body LIKE ? ESCAPE '\\')"
-        )
-        params += [pat, pat, pat, pat]
+    flt = _Filters(ctx)
+    status = flt.choice("status", ("pending", "approved"), "r.status")
+    q = flt.search("p.name", "r.nickname", "r.title", "r.body")
     rating = ctx.arg("rating")
     if rating in ("1", "2", "3", "4", "5"):
-        where += " AND r.rating = ?"
-        params.append(int(rating))
+        flt.add("r.rating = ?", int(rating))
+    where, params = flt.where, flt.params
     base = f"FROM reviews r JOIN products p ON p.id = r.product_id WHERE {where}"
     rows, pager = ctx.page_rows(
         "r.*, p.name AS product_name", base, params, "r.created_at DESC, r.id DESC", PER_PAGE
