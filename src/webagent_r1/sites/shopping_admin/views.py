@@ -537,25 +537,31 @@ async def review_view(ctx: Ctx) -> Response:
     return ctx.render("review.html", review=review)
 
 
-async def review_approve(ctx: Ctx) -> Response:
-    """POST: approve a review (it then shows on the product page)."""
+async def _change_review(ctx: Ctx, sql: str) -> tuple[int, dict[str, str]] | None:
+    """Run ``sql`` on the path's review (its one ``?`` is the id) and commit; the id and the
+    posted form, or None when there is no such review."""
     rid = ctx.path_int("review_id") or 0
     form = await ctx.form()
-    cur = ctx.db.execute("UPDATE reviews SET status = 'approved' WHERE id = ?", (rid,))
+    cur = ctx.db.execute(sql, (rid,))
     ctx.db.commit()
-    if not cur.rowcount:
+    return (rid, form) if cur.rowcount else None
+
+
+async def review_approve(ctx: Ctx) -> Response:
+    """POST: approve a review (it then shows on the product page)."""
+    got = await _change_review(ctx, "UPDATE reviews SET status = 'approved' WHERE id = ?")
+    if got is None:
         return ctx.not_found("review")
+    rid, form = got
     return ctx.redirect(_back(form, "/reviews"), f"Review #{rid} was approved.")
 
 
 async def review_delete(ctx: Ctx) -> Response:
     """POST: delete a review."""
-    rid = ctx.path_int("review_id") or 0
-    form = await ctx.form()
-    cur = ctx.db.execute("DELETE FROM reviews WHERE id = ?", (rid,))
-    ctx.db.commit()
-    if not cur.rowcount:
+    got = await _change_review(ctx, "DELETE FROM reviews WHERE id = ?")
+    if got is None:
         return ctx.not_found("review")
+    rid, form = got
     back = _back(form, "/reviews")
     if back.startswith(f"/reviews/{rid}"):
         back = "/reviews"
