@@ -188,6 +188,17 @@ def read_json_entries(
     return [(f"{p.name}[{i}]", d) for i, d in enumerate(data)]
 
 
+def check_unique_ids(
+    ids: Iterable[Any], name: str, error: type[LoadError], quote: Callable[[Any], str] = show
+) -> None:
+    """Raise ``error`` at the first task_id of file ``name`` seen twice (quoted by ``quote``)."""
+    seen: set[Any] = set()
+    for task_id in ids:
+        if task_id in seen:
+            raise error(f"{name}: duplicate task_id {quote(task_id)}")
+        seen.add(task_id)
+
+
 def jsonl_lines(text: str) -> Iterator[tuple[int, str]]:
     """``(line number, line)`` of every non-blank line of JSONL text, split at ``\\n`` only:
     a record's strings may hold U+2028, U+0085 and the other characters ``str.splitlines``

@@ -9,7 +9,7 @@ from typing import Any
 
 from webagent_r1.config import WEBARENA_SITES
 from webagent_r1.errors import LoadError
-from webagent_r1.inputs import Fields, read_json_entries, show
+from webagent_r1.inputs import Fields, check_unique_ids, read_json_entries, show
 from webagent_r1.types import Task
 
 EVAL_TYPES = ("string_match", "url_match", "program_html", "state_match")
@@ -96,11 +96,7 @@ def load_tasks(path: str | Path) -> list[Task]:
     p = Path(path)
     entries = read_json_entries(p, TaskError, "task file")
     tasks = [validate_task_dict(d, where) for where, d in entries]
-    seen: set[Any] = set()
-    for t in tasks:
-        if t.task_id in seen:
-            raise TaskError(f"{p.name}: duplicate task_id {show(t.task_id)}")
-        seen.add(t.task_id)
+    check_unique_ids((t.task_id for t in tasks), p.name, TaskError)
     return tasks
 
 

@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from webagent_r1.inputs import read_json_entries
+from webagent_r1.inputs import check_unique_ids, read_json_entries
 from webagent_r1.tasks.io import TaskError, validate_task_dict
 from webagent_r1.types import Task
 
@@ -365,11 +365,7 @@ def load_configs(path: str | Path) -> list[Task]:
     """
     p = Path(path)
     tasks = [validate_config(d, where) for where, d in _read_configs(p)]
-    seen: set[Any] = set()
-    for t in tasks:
-        if t.task_id in seen:
-            raise WebArenaDataError(f"{p.name}: duplicate task_id {t.task_id!r}")
-        seen.add(t.task_id)
+    check_unique_ids((t.task_id for t in tasks), p.name, WebArenaDataError, repr)
     return tasks
 
 
