@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from webagent_r1.browser import Browser
@@ -105,47 +106,52 @@ class LocalEnvPool(EnvPool[WebEnv]):
         await asyncio.gather(*(env.close() for env in self.envs), return_exceptions=True)
 
 
-def _local_pool(
-    cfg: Any,
-    n: int,
-    browser: Browser | list[Browser] | None,
-    env_cfg: EnvConfig | None,
-    backend: SiteBackend | None,
-    evaluator: EvaluatorFn | None,
-    count_tokens: Callable[[str], int] | None,
-    tokenizer_name: str | None,
-) -> EnvPool:
-    if browser is None:
+@dataclass(frozen=True)
+class _PoolRequest:
+    """What ``make_env_pool`` was asked for (see its arguments)."""
+
+    cfg: Any
+    n: int
+    browser: Browser | list[Browser] | None
+    env_cfg: EnvConfig | None
+    backend: SiteBackend | None
+    evaluator: EvaluatorFn | None
+    count_tokens: Callable[[str], int] | None
+    tokenizer_name: str | None
+
+
+def _local_pool(req: _PoolRequest) -> EnvPool:
+    if req.browser is None:
         raise ValueError("rollout.env_pool 'local' needs a launched browser (browser=...)")
     return LocalEnvPool(
-        browser, n, env_cfg or cfg.env, cfg.observation, backend, evaluator, count_tokens
+        req.browser,
+        req.n,
+        req.env_cfg or req.cfg.env,
+        req.cfg.observation,
+        req.backend,
+        req.evaluator,
+        req.count_tokens,
     )
 
 
-def _ray_pool(
-    cfg: Any,
-    n: int,
-    browser: Browser | list[Browser] | None,
-    env_cfg: EnvConfig | None,
-    backend: SiteBackend | None,
-    evaluator: EvaluatorFn | None,
-    count_tokens: Callable[[str], int] | None,
-    tokenizer_name: str | None,
-) -> EnvPool:
+def _ray_pool(req: _PoolRequest) -> EnvPool:
     # The workers build their own browser, sites and token counter from cfg; the local
     # browser, backend and counter are not used. The evaluator stays the source's default.
 
-    workers = cfg.rollout.ray_workers
+    workers = req.cfg.rollout.ray_workers
     return RayEnvPool(
-        cfg,
+        req.cfg,
         workers,
-        -(-n // workers),  # n envs spread over the workers, rounded up
-        env_cfg=env_cfg,
-        tokenizer_name=tokenizer_name,
+        -(-req.n // workers),  # n envs spread over the workers, rounded up
+        env_cfg=req.env_cfg,
+        tokenizer_name=req.tokenizer_name,
     )
 
 
-ENV_POOL_FACTORIES: dict[str, Callable[..., EnvPool]] = {"local": _local_pool, "ray": _ray_pool}
+ENV_POOL_FACTORIES: dict[str, Callable[[_PoolRequest], EnvPool]] = {
+    "local": _local_pool,
+    "ray": _ray_pool,
+}
 """Env pools by ``rollout.env_pool`` name (the names of ``config.ENV_POOLS``)."""
 
 
@@ -184,4 +190,6 @@ def make_env_pool(
         raypool.RayNotInstalledError: ``ray`` without Ray installed.
     """
     factory = ENV_POOL_FACTORIES[cfg.rollout.env_pool]
-    return factory(cfg, n, browser, env_cfg, backend, evaluator, count_tokens, tokenizer_name)
+    return factory(
+        _PoolRequest(cfg, n, browser, env_cfg, backend, evaluator, count_tokens, tokenizer_name)
+    )
