@@ -28,6 +28,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -91,6 +92,7 @@ def _instance_cookie(instance_id: str, url: str) -> dict[str, Any]:
     return {"name": INSTANCE_COOKIE, "value": instance_id, "url": url, "httpOnly": True}
 
 
+@dataclass(eq=False)
 class RunningSites:
     """Sites served in a background thread; created by :func:`start_sites`.
 
@@ -100,23 +102,13 @@ class RunningSites:
         sites: Site name -> :class:`Site`.
     """
 
-    def __init__(
-        self,
-        sites: dict[str, Site],
-        urls: dict[str, str],
-        stores: dict[str, InstanceStore],
-        control_token: str,
-        servers: list[uvicorn.Server],
-        thread: threading.Thread,
-        stop_event: threading.Event,
-    ) -> None:
-        self.sites = sites
-        self.urls = urls
-        self.control_token = control_token
-        self._stores = stores
-        self._servers = servers
-        self._thread = thread
-        self._stop_event = stop_event
+    sites: dict[str, Site]
+    urls: dict[str, str]
+    _stores: dict[str, InstanceStore]
+    control_token: str
+    _servers: list[uvicorn.Server]
+    _thread: threading.Thread
+    _stop_event: threading.Event
 
     # -- instances ----------------------------------------------------------------------------
 
