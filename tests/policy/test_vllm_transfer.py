@@ -152,3 +152,17 @@ async def test_weight_sync_logs_the_path(tmp_path: Path) -> None:
         SimpleNamespace(model=None, lock=None, weight_version=0), model, shared=True
     )
     assert (await shared.push(1))["sync/path"] == SYNC_PATHS["shared"]
+
+
+async def test_an_unfinished_transfer_stops_the_push(tmp_path: Path) -> None:
+    # the chunks went in-GPU but vLLM did not finish the update: their state is unknown and
+    # the stream is spent, so the push raises instead of stamping a new weight version
+    llm = FakeTransferLLM(fail_finish=True)
+    eng = _engine(llm, tmp_path)
+    eng.use_weight_transfer(*transfer_request_classes(), handle=fake_handle)
+    with (
+        pytest.warns(UserWarning, match="finishing the update"),
+        pytest.raises(RuntimeError, match="did not finish the in-GPU weight update"),
+    ):
+        await eng.update_weights(_weights(), version=1)
+    assert eng.weight_version != 1 and eng.transfer == "files"

@@ -77,13 +77,17 @@ class FakeTransferLLM(FakeAsyncLLM):
 
     Its ``update_weights`` unpickles the chunk's handles as vLLM's workers do; the tests'
     handles are the tensors themselves (``fake_handle``), no CUDA needed. ``fail_at``: the
-    0-based ``update_weights`` call that raises (None: none); ``fail_init``: the set-up raises.
+    0-based ``update_weights`` call that raises (None: none); ``fail_init``: the set-up raises;
+    ``fail_finish``: ``finish_weight_update`` raises.
     """
 
-    def __init__(self, fail_at: int | None = None, fail_init: bool = False) -> None:
+    def __init__(
+        self, fail_at: int | None = None, fail_init: bool = False, fail_finish: bool = False
+    ) -> None:
         super().__init__()
         self.fail_at = fail_at
         self.fail_init = fail_init
+        self.fail_finish = fail_finish
         self.updates = 0
         self.via_ipc: dict[str, torch.Tensor] = {}
 
@@ -97,6 +101,8 @@ class FakeTransferLLM(FakeAsyncLLM):
 
     async def finish_weight_update(self) -> None:
         self.calls.append(("finish_weight_update", None))
+        if self.fail_finish:
+            raise RuntimeError("post-load processing failed")
 
     async def update_weights(self, request: Any) -> None:
         import base64

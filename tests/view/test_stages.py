@@ -115,12 +115,16 @@ def test_demonstrations_named_by_the_summary(tmp_path: Path, monkeypatch) -> Non
     write_trajectories([traj("e", 1, 0.0)], run / "base" / "eval.jsonl")
     summary = {"stages": {"demos": {"file": "runs/r/bc-data.jsonl"}}}
     (run / "summary.json").write_text(json.dumps(summary))
-    monkeypatch.chdir(tmp_path)  # the recipe's paths are relative to where it ran
-    kinds = {st.label: st.kind for st in load_run(run, tasks=[]).stages}
-    assert kinds == {
+    want = {
         "demonstrations bc-data.jsonl": "demonstrations",
         "evaluation: base model": "evaluation",
     }
+    monkeypatch.chdir(tmp_path)  # the recipe's paths are relative to where it ran
+    assert {st.label: st.kind for st in load_run(run, tasks=[]).stages} == want
+    elsewhere = tmp_path / "elsewhere"  # the viewer started from another folder
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert {st.label: st.kind for st in load_run(run, tasks=[]).stages} == want
 
 
 def test_runs_inside_an_experiment_folder_stay_apart(tmp_path: Path) -> None:

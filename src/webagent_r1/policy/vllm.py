@@ -828,7 +828,7 @@ class VLLMEngine(Engine):
                 except Exception as e:  # this chunk and the rest go through files
                     self._ipc_failed(f"sending chunk {k}", e)
                     via_ipc = False
-                    await self._ipc_end(quiet=True)
+                    await self._ipc_end()  # the chunks sent so far in force, or a stop
             files = True
             folder = folder or staging_dir(self.cfg, shard_bytes)
             path = folder / f"webagent-weights-{self._prefix}-{os.getpid()}-{k}.safetensors"
@@ -873,16 +873,27 @@ class VLLMEngine(Engine):
         self.synced_bytes += sum(t.numel() * t.element_size() for _, t in tensors)
         del tensors
 
-    async def _ipc_end(self, quiet: bool = False) -> None:
-        """Close the update where the release has ``finish_weight_update``."""
+    async def _ipc_end(self) -> None:
+        """Close the update where the release has ``finish_weight_update``.
+
+        Raises:
+            RuntimeError: vLLM did not finish it. The chunks sent in-GPU may not be in force
+                (the finish step runs vLLM's post-load processing) and the stream they came
+                from is spent, so no fallback can resend them: the run stops rather than
+                sample from weights nobody knows.
+        """
         finish = getattr(self.llm, "finish_weight_update", None)
         if not callable(finish):
             return
         try:
             await finish()
         except Exception as e:
-            if not quiet:
-                self._ipc_failed("finishing the update", e)
+            self._ipc_failed("finishing the update", e)
+            raise RuntimeError(
+                f"vLLM did not finish the in-GPU weight update ({type(e).__name__}: {e}); its "
+                "weights are unknown, so the run stops: resume from the last checkpoint with "
+                "vllm.weight_transfer=files"
+            ) from e
 
     def _ipc_failed(self, stage: str, err: BaseException) -> None:
         """Warn, and push through files from now on."""

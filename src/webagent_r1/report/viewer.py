@@ -151,17 +151,22 @@ def stage_of(rel: str, demo_files: frozenset[str] = frozenset()) -> tuple[tuple,
 
 def _demo_files(root: Path) -> frozenset[str]:
     """The demonstrations file ``summary.json`` names (``stages.demos.file``, a path relative
-    to where the recipe ran, usually below the run folder), relative to ``root``."""
+    to where the recipe ran, usually below the run folder), relative to ``root``; empty when
+    no such file lies below ``root``."""
     try:
         summary = json.loads((root / "summary.json").read_text(encoding="utf-8"))
         named = Path(summary["stages"]["demos"]["file"])
     except (OSError, ValueError, KeyError, TypeError):
         return frozenset()
-    inside = named if named.is_absolute() else Path.cwd() / named
-    try:
-        return frozenset({inside.resolve().relative_to(root.resolve()).as_posix()})
-    except ValueError:
-        return frozenset()
+    top = root.resolve()
+    # where the recipe ran is not recorded: the viewer's folder, else the run folder or one
+    # above it (the recipe usually ran in the folder holding runs/)
+    bases = [Path.cwd(), top, *top.parents]
+    for base in [Path("/")] if named.is_absolute() else bases:
+        path = (base / named).resolve()
+        if path.is_file() and path.is_relative_to(top):
+            return frozenset({path.relative_to(top).as_posix()})
+    return frozenset()
 
 
 @dataclass
