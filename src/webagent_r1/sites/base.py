@@ -1138,6 +1138,21 @@ def _forbidden() -> JSONResponse:
     return JSONResponse({"error": f"missing or wrong {CONTROL_HEADER} header"}, status_code=403)
 
 
+def _control(
+    handler: Callable[[Request, SiteApp], Awaitable[Response]],
+) -> Callable[[Request], Awaitable[Response]]:
+    """Decorate a control endpoint ``handler(request, app)``: a request without the right
+    control header gets 403 instead."""
+
+    @functools.wraps(handler)
+    async def endpoint(request: Request) -> Response:
+        if not _authorized(request):
+            return _forbidden()
+        return await handler(request, request.app.state.site_app)
+
+    return endpoint
+
+
 async def _json_body(request: Request) -> dict[str, Any]:
     """The JSON object of a control request's body.
 
@@ -1163,11 +1178,9 @@ async def _json_body(request: Request) -> dict[str, Any]:
     return data
 
 
-async def control_create_instance(request: Request) -> Response:
+@_control
+async def control_create_instance(request: Request, app: SiteApp) -> Response:
     """``POST /__webagent/instances`` {"instance_id"?} -> {"instance_id", "db_path"}."""
-    if not _authorized(request):
-        return _forbidden()
-    app: SiteApp = request.app.state.site_app
     try:
         data = await _json_body(request)
         instance_id = app.store.create(data.get("instance_id"))
@@ -1179,20 +1192,16 @@ async def control_create_instance(request: Request) -> Response:
     )
 
 
-async def control_delete_instance(request: Request) -> Response:
+@_control
+async def control_delete_instance(request: Request, app: SiteApp) -> Response:
     """``DELETE /__webagent/instances/{id}`` -> {"deleted": bool}."""
-    if not _authorized(request):
-        return _forbidden()
-    app: SiteApp = request.app.state.site_app
     deleted = app.store.delete(request.path_params["instance_id"])
     return JSONResponse({"deleted": deleted}, status_code=200 if deleted else 404)
 
 
-async def control_reset_instance(request: Request) -> Response:
+@_control
+async def control_reset_instance(request: Request, app: SiteApp) -> Response:
     """``POST /__webagent/instances/{id}/reset`` -> {"instance_id"}."""
-    if not _authorized(request):
-        return _forbidden()
-    app: SiteApp = request.app.state.site_app
     instance_id = request.path_params["instance_id"]
     try:
         app.store.reset(instance_id)
@@ -1201,11 +1210,9 @@ async def control_reset_instance(request: Request) -> Response:
     return JSONResponse({"instance_id": instance_id})
 
 
-async def control_create_session(request: Request) -> Response:
+@_control
+async def control_create_session(request: Request, app: SiteApp) -> Response:
     """``POST /__webagent/instances/{id}/sessions`` {"username"} -> cookie name and value."""
-    if not _authorized(request):
-        return _forbidden()
-    app: SiteApp = request.app.state.site_app
     try:
         data = await _json_body(request)
         path = app.store.path(request.path_params["instance_id"])
@@ -1217,11 +1224,9 @@ async def control_create_session(request: Request) -> Response:
     return JSONResponse({"cookie_name": app.site.session_cookie, "cookie_value": token})
 
 
-async def control_health(request: Request) -> Response:
+@_control
+async def control_health(request: Request, app: SiteApp) -> Response:
     """``GET /__webagent/health`` -> site name and live instances."""
-    if not _authorized(request):
-        return _forbidden()
-    app: SiteApp = request.app.state.site_app
     return JSONResponse({"site": app.site.name, "instances": app.store.ids()})
 
 
