@@ -138,6 +138,13 @@ def _project_or_404(ctx: Ctx) -> sqlite3.Row | None:
     return get_project(ctx.db, pp.get("ns", ""), pp.get("proj", ""))
 
 
+def _project_rows(ctx: Ctx, project: sqlite3.Row, template: str, sql: str) -> Response:
+    """Render a project page ``template`` listing the ``rows`` that ``sql`` finds (its one
+    ``?`` is the project's id)."""
+    rows = ctx.db.execute(sql, (project["id"],)).fetchall()
+    return _render_project(ctx, template, project, rows=rows)
+
+
 def _project_at_ref(ctx: Ctx) -> sqlite3.Row | None:
     """The path's project when the path's ``ref`` is its default branch (the only one)."""
     project = _project_or_404(ctx)
@@ -513,13 +520,14 @@ async def star(ctx: Ctx, project: sqlite3.Row) -> Response:
 @_with_project
 async def starrers(ctx: Ctx, project: sqlite3.Row) -> Response:
     """Who starred the project."""
-    rows = ctx.db.execute(
+    return _project_rows(
+        ctx,
+        project,
+        "starrers.html",
         "SELECT u.username, u.full_name, s.created_at FROM stars s "
         "JOIN users u ON u.id = s.user_id "
         "WHERE s.project_id = ? ORDER BY s.created_at DESC",
-        (project["id"],),
-    ).fetchall()
-    return _render_project(ctx, "starrers.html", project, rows=rows)
+    )
 
 
 @_with_project_at_ref
@@ -925,13 +933,14 @@ async def issue_label_remove(ctx: Ctx) -> Response:
 @_with_project
 async def labels_page(ctx: Ctx, project: sqlite3.Row) -> Response:
     """Labels of a project with their open issue counts."""
-    rows = ctx.db.execute(
+    return _project_rows(
+        ctx,
+        project,
+        "labels.html",
         "SELECT l.*, (SELECT COUNT(*) FROM issue_labels il JOIN issues i ON i.id = il.issue_id "
         "WHERE il.label_id = l.id AND i.state = 'opened') AS open_issues FROM labels l "
         "WHERE l.project_id = ? ORDER BY l.name",
-        (project["id"],),
-    ).fetchall()
-    return _render_project(ctx, "labels.html", project, rows=rows)
+    )
 
 
 # --------------------------------------------------------------------------------------------
