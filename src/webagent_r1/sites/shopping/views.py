@@ -52,6 +52,7 @@ from webagent_r1.sites.words import search_words
 
 PER_PAGE = 10
 REVIEWS_PER_PAGE = 5
+WISH_MISSING = "That item is not in your wish list."
 _PRICE_RE = re.compile(r"(\d++(?:\.\d++)?+)?+\s*+-\s*+(\d++(?:\.\d++)?+)?+")
 """``lo-hi`` of a price filter, stripped first; possessive, so linear on a run of spaces."""
 PRICE_BUCKETS = ((0, 25), (25, 50), (50, 100), (100, 200), (200, None))
@@ -589,14 +590,28 @@ async def cart_update(ctx: Ctx) -> Response:
     return ctx.redirect("/cart", "Your shopping cart was updated.")
 
 
+def _delete_owned(
+    ctx: Ctx, item: sqlite3.Row | None, table: str, back: str, missing: str, removed: str
+) -> Response:
+    """Delete ``item``, a row of ``table`` the customer owns (None: not theirs), and go back
+    to ``back`` saying ``removed`` (``{name}``: the product's name), or ``missing`` if none."""
+    if item is None:
+        return ctx.redirect(back, missing, "error")
+    ctx.db.execute(f"DELETE FROM {table} WHERE id = ?", (item["id"],))
+    ctx.db.commit()
+    return ctx.redirect(back, removed.format(name=item["name"]))
+
+
 async def cart_remove(ctx: Ctx) -> Response:
     """POST: remove one line from the cart."""
-    item = _owned_cart_item(ctx, ctx.path_int("item_id") or 0)
-    if item is None:
-        return ctx.redirect("/cart", "That item is not in your cart.", "error")
-    ctx.db.execute("DELETE FROM cart_items WHERE id = ?", (item["id"],))
-    ctx.db.commit()
-    return ctx.redirect("/cart", f"You removed {item['name']} from your shopping cart.")
+    return _delete_owned(
+        ctx,
+        _owned_cart_item(ctx, ctx.path_int("item_id") or 0),
+        "cart_items",
+        "/cart",
+        "That item is not in your cart.",
+        "You removed {name} from your shopping cart.",
+    )
 
 
 async def checkout(ctx: Ctx) -> Response:
@@ -945,19 +960,21 @@ def _owned_wish(ctx: Ctx) -> sqlite3.Row | None:
 
 async def wishlist_remove(ctx: Ctx) -> Response:
     """POST: remove an item from the wish list."""
-    item = _owned_wish(ctx)
-    if item is None:
-        return ctx.redirect("/wishlist", "That item is not in your wish list.", "error")
-    ctx.db.execute("DELETE FROM wishlist_items WHERE id = ?", (item["id"],))
-    ctx.db.commit()
-    return ctx.redirect("/wishlist", f"{item['name']} has been removed from your Wish List.")
+    return _delete_owned(
+        ctx,
+        _owned_wish(ctx),
+        "wishlist_items",
+        "/wishlist",
+        WISH_MISSING,
+        "{name} has been removed from your Wish List.",
+    )
 
 
 async def wishlist_to_cart(ctx: Ctx) -> Response:
     """POST: move a wish-list item to the cart (products with options go to their page)."""
     item = _owned_wish(ctx)
     if item is None:
-        return ctx.redirect("/wishlist", "That item is not in your wish list.", "error")
+        return ctx.redirect("/wishlist", WISH_MISSING, "error")
     opts = product_options(ctx.db, item["product_id"])
     if opts["color"] or opts["size"]:
         return ctx.redirect(
