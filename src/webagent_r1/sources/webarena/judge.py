@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import httpx
@@ -156,6 +157,7 @@ def ua_verdict(response: str) -> bool:
     raise JudgeError(f"the judge's reply has no verdict (same/different): {response[:200]!r}")
 
 
+@dataclass(eq=False, repr=False)
 class OpenAIJudge:
     """A judge over an OpenAI-compatible ``/chat/completions`` endpoint.
 
@@ -169,25 +171,18 @@ class OpenAIJudge:
         max_tokens: reply budget (WebArena: 768).
     """
 
-    def __init__(
-        self,
-        base_url: str,
-        model: str,
-        api_key: str | None = None,
-        timeout_s: float = 60.0,
-        max_retries: int = 3,
-        backoff_s: float = 1.0,
-        max_tokens: int = 768,
-    ) -> None:
-        if not base_url or not model:
+    base_url: str
+    model: str
+    api_key: str | None = None
+    timeout_s: float = 60.0
+    max_retries: int = 3
+    backoff_s: float = 1.0
+    max_tokens: int = 768
+
+    def __post_init__(self) -> None:
+        if not self.base_url or not self.model:
             raise JudgeNotConfiguredError(not_configured_message())
-        self.base_url = base_url.rstrip("/")
-        self.model = model
-        self.api_key = api_key
-        self.timeout_s = timeout_s
-        self.max_retries = max_retries
-        self.backoff_s = backoff_s
-        self.max_tokens = max_tokens
+        self.base_url = self.base_url.rstrip("/")
 
     @classmethod
     def from_env(
