@@ -92,7 +92,7 @@ def _instance_cookie(instance_id: str, url: str) -> dict[str, Any]:
     return {"name": INSTANCE_COOKIE, "value": instance_id, "url": url, "httpOnly": True}
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class RunningSites:
     """Sites served in a background thread; created by :func:`start_sites`.
 

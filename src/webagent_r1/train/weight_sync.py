@@ -27,7 +27,7 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import torch
@@ -199,6 +199,7 @@ def full_state_dict(
     return {k: v.detach() for k, v in unwrap_model(model).state_dict().items()}
 
 
+@dataclass(eq=False, repr=False)
 class WeightSync:
     """Keeps an engine's weights and ``weight_version`` in step with the trainer.
 
@@ -216,30 +217,23 @@ class WeightSync:
             files); None: nowhere.
     """
 
-    def __init__(
-        self,
-        engine: Engine,
-        model: Any,
-        *,
-        rank: int = 0,
-        every_rank: bool = False,
-        accelerator: Any = None,
-        shared: bool | None = None,
-        version: int = 0,
-        say: Callable[[str], None] | None = None,
-    ) -> None:
-        self.engine = engine
-        self.say = say
-        self.model = model
-        self.rank = rank
-        self.every_rank = every_rank
-        self.accelerator = accelerator
-        self.shared = shares_model(engine, model) if shared is None else shared
-        self.version = version
-        self.history: list[SyncRecord] = []
-        """One record per ``push``, in order."""
+    engine: Engine
+    model: Any
+    _: KW_ONLY
+    rank: int = 0
+    every_rank: bool = False
+    accelerator: Any = None
+    shared: bool | None = None
+    version: int = 0
+    say: Callable[[str], None] | None = None
+    history: list[SyncRecord] = field(default_factory=list, init=False)
+    """One record per ``push``, in order."""
+
+    def __post_init__(self) -> None:
+        if self.shared is None:
+            self.shared = shares_model(self.engine, self.model)
         if self.shared:
-            self._set_shared_version(version)
+            self._set_shared_version(self.version)
 
     @property
     def pushes(self) -> bool:
