@@ -25,10 +25,11 @@ description or comment over ``base.TEXT_MAX``, is refused with an error and noth
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from markupsafe import Markup
@@ -750,6 +751,22 @@ async def _editable_issue(ctx: Ctx) -> tuple[sqlite3.Row, sqlite3.Row, str] | Re
     return project, issue, url
 
 
+def _issue_change(
+    handler: Callable[[Ctx, sqlite3.Row, sqlite3.Row, str], Awaitable[Response]],
+) -> Callable[[Ctx], Awaitable[Response]]:
+    """Decorate a POST handler ``handler(ctx, project, issue, url)`` that changes an issue: it
+    runs when the user may change the issue (``_editable_issue``), else the response says why."""
+
+    @functools.wraps(handler)
+    async def change(ctx: Ctx) -> Response:
+        got = await _editable_issue(ctx)
+        if isinstance(got, Response):
+            return got
+        return await handler(ctx, *got)
+
+    return change
+
+
 @_with_project
 async def issue_new(ctx: Ctx, project: sqlite3.Row) -> Response:
     """GET: the new-issue form. POST: create the issue (title required)."""
@@ -845,12 +862,9 @@ async def _add_note(ctx: Ctx, project: sqlite3.Row, kind: str, target: int, url:
     return ctx.redirect(url + "#notes", "Your comment was added.")
 
 
-async def issue_state(ctx: Ctx) -> Response:
+@_issue_change
+async def issue_state(ctx: Ctx, project: sqlite3.Row, issue: sqlite3.Row, url: str) -> Response:
     """POST: close or reopen an issue (the last path segment says which)."""
-    got = await _editable_issue(ctx)
-    if isinstance(got, Response):
-        return got
-    project, issue, url = got
     close = ctx.request.url.path.endswith("/close")
     want = "closed" if close else "opened"
     if issue["state"] == want:
@@ -866,12 +880,9 @@ async def issue_state(ctx: Ctx) -> Response:
     return ctx.redirect(url, f"Issue #{issue['iid']} was {'closed' if close else 'reopened'}.")
 
 
-async def issue_assign(ctx: Ctx) -> Response:
+@_issue_change
+async def issue_assign(ctx: Ctx, project: sqlite3.Row, issue: sqlite3.Row, url: str) -> Response:
     """POST assignee_username: set or clear the assignee ('' = unassigned)."""
-    got = await _editable_issue(ctx)
-    if isinstance(got, Response):
-        return got
-    project, issue, url = got
     username = (await ctx.form()).get("assignee_username", "")
     if error := too_long({"assignee": username}):
         return ctx.redirect(url, error, "error")
@@ -889,12 +900,9 @@ async def issue_assign(ctx: Ctx) -> Response:
     return ctx.redirect(url, msg)
 
 
-async def issue_label_add(ctx: Ctx) -> Response:
+@_issue_change
+async def issue_label_add(ctx: Ctx, project: sqlite3.Row, issue: sqlite3.Row, url: str) -> Response:
     """POST label: add a project label to the issue."""
-    got = await _editable_issue(ctx)
-    if isinstance(got, Response):
-        return got
-    project, issue, url = got
     name = (await ctx.form()).get("label", "")
     if error := too_long({"label": name}):
         return ctx.redirect(url, error, "error")
@@ -910,12 +918,11 @@ async def issue_label_add(ctx: Ctx) -> Response:
     return ctx.redirect(url, f"Added the label {name}.")
 
 
-async def issue_label_remove(ctx: Ctx) -> Response:
+@_issue_change
+async def issue_label_remove(
+    ctx: Ctx, project: sqlite3.Row, issue: sqlite3.Row, url: str
+) -> Response:
     """POST: remove a label from the issue."""
-    got = await _editable_issue(ctx)
-    if isinstance(got, Response):
-        return got
-    project, issue, url = got
     label = ctx.db.execute(
         "SELECT * FROM labels WHERE project_id = ? AND id = ?",
         (project["id"], ctx.path_int("label_id") or 0),
