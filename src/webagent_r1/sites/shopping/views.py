@@ -489,19 +489,19 @@ async def write_review(ctx: Ctx) -> Response:
 # --------------------------------------------------------------------------------------------
 
 
-async def cart(ctx: Ctx) -> Response:
-    """The shopping cart with quantities, totals and a checkout link."""
-    rows = cart_rows(ctx)
+def _cart_totals(rows: list[sqlite3.Row]) -> tuple[float, int, float, float]:
+    """The cart's subtotal, item count, flat-rate shipping and grand total."""
     subtotal = round(sum(r["row_total"] for r in rows), 2)
     qty = sum(r["qty"] for r in rows)
     shipping = SHIPPING_PER_ITEM * qty
-    return ctx.render(
-        "cart.html",
-        rows=rows,
-        subtotal=subtotal,
-        shipping=shipping,
-        total=round(subtotal + shipping, 2),
-    )
+    return subtotal, qty, shipping, round(subtotal + shipping, 2)
+
+
+async def cart(ctx: Ctx) -> Response:
+    """The shopping cart with quantities, totals and a checkout link."""
+    rows = cart_rows(ctx)
+    subtotal, _, shipping, total = _cart_totals(rows)
+    return ctx.render("cart.html", rows=rows, subtotal=subtotal, shipping=shipping, total=total)
 
 
 async def cart_add(ctx: Ctx) -> Response:
@@ -622,9 +622,7 @@ async def checkout(ctx: Ctx) -> Response:
     rows = cart_rows(ctx)
     if not rows:
         return ctx.redirect("/cart", "You have no items in your shopping cart.", "notice")
-    subtotal = round(sum(r["row_total"] for r in rows), 2)
-    qty = sum(r["qty"] for r in rows)
-    shipping = SHIPPING_PER_ITEM * qty
+    subtotal, qty, shipping, total = _cart_totals(rows)
     values = {k: cust[k] for k, _ in ADDRESS_FIELDS}
     error = None
     if ctx.request.method == "POST":
@@ -650,7 +648,7 @@ async def checkout(ctx: Ctx) -> Response:
         rows=rows,
         subtotal=subtotal,
         shipping=shipping,
-        total=round(subtotal + shipping, 2),
+        total=total,
         values=values,
         fields=ADDRESS_FIELDS,
         error=error,
@@ -751,6 +749,18 @@ async def account(ctx: Ctx) -> Response:
     return ctx.render("account.html", customer=cust, orders=orders)
 
 
+def _contact_error(values: dict[str, str], missing: str) -> str | None:
+    """The first problem of a form with names and an email: ``missing`` when a field is
+    empty, then a field too long, then an email that is not one; None when there is none."""
+    if not all(values.values()):
+        return missing
+    if too_long(values):
+        return too_long(values)
+    if not is_email(values["email"]):
+        return "Please enter a valid email address."
+    return None
+
+
 async def account_edit(ctx: Ctx) -> Response:
     """Account information: first name, last name, email."""
     cust = await _require_customer(ctx)
@@ -764,17 +774,14 @@ async def account_edit(ctx: Ctx) -> Response:
     if ctx.request.method == "POST":
         form = await ctx.form()
         values = {k: form.get(k, "") for k in values}
-        error = None
-        if not all(values.values()):
-            error = "First name, last name and email are required."
-        elif too_long(values):
-            error = too_long(values)
-        elif not is_email(values["email"]):
-            error = "Please enter a valid email address."
-        elif ctx.db.execute(
-            "SELECT 1 FROM users WHERE lower(email) = lower(?) AND id != ?",
-            (values["email"], cust["user_id"]),
-        ).fetchone():
+        error = _contact_error(values, "First name, last name and email are required.")
+        if (
+            error is None
+            and ctx.db.execute(
+                "SELECT 1 FROM users WHERE lower(email) = lower(?) AND id != ?",
+                (values["email"], cust["user_id"]),
+            ).fetchone()
+        ):
             error = "A customer with the same email address already exists."
         if error:
             return ctx.render("account_edit.html", values=values, error=error)
@@ -854,6 +861,23 @@ async def account_reviews(ctx: Ctx) -> Response:
     return ctx.render("my_reviews.html", reviews=reviews, pager=pager)
 
 
+def _new_login_error(ctx: Ctx, values: dict[str, str]) -> str | None:
+    """The first problem of a new account's username and password (the format, the length,
+    the confirmation, an account that already has the username or email); None if none."""
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{3,40}", values["username"]):
+        return "The username must be 3-40 letters, digits, '.', '_' or '-'."
+    if len(values["password"]) < 8:
+        return "The password must be at least 8 characters long."
+    if values["password"] != values["password_confirm"]:
+        return "Please make sure your passwords match."
+    if ctx.db.execute(
+        "SELECT 1 FROM users WHERE username = ? OR lower(email) = lower(?)",
+        (values["username"], values["email"]),
+    ).fetchone():
+        return "There is already an account with this username or email address."
+    return None
+
+
 async def register(ctx: Ctx) -> Response:
     """Create an Account: a user and a customer record, then signed in."""
     keys = ("first_name", "last_name", "email", "username", "password", "password_confirm")
@@ -861,24 +885,7 @@ async def register(ctx: Ctx) -> Response:
     if ctx.request.method == "POST":
         form = await ctx.form()
         values = {k: form.get(k, "") for k in keys}
-        error = None
-        if not all(values.values()):
-            error = "All fields are required."
-        elif too_long(values):
-            error = too_long(values)
-        elif not is_email(values["email"]):
-            error = "Please enter a valid email address."
-        elif not re.fullmatch(r"[A-Za-z0-9_.-]{3,40}", values["username"]):
-            error = "The username must be 3-40 letters, digits, '.', '_' or '-'."
-        elif len(values["password"]) < 8:
-            error = "The password must be at least 8 characters long."
-        elif values["password"] != values["password_confirm"]:
-            error = "Please make sure your passwords match."
-        elif ctx.db.execute(
-            "SELECT 1 FROM users WHERE username = ? OR lower(email) = lower(?)",
-            (values["username"], values["email"]),
-        ).fetchone():
-            error = "There is already an account with this username or email address."
+        error = _contact_error(values, "All fields are required.") or _new_login_error(ctx, values)
         if error:
             values["password"] = values["password_confirm"] = ""
             return ctx.render("register.html", values=values, error=error)
