@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 TrajectoryStatus = Literal["done", "max_turns", "env_error"]
 
@@ -33,8 +33,19 @@ ELEMENT_KINDS = frozenset({"Click", "Type", "Search", "Hover", "Select Dropdown 
 ARGUMENT_KINDS = frozenset({"Type", "Search", "Select Dropdown Option"})
 
 
+class _FlatRecord:
+    """``to_dict`` and ``from_dict`` of a dataclass whose fields are all JSON values."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Self:
+        return cls(**d)
+
+
 @dataclass
-class Action:
+class Action(_FlatRecord):
     """One parsed agent action.
 
     Attributes:
@@ -49,16 +60,9 @@ class Action:
     argument: str | None = None
     raw: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Action:
-        return cls(**d)
-
 
 @dataclass
-class Observation:
+class Observation(_FlatRecord):
     """What the agent sees after reset or after an action.
 
     Attributes:
@@ -85,13 +89,6 @@ class Observation:
     def prompt_url(self) -> str:
         """The URL the prompt shows: ``shown_url`` when set, else ``url``."""
         return self.url if self.shown_url is None else self.shown_url
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Observation:
-        return cls(**d)
 
 
 @dataclass
