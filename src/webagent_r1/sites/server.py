@@ -30,7 +30,7 @@ import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, Unpack
 
 import httpx
 import uvicorn
@@ -337,15 +337,19 @@ def start_sites(
     return RunningSites(sites, urls, stores, token, list(servers.values()), thread, stop_event)
 
 
-def serve_forever(
-    site_names: list[str] | None = None,
-    host: str = "127.0.0.1",
-    ports: Ports = None,
-    port_offset: int = 0,
-    control_token: str | None = None,
-    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
-    latency_ms: float = 0.0,
-) -> None:
+class ServeOptions(TypedDict, total=False):
+    """The options of :func:`serve_forever`, passed on to :func:`start_sites` (which says what
+    each means and its default)."""
+
+    host: str
+    ports: Ports
+    port_offset: int
+    control_token: str | None
+    idle_timeout_s: float
+    latency_ms: float
+
+
+def serve_forever(site_names: list[str] | None = None, **options: Unpack[ServeOptions]) -> None:
     """Serve the sites until Ctrl-C, SIGTERM or SIGHUP, printing URLs, accounts and the
     control token.
 
@@ -359,15 +363,7 @@ def serve_forever(
     pending: list[int] = []  # a signal sent while the sites start: acted on once they run
     previous = {sig: signal.signal(sig, lambda n, _f: pending.append(n)) for sig in stops}
     try:
-        running = start_sites(
-            site_names,
-            host=host,
-            ports=ports,
-            port_offset=port_offset,
-            control_token=control_token,
-            idle_timeout_s=idle_timeout_s,
-            latency_ms=latency_ms,
-        )
+        running = start_sites(site_names, **options)
     except BaseException:
         _restore(previous)
         raise
