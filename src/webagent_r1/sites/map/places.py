@@ -49,6 +49,16 @@ def category_by_slug(conn: sqlite3.Connection, slug: str) -> sqlite3.Row | None:
     return conn.execute("SELECT * FROM categories WHERE slug = ?", (slug,)).fetchone()
 
 
+def neighbourhood_counts(conn: sqlite3.Connection, category_id: int) -> list[sqlite3.Row]:
+    """The neighbourhoods with places of a category: slug, name and ``n`` places, in order."""
+    return conn.execute(
+        "SELECT n.slug, n.name, COUNT(p.id) AS n FROM neighbourhoods n "
+        "JOIN places p ON p.neighbourhood_id = n.id AND p.category_id = ? "
+        "GROUP BY n.id ORDER BY n.id",
+        (category_id,),
+    ).fetchall()
+
+
 def hours(conn: sqlite3.Connection, place_id: int) -> list[sqlite3.Row]:
     """Opening hours of a place, Monday first."""
     return conn.execute(

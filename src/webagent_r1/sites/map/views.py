@@ -125,12 +125,6 @@ async def category_page(ctx: Ctx) -> Response:
         PER_PAGE,
         count_source=f"FROM places p WHERE {where}",
     )
-    facets = ctx.db.execute(
-        "SELECT n.slug, n.name, COUNT(p.id) AS n FROM neighbourhoods n "
-        "JOIN places p ON p.neighbourhood_id = n.id AND p.category_id = ? "
-        "GROUP BY n.id ORDER BY n.id",
-        (cat["id"],),
-    ).fetchall()
     return ctx.render(
         "category.html",
         cat=cat,
@@ -138,7 +132,7 @@ async def category_page(ctx: Ctx) -> Response:
         places=rows,
         total=pager.total,
         pager=pager,
-        facets=facets,
+        facets=q.neighbourhood_counts(ctx.db, cat["id"]),
         address=q.address,
     )
 
