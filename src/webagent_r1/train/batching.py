@@ -404,27 +404,9 @@ class CompletionLM(torch.nn.Module):
         super().__init__()
         self.module = lm
 
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor,
-        rows: torch.Tensor,
-        cols: torch.Tensor,
-        autocast_bf16: bool = False,
-        position_ids: torch.Tensor | None = None,
-        prefix_ids: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """(N, V) logits of ``completion_logits`` over ``self.module``."""
-        return completion_logits(
-            self.module,
-            input_ids,
-            attention_mask,
-            rows,
-            cols,
-            autocast_bf16,
-            position_ids,
-            prefix_ids,
-        )
+    def forward(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        """(N, V) logits: ``completion_logits(self.module, ...)`` with the same arguments."""
+        return completion_logits(self.module, *args, **kwargs)
 
 
 def padding_batch(pad_id: int) -> MicroBatch:
