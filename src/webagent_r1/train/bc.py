@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import torch
 
@@ -190,13 +190,16 @@ def heldout_loss(
     return loss
 
 
-def train_bc(
-    cfg: Config,
-    resume: bool = False,
-    stage_dir: str | Path | None = None,
-    progress: bool = True,
-    on_step: Callable[[int, dict[str, float]], None] | None = None,
-) -> BCResult:
+class BCOptions(TypedDict, total=False):
+    """The options of ``train_bc``, passed on to ``BCStage`` (defaults there)."""
+
+    resume: bool
+    stage_dir: str | Path | None
+    progress: bool
+    on_step: Callable[[int, dict[str, float]], None] | None
+
+
+def train_bc(cfg: Config, **options: Unpack[BCOptions]) -> BCResult:
     """Behaviour cloning on ``cfg.bc.data``.
 
     Args:
@@ -213,7 +216,7 @@ def train_bc(
         FileNotFoundError: the demonstration file is missing.
         ValueError: it holds no usable demonstration.
     """
-    return BCStage(cfg, resume, stage_dir, progress, on_step).run_sync()
+    return BCStage(cfg, **options).run_sync()
 
 
 class BCStage(Stage):
