@@ -24,6 +24,16 @@ def _version(rng: random.Random) -> str:
     return f"{rng.choice((0, 0, 1, 1, 2))}.{rng.randint(1, 19)}.{rng.randint(0, 9)}"
 
 
+def _readme_and_license(
+    spec: ProjectSpec, rng: random.Random, owner: str, install: str, run: str
+) -> dict[str, str]:
+    """The README (install and run commands) and the MIT LICENSE every repository has."""
+    return {
+        "README.md": _readme(spec, install, run),
+        "LICENSE": LICENSE.format(year=rng.randint(2019, 2022), owner=owner),
+    }
+
+
 def _readme(spec: ProjectSpec, install: str, run: str) -> str:
     return (
         f"# {spec.name}\n\n{spec.description}\n\n"
@@ -44,8 +54,9 @@ def _python(spec: ProjectSpec, rng: random.Random, owner: str) -> dict[str, str]
     version = _version(rng)
     deps = sorted(rng.sample(PY_DEPS, 3))
     return {
-        "README.md": _readme(spec, f"pip install {spec.path}", f"python -m {pkg} --help"),
-        "LICENSE": LICENSE.format(year=rng.randint(2019, 2022), owner=owner),
+        **_readme_and_license(
+            spec, rng, owner, f"pip install {spec.path}", f"python -m {pkg} --help"
+        ),
         ".gitignore": "__pycache__/\n*.pyc\n.venv/\ndist/\n.coverage\n",
         "pyproject.toml": (
             "[project]\n"
@@ -131,8 +142,7 @@ def _js(spec: ProjectSpec, rng: random.Random, owner: str) -> dict[str, str]:
         f'    "{d}": "^{rng.randint(1, 18)}.{rng.randint(0, 9)}.{rng.randint(0, 9)}"' for d in deps
     )
     return {
-        "README.md": _readme(spec, "npm install", "npm start"),
-        "LICENSE": LICENSE.format(year=rng.randint(2019, 2022), owner=owner),
+        **_readme_and_license(spec, rng, owner, "npm install", "npm start"),
         ".gitignore": "node_modules/\ndist/\ncoverage/\n.env\n",
         "package.json": (
             "{\n"
@@ -192,10 +202,13 @@ def _js(spec: ProjectSpec, rng: random.Random, owner: str) -> dict[str, str]:
 
 def _go(spec: ProjectSpec, rng: random.Random, owner: str) -> dict[str, str]:
     return {
-        "README.md": _readme(
-            spec, f"go install ./cmd/{spec.path}", f"{spec.path} -config config/config.yaml"
+        **_readme_and_license(
+            spec,
+            rng,
+            owner,
+            f"go install ./cmd/{spec.path}",
+            f"{spec.path} -config config/config.yaml",
         ),
-        "LICENSE": LICENSE.format(year=rng.randint(2019, 2022), owner=owner),
         ".gitignore": "bin/\n*.db\n",
         "go.mod": (
             f"module gitlab.example.com/{spec.namespace}/{spec.path}\n\n"
@@ -263,8 +276,7 @@ def _go(spec: ProjectSpec, rng: random.Random, owner: str) -> dict[str, str]:
 
 def _shell(spec: ProjectSpec, rng: random.Random, owner: str) -> dict[str, str]:
     return {
-        "README.md": _readme(spec, "./install.sh", "bin/deploy.sh staging"),
-        "LICENSE": LICENSE.format(year=rng.randint(2019, 2022), owner=owner),
+        **_readme_and_license(spec, rng, owner, "./install.sh", "bin/deploy.sh staging"),
         "install.sh": (
             "#!/bin/sh\nset -e\n"
             f'PREFIX="${{PREFIX:-{rng.choice(("/usr/local", "$HOME/.local", "/opt"))}}}"\n'
@@ -295,8 +307,7 @@ def _shell(spec: ProjectSpec, rng: random.Random, owner: str) -> dict[str, str]:
 
 def _docs(spec: ProjectSpec, rng: random.Random, owner: str) -> dict[str, str]:
     return {
-        "README.md": _readme(spec, "pip install mkdocs", "mkdocs serve"),
-        "LICENSE": LICENSE.format(year=rng.randint(2019, 2022), owner=owner),
+        **_readme_and_license(spec, rng, owner, "pip install mkdocs", "mkdocs serve"),
         "CONTRIBUTING.md": (
             "# Contributing\n\nOpen a merge request against main. One topic per merge request.\n"
         ),
