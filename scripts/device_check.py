@@ -683,42 +683,18 @@ def check_peak_memory(c: Check) -> dict[str, Any]:
 
 
 def _peak_memory(c: Check, cfg: Any, expected: float, info: dict[str, Any]) -> dict[str, Any]:
-    import torch
-
-    from webagent_r1.train.dist import build_optimizer
-    from webagent_r1.train.memory_plan import GIB, rollout_context
-    from webagent_r1.train.rl import mgrpo_update
-
     model = _random_3b(c)
-    if cfg.train.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
-        model.config.use_cache = False
-    model.train()
-    opt = build_optimizer(list(model.parameters()), cfg.rl.lr, cfg.train)
-    ctx = rollout_context(cfg)
-    n_rows = max(1, cfg.train.token_budget // ctx)
-    new = cfg.rollout.max_new_tokens
-    # the first update allocates AdamW's moments; the second is the steady state the plan is
-    mgrpo_update(model, opt, _rows(n_rows, ctx - new, new, 150000, 1), cfg, pad_id=1)
-    opt.zero_grad(set_to_none=True)
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    t0 = time.perf_counter()
-    batch = _rows(n_rows, ctx - new, new, 150000, 2)
-    m = mgrpo_update(model, opt, batch, cfg, pad_id=1)
-    torch.cuda.synchronize()
-    secs = time.perf_counter() - t0
-    peak = torch.cuda.max_memory_allocated() / GIB
-    tokens = n_rows * ctx
-    c.numbers["update_tokens_per_s"] = tokens / secs
+    r = _measure_update(c, model, cfg, vocab=150000)
+    c.numbers["update_tokens_per_s"] = r["tokens"] / r["seconds"]
+    peak = r["measured_gib"]
     gap = (peak - expected) / expected
     out = {
         **info,
         "measured_gib": round(peak, 2),
         "gap": round(gap, 3),
-        "rows": n_rows,
-        "tokens": tokens,
-        "loss": m["train/loss"],
+        "rows": r["rows"],
+        "tokens": r["tokens"],
+        "loss": r["loss"],
     }
     over, under = PLAN_SLACK
     if not -under <= gap <= over:
@@ -785,9 +761,10 @@ def check_plan_small(c: Check) -> dict[str, Any]:
     return out
 
 
-def _measure_update(c: Check, model: Any, cfg: Any) -> dict[str, Any]:
-    """The steady-state peak (GiB) of an M-GRPO update of ``model`` at ``cfg``'s budget: the
-    first update allocates AdamW's moments, the second is measured."""
+def _measure_update(c: Check, model: Any, cfg: Any, vocab: int | None = None) -> dict[str, Any]:
+    """The steady-state peak (GiB) and time of an M-GRPO update of ``model`` at ``cfg``'s
+    budget, on random ids below ``vocab`` (default the model's): the first update allocates
+    AdamW's moments, the second is measured."""
     import torch
 
     from webagent_r1.train.dist import build_optimizer
@@ -802,16 +779,24 @@ def _measure_update(c: Check, model: Any, cfg: Any) -> dict[str, Any]:
     ctx = rollout_context(cfg)
     n_rows = max(1, cfg.train.token_budget // ctx)
     new = cfg.rollout.max_new_tokens
-    vocab = model.config.vocab_size
+    vocab = vocab or model.config.vocab_size
     mgrpo_update(model, opt, _rows(n_rows, ctx - new, new, vocab, 1), cfg, pad_id=1)
     opt.zero_grad(set_to_none=True)
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
-    mgrpo_update(model, opt, _rows(n_rows, ctx - new, new, vocab, 2), cfg, pad_id=1)
+    t0 = time.perf_counter()
+    m = mgrpo_update(model, opt, _rows(n_rows, ctx - new, new, vocab, 2), cfg, pad_id=1)
     torch.cuda.synchronize()
+    secs = time.perf_counter() - t0
     peak = torch.cuda.max_memory_allocated() / GIB
     del opt
-    return {"measured_gib": round(peak, 3), "rows": n_rows, "tokens": n_rows * ctx}
+    return {
+        "measured_gib": round(peak, 3),
+        "rows": n_rows,
+        "tokens": n_rows * ctx,
+        "seconds": round(secs, 3),
+        "loss": m["train/loss"],
+    }
 
 
 def check_throughput(c: Check) -> dict[str, Any]:

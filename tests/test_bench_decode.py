@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
+from tests.support.scripts import load_script
 from tests.support.tiny import make_tiny_model
-
-PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "decode.py"
 
 
 def load_bench():
-    spec = importlib.util.spec_from_file_location("bench_decode_under_test", PATH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/decode.py", "bench_decode_under_test")
 
 
 def test_decode_bench_times_both_layouts_on_the_same_tokens(tmp_path: Path) -> None:

@@ -3,21 +3,15 @@ checked against counts worked out by hand."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
+from tests.support.scripts import load_script
 from webagent_r1.rollout.trajectories import write_trajectories
 from webagent_r1.types import Trajectory, Turn
 
-PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "prefix_bound.py"
-
 
 def load_bench():
-    spec = importlib.util.spec_from_file_location("bench_prefix_bound_under_test", PATH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/prefix_bound.py", "bench_prefix_bound_under_test")
 
 
 def _turn(prompt: list[int], completion: list[int], start: float) -> Turn:

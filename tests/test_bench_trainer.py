@@ -15,15 +15,11 @@ from types import ModuleType
 import pytest
 import torch
 
-PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "trainer.py"
+from tests.support.scripts import load_script
 
 
 def load_bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_trainer_under_test", PATH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/trainer.py", "bench_trainer_under_test")
 
 
 def test_synthetic_groups_shapes_and_mixed_rewards() -> None:

@@ -3,12 +3,13 @@ Playwright installed, PYTHONPATH=src, one line per check and a JSON summary."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.support.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "device_check.py"
@@ -52,9 +53,7 @@ def test_device_check_runs_on_cpu_without_playwright(tmp_path: Path) -> None:
 
 
 def test_a_failing_check_is_reported_and_the_others_still_run(tmp_path: Path) -> None:
-    spec = importlib.util.spec_from_file_location("device_check", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _module()
     c = module.Check("cpu", tmp_path)
 
     def broken(_c):
@@ -67,10 +66,7 @@ def test_a_failing_check_is_reported_and_the_others_still_run(tmp_path: Path) ->
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("device_check", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/device_check.py", "device_check")
 
 
 def test_plan_vs_measured_flags_a_gap_over_15_percent() -> None:
