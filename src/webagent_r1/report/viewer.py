@@ -162,8 +162,7 @@ def _demo_files(root: Path) -> frozenset[str]:
     # where the recipe ran is not recorded: the viewer's folder, else the run folder or one
     # above it (the recipe usually ran in the folder holding runs/)
     bases = [Path.cwd(), top, *top.parents]
-    for base in [Path("/")] if named.is_absolute() else bases:
-        path = (base / named).resolve()
+    for path in [(b / named).resolve() for b in ([Path("/")] if named.is_absolute() else bases)]:
         if path.is_file() and path.is_relative_to(top):
             return frozenset({path.relative_to(top).as_posix()})
     return frozenset()
