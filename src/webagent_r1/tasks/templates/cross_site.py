@@ -55,8 +55,8 @@ from webagent_r1.tasks.templates.common import (
     string_eval,
     user_id,
 )
-from webagent_r1.tasks.templates.map import _places, _route
-from webagent_r1.tasks.templates.shopping import _pick_product
+from webagent_r1.tasks.templates.map import memo_route, searchable_places
+from webagent_r1.tasks.templates.shopping import pick_product
 from webagent_r1.types import Observation
 
 SHOPPER = "emma.lopez"
@@ -105,10 +105,10 @@ TEMPLATES = Registry()
 
 def _pair(conn: sqlite3.Connection, rng: random.Random) -> tuple[Any, Any]:
     """Two places at least 500 m apart."""
-    rows = _places(conn)
+    rows = searchable_places(conn)
     while True:
         a, b = rng.sample(rows, 2)
-        if _route(conn, a, b, "foot").distance_m >= 500:
+        if memo_route(conn, a, b, "foot").distance_m >= 500:
             return a, b
 
 
@@ -121,8 +121,8 @@ def _closest(
 ) -> tuple[Any, Any, Any, list[Any]] | None:
     """(place, category, the nearest other place of that category, the next ``RIVALS``
     nearest) with a clear winner."""
-    place = rng.choice(_places(conn))
-    cat = category_by_slug(conn, rng.choice(_places(conn))["category_slug"])
+    place = rng.choice(searchable_places(conn))
+    cat = category_by_slug(conn, rng.choice(searchable_places(conn))["category_slug"])
     found = nearby(conn, place, cat["id"], max(RADII))
     if len(found) < 2 or found[1][0] - found[0][0] < 30:
         return None
@@ -383,7 +383,7 @@ def _gitlab_comment(obs: Observation, project: str, issue: str, text: str) -> Su
 
 
 def sample_address_from_map(conns: Conns, rng: random.Random) -> Params | None:
-    place = rng.choice(_places(conns["map"]))
+    place = rng.choice(searchable_places(conns["map"]))
     cust = (
         conns["shopping"]
         .execute(
@@ -477,11 +477,11 @@ def expert_address_from_map(p: Params, obs: Observation) -> Expert:
 
 
 def sample_price_and_walk(conns: Conns, rng: random.Random) -> Params | None:
-    product = _pick_product(conns["shopping"], rng)
+    product = pick_product(conns["shopping"], rng)
     if product is None:
         return None
     a, b = _pair(conns["map"], rng)
-    walk = fmt_duration(_route(conns["map"], a, b, "foot").seconds)
+    walk = fmt_duration(memo_route(conns["map"], a, b, "foot").seconds)
     return {
         "product": product["name"],
         "a": a["name"],
@@ -525,7 +525,7 @@ def sample_route_issue(conns: Conns, rng: random.Random) -> Params | None:
         "b": b["name"],
         "project": project["name"],
         "title": title,
-        "_distance": fmt_distance(_route(conns["map"], a, b, "bicycle").distance_m),
+        "_distance": fmt_distance(memo_route(conns["map"], a, b, "bicycle").distance_m),
         "_pid": project["id"],
         "_uid": user_id(conns["gitlab"], GITLAB_USER),
     }
@@ -560,7 +560,7 @@ def expert_route_issue(p: Params, obs: Observation) -> Expert:
 
 
 def sample_hours_post(conns: Conns, rng: random.Random) -> Params | None:
-    place = rng.choice(_places(conns["map"]))
+    place = rng.choice(searchable_places(conns["map"]))
     forum = FORUM_OF_CATEGORY.get(place["category_slug"])
     day = rng.randrange(7)
     h = hours(conns["map"], place["id"])[day]
@@ -611,7 +611,7 @@ def expert_hours_post(p: Params, obs: Observation) -> Expert:
 
 
 def sample_price_reply(conns: Conns, rng: random.Random) -> Params | None:
-    product = _pick_product(conns["shopping"], rng)
+    product = pick_product(conns["shopping"], rng)
     post = _forum_post(conns["reddit"], rng)
     if product is None or post is None:
         return None
@@ -674,7 +674,7 @@ def expert_price_reply(p: Params, obs: Observation) -> Expert:
 
 
 def sample_price_issue_comment(conns: Conns, rng: random.Random) -> Params | None:
-    product = _pick_product(conns["shopping"], rng)
+    product = pick_product(conns["shopping"], rng)
     if product is None:
         return None
     gl = conns["gitlab"]
@@ -848,7 +848,7 @@ def expert_closest_issue(p: Params, obs: Observation) -> Expert:
 
 
 def sample_cheaper_post(conns: Conns, rng: random.Random) -> Params | None:
-    a, b = _pick_product(conns["shopping"], rng), _pick_product(conns["shopping"], rng)
+    a, b = pick_product(conns["shopping"], rng), pick_product(conns["shopping"], rng)
     if a is None or b is None or a["id"] == b["id"] or a["price"] == b["price"]:
         return None
     cheap = min(a, b, key=lambda x: x["price"])
@@ -903,10 +903,10 @@ def expert_cheaper_post(p: Params, obs: Observation) -> Expert:
 
 
 def sample_sku_and_place(conns: Conns, rng: random.Random) -> Params | None:
-    product = _pick_product(conns["shopping"], rng)
+    product = pick_product(conns["shopping"], rng)
     if product is None:
         return None
-    place = rng.choice(_places(conns["map"]))
+    place = rng.choice(searchable_places(conns["map"]))
     return {
         "product": product["name"],
         "coords": fmt_latlon(place["lat"], place["lon"]),

@@ -87,7 +87,7 @@ TEMPLATES = Registry(sites=["map"], start_url=START)
 """The module's templates, in the suite's order."""
 
 
-def _places(conn: sqlite3.Connection) -> list[Any]:
+def searchable_places(conn: sqlite3.Connection) -> list[Any]:
     """Places a search for their full name lists first (unique names that are no category)."""
     memo = db_memo(conn, __name__)
     if "places" not in memo:
@@ -112,7 +112,8 @@ def _anchor(place: Any) -> Anchor:
     return Anchor(place["lat"], place["lon"], place["edge_id"], place["edge_t"])
 
 
-def _route(conn: sqlite3.Connection, a: Any, b: Any, mode: str) -> Route:
+def memo_route(conn: sqlite3.Connection, a: Any, b: Any, mode: str) -> Route:
+    """The route from ``a`` to ``b`` by ``mode``, computed once per database (memoised)."""
     memo = db_memo(conn, __name__)
     key = ("route", a["id"], b["id"], mode)
     if key not in memo:
@@ -129,7 +130,7 @@ def _dist(a: Any, b: Any) -> float:
 
 def _pair(conn: sqlite3.Connection, rng: random.Random, min_m: float = 500.0) -> tuple[Any, Any]:
     """Two different places at least ``min_m`` apart in a straight line."""
-    rows = _places(conn)
+    rows = searchable_places(conn)
     while True:
         a, b = rng.sample(rows, 2)
         if _dist(a, b) >= min_m:
@@ -268,7 +269,7 @@ def _find_nearby(obs: Observation, cat_label: str | None, radius_label: str) -> 
 
 
 def sample_coordinates(conn: sqlite3.Connection, rng: random.Random) -> Params | None:
-    p = rng.choice(_places(conn))
+    p = rng.choice(searchable_places(conn))
     return {"place": p["name"], "_lat": f"{p['lat']:.5f}", "_lon": f"{p['lon']:.5f}"}
 
 
@@ -294,7 +295,7 @@ def expert_coordinates(p: Params, obs: Observation) -> Expert:
 
 
 def sample_opening_time(conn: sqlite3.Connection, rng: random.Random) -> Params | None:
-    p = rng.choice(_places(conn))
+    p = rng.choice(searchable_places(conn))
     day = rng.randrange(7)
     h = hours(conn, p["id"])[day]
     if h["opens"] == "00:00" and rng.random() < 0.8:
@@ -327,7 +328,7 @@ def expert_opening_time(p: Params, obs: Observation) -> Expert:
 
 
 def sample_address(conn: sqlite3.Connection, rng: random.Random) -> Params | None:
-    p = rng.choice(_places(conn))
+    p = rng.choice(searchable_places(conn))
     return {"place": p["name"], "_answer": street_address(p)}
 
 
@@ -356,7 +357,7 @@ def expert_address(p: Params, obs: Observation) -> Expert:
 
 def sample_walk_time(conn: sqlite3.Connection, rng: random.Random) -> Params | None:
     a, b = _pair(conn, rng)
-    r = _route(conn, a, b, "foot")
+    r = memo_route(conn, a, b, "foot")
     return {"a": a["name"], "b": b["name"], "_answer": fmt_duration(r.seconds)}
 
 
@@ -382,7 +383,7 @@ def expert_walk_time(p: Params, obs: Observation) -> Expert:
 
 def sample_drive_distance(conn: sqlite3.Connection, rng: random.Random) -> Params | None:
     a, b = _pair(conn, rng)
-    r = _route(conn, a, b, "car")
+    r = memo_route(conn, a, b, "car")
     return {"a": a["name"], "b": b["name"], "_answer": fmt_distance(r.distance_m)}
 
 
@@ -407,8 +408,8 @@ def expert_drive_distance(p: Params, obs: Observation) -> Expert:
 
 
 def sample_closest(conn: sqlite3.Connection, rng: random.Random) -> Params | None:
-    p = rng.choice(_places(conn))
-    cat = _cat_of(conn, rng.choice(_places(conn)))
+    p = rng.choice(searchable_places(conn))
+    cat = _cat_of(conn, rng.choice(searchable_places(conn)))
     best, gap = _nearest(conn, p, cat)
     if best is None or gap < 30:
         return None
@@ -452,8 +453,8 @@ def expert_closest(p: Params, obs: Observation) -> Expert:
 
 
 def sample_count_nearby(conn: sqlite3.Connection, rng: random.Random) -> Params | None:
-    p = rng.choice(_places(conn))
-    cat = _cat_of(conn, rng.choice(_places(conn)))
+    p = rng.choice(searchable_places(conn))
+    cat = _cat_of(conn, rng.choice(searchable_places(conn)))
     radius = rng.choice((500, 1000, 1000, 2000))
     n = len(nearby(conn, p, cat["id"], radius))
     if not 1 <= n <= 20:
@@ -538,7 +539,7 @@ def expert_directions(p: Params, obs: Observation) -> Expert:
 
 
 def sample_place_page(conn: sqlite3.Connection, rng: random.Random) -> Params | None:
-    p = rng.choice(_places(conn))
+    p = rng.choice(searchable_places(conn))
     return {"place": p["name"], "_id": p["id"]}
 
 
@@ -626,8 +627,8 @@ def expert_category_area(p: Params, obs: Observation) -> Expert:
 
 
 def sample_nearby_page(conn: sqlite3.Connection, rng: random.Random) -> Params | None:
-    p = rng.choice(_places(conn))
-    cat = _cat_of(conn, rng.choice(_places(conn)))
+    p = rng.choice(searchable_places(conn))
+    cat = _cat_of(conn, rng.choice(searchable_places(conn)))
     radius = rng.choice(RADII)
     return {
         "plural": cat["plural"],
@@ -660,7 +661,7 @@ def expert_nearby_page(p: Params, obs: Observation) -> Expert:
 def sample_first_turn(conn: sqlite3.Connection, rng: random.Random) -> Params | None:
     a, b = _pair(conn, rng)
     mode = rng.choice(list(MODES))
-    r = _route(conn, a, b, mode)
+    r = memo_route(conn, a, b, mode)
     turns = [t for t, _ in r.steps if t.startswith("Turn ")]
     if not turns:
         return None
@@ -709,7 +710,7 @@ def expert_category_count(p: Params, obs: Observation) -> Expert:
 
 
 def sample_at_coordinates(conn: sqlite3.Connection, rng: random.Random) -> Params | None:
-    p = rng.choice(_places(conn))
+    p = rng.choice(searchable_places(conn))
     return {"coords": fmt_latlon(p["lat"], p["lon"]), "_answer": p["name"]}
 
 
@@ -741,8 +742,8 @@ def expert_at_coordinates(p: Params, obs: Observation) -> Expert:
 
 def sample_time_saved(conn: sqlite3.Connection, rng: random.Random) -> Params | None:
     a, b = _pair(conn, rng, min_m=800)
-    walk = display_minutes(fmt_duration(_route(conn, a, b, "foot").seconds))
-    bike = display_minutes(fmt_duration(_route(conn, a, b, "bicycle").seconds))
+    walk = display_minutes(fmt_duration(memo_route(conn, a, b, "foot").seconds))
+    bike = display_minutes(fmt_duration(memo_route(conn, a, b, "bicycle").seconds))
     return {"a": a["name"], "b": b["name"], "_answer": str(walk - bike)}
 
 
@@ -771,8 +772,8 @@ def expert_time_saved(p: Params, obs: Observation) -> Expert:
 
 
 def sample_walk_to_closest(conn: sqlite3.Connection, rng: random.Random) -> Params | None:
-    p = rng.choice(_places(conn))
-    cat = _cat_of(conn, rng.choice(_places(conn)))
+    p = rng.choice(searchable_places(conn))
+    cat = _cat_of(conn, rng.choice(searchable_places(conn)))
     best, gap = _nearest(conn, p, cat)
     if best is None or gap < 30:
         return None
@@ -812,7 +813,7 @@ def expert_walk_to_closest(p: Params, obs: Observation) -> Expert:
 
 
 def sample_open_at(conn: sqlite3.Connection, rng: random.Random) -> Params | None:
-    p = rng.choice(_places(conn))
+    p = rng.choice(searchable_places(conn))
     day = rng.randrange(7)
     h = hours(conn, p["id"])[day]
     if h["opens"] == "00:00":
@@ -858,12 +859,12 @@ def expert_open_at(p: Params, obs: Observation) -> Expert:
 
 
 def sample_shortest_of_three(conn: sqlite3.Connection, rng: random.Random) -> Params | None:
-    rows = _places(conn)
+    rows = searchable_places(conn)
     origin = rng.choice(rows)
     dests = [d for d in rng.sample(rows, 3) if d["id"] != origin["id"]]
     if len(dests) < 3:
         return None
-    dists = sorted((_route(conn, origin, d, "foot").distance_m, d["name"]) for d in dests)
+    dists = sorted((memo_route(conn, origin, d, "foot").distance_m, d["name"]) for d in dests)
     if dists[1][0] - dists[0][0] < 120 or dists[2][0] > 4000:
         return None
     return {

@@ -136,9 +136,11 @@ def _findable(conn: sqlite3.Connection, product: Any) -> bool:
     return memo[key]
 
 
-def _pick_product(
+def pick_product(
     conn: sqlite3.Connection, rng: random.Random, where: str = "1", params: tuple = ()
 ) -> Any | None:
+    """A random product matching ``where`` (SQL on the products table); None when none does,
+    or when the one drawn cannot be found by the shop's search."""
     rows = _products(conn, where, params)
     if not rows:
         return None
@@ -256,7 +258,7 @@ def _go_account(obs: Observation, why: str) -> Sub:
 
 
 def sample_price(conn: sqlite3.Connection, rng: random.Random) -> Params | None:
-    p = _pick_product(conn, rng)
+    p = pick_product(conn, rng)
     if p is None:
         return None
     return {"product": p["name"], "_answer": fmt_money(p["price"])}
@@ -289,7 +291,7 @@ def expert_price(p: Params, obs: Observation) -> Expert:
 
 
 def sample_rating(conn: sqlite3.Connection, rng: random.Random) -> Params | None:
-    p = _pick_product(
+    p = pick_product(
         conn,
         rng,
         "(SELECT COUNT(*) FROM reviews r WHERE r.product_id = p.id AND r.status = 'approved') > 0",
@@ -320,7 +322,7 @@ def expert_rating(p: Params, obs: Observation) -> Expert:
 
 
 def sample_sku(conn: sqlite3.Connection, rng: random.Random) -> Params | None:
-    p = _pick_product(conn, rng)
+    p = pick_product(conn, rng)
     if p is None:
         return None
     return {"product": p["name"], "_answer": p["sku"]}
@@ -515,7 +517,7 @@ def expert_order_detail(p: Params, obs: Observation) -> Expert:
 
 
 def sample_product_page(conn: sqlite3.Connection, rng: random.Random) -> Params | None:
-    p = _pick_product(conn, rng)
+    p = pick_product(conn, rng)
     if p is None:
         return None
     return {"product": p["name"], "_id": p["id"]}
@@ -579,7 +581,7 @@ def expert_sorted_category(p: Params, obs: Observation) -> Expert:
 
 
 def sample_add_to_cart(conn: sqlite3.Connection, rng: random.Random) -> Params | None:
-    p = _pick_product(
+    p = pick_product(
         conn,
         rng,
         "p.stock_qty >= 4 AND EXISTS (SELECT 1 FROM product_options o "
@@ -672,7 +674,7 @@ def expert_add_to_cart(p: Params, obs: Observation) -> Expert:
 
 def sample_wishlist(conn: sqlite3.Connection, rng: random.Random) -> Params | None:
     cust = _customer(conn)
-    p = _pick_product(
+    p = pick_product(
         conn,
         rng,
         "p.id NOT IN (SELECT product_id FROM wishlist_items WHERE customer_id = ?)",
@@ -737,7 +739,7 @@ def expert_wishlist(p: Params, obs: Observation) -> Expert:
 
 def sample_review(conn: sqlite3.Connection, rng: random.Random) -> Params | None:
     cust = _customer(conn)
-    p = _pick_product(
+    p = pick_product(
         conn,
         rng,
         "p.id NOT IN (SELECT product_id FROM reviews WHERE customer_id = ?)",
@@ -891,7 +893,7 @@ def expert_address(p: Params, obs: Observation) -> Expert:
 
 
 def sample_checkout(conn: sqlite3.Connection, rng: random.Random) -> Params | None:
-    p = _pick_product(
+    p = pick_product(
         conn,
         rng,
         "p.stock_qty >= 3 AND EXISTS (SELECT 1 FROM product_options o WHERE o.product_id = p.id "
