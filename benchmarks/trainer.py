@@ -31,9 +31,14 @@ Sides:
     like-for-like comparison of the two update implementations). ``--no-unshared`` leaves it
     out.
 ``ours_recompute``
-    The same call with the project's default ``rl.old_logprobs=recompute``: an extra no-grad
-    forward for π_old (TRL skips it at μ = 1). Reported for information; ``--no-recompute``
-    leaves it out.
+    The same call with ``rl.old_logprobs=recompute`` (the trainer's own log-probs, what
+    ``auto`` picks under bf16): at μ = 1 the training forward gives π_old (detached), so no
+    extra forward runs, as in TRL.
+``ours_two_forwards``
+    ``ours_recompute`` with π_old from a separate no-grad forward before the training one
+    (``mgrpo_update(..., fuse_old=False)``, what μ > 1 needs and what μ = 1 did before).
+    ``speedup_fused_old_logprobs`` is its time over ``ours_recompute``'s. ``--no-recompute``
+    leaves both recompute sides out.
 ``trl``
     ``trl.GRPOTrainer`` built on a copy of the same model, with a tiny in-memory dataset and a
     dummy reward function, ``loss_type="grpo"`` (mean over sequences of the per-sequence token
@@ -293,9 +298,12 @@ def _store_logprobs(model: Any, groups: list[Group], cfg: Config, pad_id: int) -
 # The sides: each returns a function doing one update and giving its pre-clip gradient norm
 
 
-def _ours(model: Any, opt: Any, cfg: Config, batch: RLBatch, pad_id: int) -> Callable[[], float]:
+def _ours(
+    model: Any, opt: Any, cfg: Config, batch: RLBatch, pad_id: int, fuse_old: bool = True
+) -> Callable[[], float]:
     def update() -> float:
-        return float(mgrpo_update(model, opt, batch, cfg, pad_id)["train/grad_norm"])
+        metrics = mgrpo_update(model, opt, batch, cfg, pad_id, fuse_old=fuse_old)
+        return float(metrics["train/grad_norm"])
 
     return update
 
@@ -459,6 +467,7 @@ def run(
         sides["ours_unshared"] = _ours(model, opt, cfg_un, batch, pad_id)
     if recompute:
         sides["ours_recompute"] = _ours(model, opt, cfg_re, batch, pad_id)
+        sides["ours_two_forwards"] = _ours(model, opt, cfg_re, batch, pad_id, fuse_old=False)
     out: dict[str, Any] = {}
     trl_version = None
     if use_trl:
@@ -511,17 +520,18 @@ def run(
     if unshared:
         side_cfg["ours_unshared"] = cfg_un
     if recompute:
-        side_cfg["ours_recompute"] = cfg_re
+        side_cfg["ours_recompute"] = side_cfg["ours_two_forwards"] = cfg_re
     for name in sides:
         med = statistics.median(times[name])
         side_rl = side_cfg[name].rl
         if name == "trl":  # one iteration, π_old the detached current policy: no extra forward
             side_rl = dataclasses.replace(side_rl, mu=1, old_logprobs="sampler")
-        flops = meter.update(batch, side_rl)
+        flops = meter.update(batch, side_rl, fuse_old=name != "ours_two_forwards")
         out[name] = {
             "update_s": [round(t, 3) for t in times[name]],
             "median_update_s": round(med, 3),
             "tokens_per_s": round(n_tokens / med, 1),
+            "flops_per_update": flops,
             "flops_per_s": round(flops / med, 1),
             "mfu": round(flops / med / meter.peak.flops, 4) if meter.peak.flops else None,
             "cpu_s": [round(t, 3) for t in cpu[name]],
@@ -551,6 +561,11 @@ def run(
     if "ours_unshared" in sides:
         out["speedup_shared_prompts"] = round(
             out["ours"]["tokens_per_s"] / out["ours_unshared"]["tokens_per_s"], 3
+        )
+    if "ours_two_forwards" in sides:
+        out["speedup_fused_old_logprobs"] = round(
+            out["ours_two_forwards"]["median_update_s"] / out["ours_recompute"]["median_update_s"],
+            3,
         )
     out["setup"] = {
         "rollouts": rollouts,
@@ -586,7 +601,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--reps", type=int, default=3, help="timed updates per side")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-trl", action="store_true", help="leave TRL out")
-    ap.add_argument("--no-recompute", action="store_true", help="leave ours_recompute out")
+    ap.add_argument("--no-recompute", action="store_true", help="leave both recompute sides out")
     ap.add_argument("--no-unshared", action="store_true", help="leave ours_unshared out")
     ap.add_argument("--rollouts", help="take the groups from this trajectory file (no TRL)")
     ap.add_argument("--no-progress", action="store_true")

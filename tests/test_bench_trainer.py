@@ -111,7 +111,7 @@ def test_rollouts_mode_times_a_trajectory_file_shared_and_unshared(tmp_path: Pat
     assert [len(g.trajectories) for g in groups] == [3, 3]
     out = bench.run(
         reps=1,
-        recompute=False,
+        recompute=True,
         overrides=[f"model.name={tiny}", "model.autocast_bf16=false"],
         progress=False,
         rollouts=str(path),
@@ -124,3 +124,8 @@ def test_rollouts_mode_times_a_trajectory_file_shared_and_unshared(tmp_path: Pat
     assert "multi-turn" in out["trl"]["skipped"]
     assert out["ours"]["tokens_per_s"] > 0 and out["ours_unshared"]["tokens_per_s"] > 0
     assert out["speedup_shared_prompts"] > 0
+    # pi_old recomputed: from the training forward (mu = 1), or by a forward of its own
+    fused, two = out["ours_recompute"], out["ours_two_forwards"]
+    # a forward is about a third of a training pass (forward + backward)
+    assert two["flops_per_update"] == pytest.approx(fused["flops_per_update"] * 4 / 3, rel=0.1)
+    assert out["speedup_fused_old_logprobs"] > 0

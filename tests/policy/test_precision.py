@@ -212,6 +212,28 @@ def test_flops_meter_metrics(monkeypatch: pytest.MonkeyPatch) -> None:
     assert meter.metrics("rollout", 500.0, 2.0) == {"rollout/flops_per_s": 250.0}
 
 
+def test_flops_meter_counts_a_pi_old_forward_only_when_one_runs() -> None:
+    from types import SimpleNamespace as NS
+
+    meter = FlopsMeter.__new__(FlopsMeter)
+    meter.size = ModelSize(100, 2, 4, through=100, trainable=100, layers_through=2)
+    samples = [NS(input_ids=[1] * 30, prompt_len=20), NS(input_ids=[1] * 12, prompt_len=4)]
+    batch = NS(samples=samples)
+    train = sequences_flops([30, 12], meter.size, True, [10, 8])
+    forward = sequences_flops([30, 12], meter.size, False, [10, 8])
+    assert forward < train
+
+    def rl(old: str, mu: int = 1, beta: float = 0.0) -> NS:
+        return NS(old_logprobs=old, mu=mu, beta=beta)
+
+    assert meter.update(batch, rl("sampler")) == pytest.approx(train)
+    # mu = 1, recomputed: the training forward gives pi_old, no pass of its own
+    assert meter.update(batch, rl("recompute")) == pytest.approx(train)
+    assert meter.update(batch, rl("recompute"), fuse_old=False) == pytest.approx(train + forward)
+    assert meter.update(batch, rl("recompute", mu=2)) == pytest.approx(2 * train + forward)
+    assert meter.update(batch, rl("sampler", beta=0.1)) == pytest.approx(train + forward)
+
+
 @pytest.mark.parametrize(
     ("overrides", "want"),
     [

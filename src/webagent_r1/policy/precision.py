@@ -438,11 +438,13 @@ class FlopsMeter:
         scored = [len(s.input_ids) - s.prompt_len for s in samples]
         return sequences_flops(lengths, self.size, train, scored)
 
-    def update(self, batch: Any, rl: Any) -> float:
+    def update(self, batch: Any, rl: Any, fuse_old: bool = True) -> float:
         """FLOPs of an M-GRPO update of ``batch``: ``rl.mu`` training passes, plus a forward
-        for π_old unless the sampler's are taken (``rl.old_logprobs`` resolved) and one of the
+        for π_old when it is recomputed (``rl.old_logprobs`` resolved) in a pass of its own
+        (μ > 1, or ``fuse_old`` off: at μ = 1 the training forward gives it), and one of the
         reference model when ``rl.beta`` > 0."""
-        forwards = (rl.old_logprobs != "sampler") + (rl.beta > 0)
+        separate_old = rl.old_logprobs != "sampler" and (rl.mu > 1 or not fuse_old)
+        forwards = separate_old + (rl.beta > 0)
         return rl.mu * self.samples(batch.samples) + forwards * self.samples(batch.samples, False)
 
     def rollout(self, trajectories: list[Any]) -> float:
