@@ -164,3 +164,54 @@ def test_a_run_stopped_short_of_its_updates_is_flagged(tmp_path: Path) -> None:
     assert sum("made 7 of rl.steps=10" in m for m in lines) == 2  # both mgrpo seeds
     page = done.results.read_text()
     assert page.count("7/10 (short)") == 2 and page.count("10/10") == 2
+
+
+def test_an_archive_keeps_finished_runs_and_restores_them_on_another_machine(
+    tmp_path: Path,
+) -> None:
+    import shutil
+
+    kept = tmp_path / "docs" / "kept"
+    plan = write_plan(tmp_path, archive=str(kept))
+    first = _run(plan, FakeTrainer(), FakeEvaluator())
+    page = json.loads(first.results.with_suffix(".json").read_text())
+    run = kept / "mgrpo" / "seed-1"
+    assert sorted(p.name for p in run.iterdir()) == [
+        "eval-val-outcomes.jsonl",
+        "eval-val.json",
+        "experiment-run.json",
+    ]
+    rows = [
+        json.loads(line) for line in (run / "eval-val-outcomes.jsonl").read_text().split("\n")[:-1]
+    ]
+    assert len(rows) == 12 and set(rows[0]) >= {"task_id", "reward", "status"}  # 6 tasks x 2
+    # another machine: the archive only (no run folder, no model); nothing runs again
+    shutil.rmtree(tmp_path / "exp")
+    trainer, evaluator = FakeTrainer(), FakeEvaluator()
+    again = _run(plan, trainer, evaluator)
+    assert (again.trained, again.evaluated) == (0, 0) and trainer.calls == evaluator.calls == []
+    assert (
+        json.loads(again.results.with_suffix(".json").read_text())["comparisons"]
+        == (page["comparisons"])
+    )
+    # a run missing from the archive (or half archived: no mark) is trained again, alone
+    shutil.rmtree(tmp_path / "exp")
+    (kept / "no-pg" / "seed-0" / "experiment-run.json").unlink()
+    trainer = FakeTrainer()
+    _run(plan, trainer, FakeEvaluator())
+    assert trainer.calls == [(str(tmp_path / "exp" / "no-pg" / "seed-0"), False)]
+    assert (kept / "no-pg" / "seed-0" / "experiment-run.json").is_file()  # archived again
+
+
+def test_an_archive_of_other_settings_is_refused(tmp_path: Path) -> None:
+    import shutil
+
+    kept = tmp_path / "kept"
+    plan = write_plan(tmp_path, archive=str(kept))
+    _run(plan, FakeTrainer(), FakeEvaluator())
+    shutil.rmtree(tmp_path / "exp")
+    mark = kept / "mgrpo" / "seed-0" / "experiment-run.json"
+    d = json.loads(mark.read_text())
+    mark.write_text(json.dumps(d | {"overrides": [*d["overrides"], "rl.lr=1e-3"]}))
+    with pytest.raises(PlanError, match="trained with other settings"):
+        _run(plan, FakeTrainer(), FakeEvaluator())

@@ -17,6 +17,7 @@ A plan is a YAML file (``configs/experiments/``; ``docs/experiments.md`` explain
     out_dir: runs/experiments/r1-multiturn-pg
     results: runs/experiments/r1-multiturn-pg/results.md   # optional
     reps: 2000                             # rliable bootstrap resamples (optional)
+    archive: docs/results/NAME             # finished runs' small files, to commit (optional)
 
 Relative paths are read from the working directory, as ``--config`` and ``run_dir`` are.
 A malformed plan raises ``PlanError`` naming the key and how to fix it.
@@ -52,6 +53,7 @@ KEYS = {
     "out_dir": "the folder of the runs, e.g. runs/experiments/NAME",
     "results": "the results page, a .md file (default <out_dir>/results.md)",
     "reps": "rliable bootstrap resamples (default 2000)",
+    "archive": "a folder for finished runs' small files, to commit (default: none)",
 }
 REQUIRED = ("recipe", "split", "seeds", "arms", "comparisons", "out_dir")
 EVAL_KEYS = ("samples", "temperature", "max_turns", "subset", "engine")
@@ -108,6 +110,8 @@ class Plan:
     reps: int = 2000
     warnings: list[str] = field(default_factory=list)
     """Things worth saying that do not stop the plan (e.g. a single seed)."""
+    archive: Path | None = None
+    """Where finished runs' small files are kept and restored from (``experiment/archive.py``)."""
 
     def check_start(self) -> None:
         """Refuse a start checkpoint that is not there (checked when the plan runs, so that
@@ -127,6 +131,10 @@ class Plan:
     def run_dir(self, arm: str, seed: int) -> Path:
         """The run folder of ``arm`` at ``seed``."""
         return self.out_dir / arm / f"seed-{seed}"
+
+    def archive_dir(self, arm: str, seed: int) -> Path | None:
+        """The archive folder of ``arm`` at ``seed`` (None without ``archive``)."""
+        return None if self.archive is None else self.archive / arm / f"seed-{seed}"
 
     def run_overrides(self, arm: str, seed: int) -> list[str]:
         """Every override of one run: the plan's, the arm's, then seed, run_dir, init_from."""
@@ -326,6 +334,9 @@ def load_plan(path: str | Path) -> Plan:
         overrides=_str_list(p, "overrides", raw.get("overrides"), "[bc.steps=0]"),
         reps=_int(p, "reps", raw.get("reps", 2000), optional=False) or 2000,
         warnings=warnings,
+        archive=None
+        if raw.get("archive") is None
+        else Path(_path_value(p, "archive", raw["archive"])),
     )
     for arm in arms:
         try:

@@ -12,7 +12,9 @@ another process or another day:
   ``eval-<split>/eval-progress.json`` marks it unfinished and it is resumed (``eval
   --resume``: finished tasks kept, the others run with the seeds they would have had).
 - a **test** evaluation (``split: test`` with ``final: true``) is appended to the run's
-  ``test-evaluations.jsonl`` (``report/ledger.py``) when it finishes.
+  ``test-evaluations.jsonl`` (``report/ledger.py``) when it finishes;
+- with ``archive`` in the plan, a finished run's small files are kept there and a run folder
+  without a mark is restored from them first (``experiment/archive.py``).
 
 Then the results page is (re)written from every run's evaluation (``experiment/page.py``).
 """
@@ -29,6 +31,7 @@ from typing import Any
 
 from webagent_r1.config import Config, load_config, to_dict
 from webagent_r1.evaluation.run import PROGRESS_FILE, run_evaluation
+from webagent_r1.experiment.archive import archive_run, restore_run
 from webagent_r1.experiment.page import RunRecord, write_results
 from webagent_r1.experiment.plan import EvalSettings, Plan, PlanError
 from webagent_r1.report.ledger import append_test_evaluation
@@ -272,7 +275,12 @@ def run_experiment(
     records, trained, evaluated = [], 0, 0
     for i, (arm, seed) in enumerate(pairs, 1):
         head = f"[{i}/{len(pairs)}] {arm} seed {seed}"
-        log(f"{head}: training in {plan.run_dir(arm, seed)}")
+        run_dir, kept = plan.run_dir(arm, seed), plan.archive_dir(arm, seed)
+        if kept is not None and restore_run(
+            run_dir, kept, plan.split, DONE_FILE, plan.eval.max_turns
+        ):
+            log(f"{head}: restored from {kept} (trained and evaluated before)")
+        log(f"{head}: training in {run_dir}")
         model, how = _train(plan, arm, seed, trainer, log)
         trained += how != "done before"
         log(f"{head}: training {how}; final model {model}")
@@ -280,7 +288,9 @@ def run_experiment(
         out, how_e = _evaluate(plan, arm, seed, model, tasks, evaluator)
         evaluated += how_e != "done before"
         log(f"{head}: evaluation {how_e}: {out / 'eval.json'}")
-        records.append(RunRecord(arm, seed, plan.run_dir(arm, seed), model, out))
+        if kept is not None:
+            archive_run(run_dir, out, kept, plan.split, DONE_FILE, plan.eval.max_turns)
+        records.append(RunRecord(arm, seed, run_dir, model, out))
     log(f"statistics: {len(plan.comparisons)} comparison(s), rliable reps {plan.reps}")
     results = write_results(plan, records)
     return ExperimentOutcome(results, trained, evaluated, records)
