@@ -197,3 +197,30 @@ def test_prefill_counts_requested_is_every_prompt_token(model) -> None:
     assert requested == sum(len(p) for p in first + later)
     # the duplicate is run once; the later prompt reuses the held system prompt and task
     assert computed <= requested - len(first[1]) - 16
+
+
+def test_a_batch_of_held_and_new_prompts_is_no_wider_than_its_longest(model, monkeypatch) -> None:
+    engine = _engine(model, 64)
+    engine.max_pad_ratio = float("inf")  # one prefill forward for the whole batch
+    first = _prompt(0, [], _page(0, 0, 0, ""))
+    engine.generate_sync([first], GREEDY)
+    # the episode's next turn (a long held prefix, a short suffix) beside a new task's first
+    # prompt (only the chat preamble in common): their KV cache, read at every decoding
+    # step, must be as wide as the longer prompt, not the longer prefix plus the longer suffix
+    nxt = _prompt(0, [("x", _page(0, 0, 0, ""))], "page z")
+    new = _prompt(4, [], _page(4, 0, 0, ""))
+    widths = []
+    prefill = engine._prefill_cached
+
+    def spy(prompts: list[list[int]]):
+        out = prefill(prompts)
+        widths.append(out[1].shape[1])  # the attention mask: (rows, columns)
+        return out
+
+    monkeypatch.setattr(engine, "_prefill_cached", spy)
+    before = engine.cached_prefix_tokens
+    got = engine.generate_sync([nxt, new], GREEDY)
+    assert engine.cached_prefix_tokens > before
+    assert widths == [max(len(nxt), len(new))]
+    want = _engine(model, 0).generate_sync([nxt, new], GREEDY)
+    assert [c.token_ids for c in got] == [c.token_ids for c in want]

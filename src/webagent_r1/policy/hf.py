@@ -16,9 +16,11 @@ and the completion tokens fed back) is kept, keyed by its token ids, in a least-
 store bounded in bytes (``PrefixCache``). A later prompt that shares a prefix with a kept
 request (the next turn of an episode, up to where context compression changed the text;
 another episode of the same task) prefills only the rest: each row's cached prefix is copied
-into a left-padded batch (``[padding | cached prefix | padding | own suffix]``, the padding
-masked, positions counting real tokens only), and the suffixes run in length groups as
-before. The store is emptied whenever the weights the engine samples from change.
+into a left-padded batch (``[padding | cached prefix | suffix]``, the padding masked), and the
+suffixes run in length groups as before, a row whose suffix is shorter than its group's
+longest computing the end of its prefix again instead of padding, so that the batch's KV
+cache is no wider than its longest prompt. The store is emptied whenever the weights the
+engine samples from change.
 """
 
 from __future__ import annotations
@@ -834,27 +836,42 @@ class HFEngine(Engine):
         """``_prefill`` with the prefix cache: every distinct prompt starts from the longest
         prefix held (``PrefixCache.lookup``) or, when longer, the prefix the whole batch
         shares (run once here); only the rest is computed, in length groups whose caches are
-        then merged. Layout of a row: ``[padding | its prefix | padding | own suffix]``, every
-        padding column masked. None when this model's caches are not plain keys and values
-        (``rows_can_be_dropped``): the cache is then turned off and ``_prefill`` runs as
-        without it.
+        then merged. Layout of a row: ``[padding | its prefix | its suffix]``, the suffix as
+        long as the group's longest (a shorter one starts earlier in the prefix), a prompt
+        shorter than that left-padded; every padding column masked. None when this model's
+        caches are not plain keys and values (``rows_can_be_dropped``): the cache is then
+        turned off and ``_prefill`` runs as without it.
         """
         assert self.prefix_cache is not None
         rows: dict[tuple[int, ...], int] = {}
         index = [rows.setdefault(tuple(p), len(rows)) for p in prompts]  # prompt → unique row
         uniq = [list(k) for k in rows]
         hits = [self.prefix_cache.lookup(torch.tensor(p)) for p in uniq]
-        self.cached_prefix_tokens += sum(n for _, n in hits)
+        held = [e for e, _ in hits]  # the store's entries (the batch's shared prefix is not)
         computed = self._shared_prefix_hits(uniq, hits)
         if computed is None:
             return None
         suffixes = [p[n:] for p, (_, n) in zip(uniq, hits, strict=True)]
-        computed += sum(len(x) for x in suffixes)
-        self.prefill_tokens += computed
-        self.saved_prefill_tokens += sum(len(p) for p in prompts) - computed
         groups = prefill_chunks([len(x) for x in suffixes], self.max_pad_ratio)
         if len(groups) == 1:
             groups = [list(range(len(uniq)))]  # one forward, rows in prompt order
+        # Each row of a group computes the last L tokens of its prompt, L the group's longest
+        # suffix: where its own suffix is shorter, the end of its cached prefix again, in the
+        # columns padding would take. The forward costs the same, and every row's prompt is
+        # contiguous, so the batch's KV cache (read at every decoding step) is as wide as its
+        # longest prompt, not its longest prefix plus its longest suffix.
+        for g in groups:
+            L = max(len(suffixes[u]) for u in g)
+            for u in g:
+                n = max(0, len(uniq[u]) - L)  # <= the hit: the row's suffix is at most L
+                hits[u] = (hits[u][0] if n else None, n)
+                suffixes[u] = uniq[u][n:]
+        self.cached_prefix_tokens += sum(
+            n for (e, n), h in zip(hits, held, strict=True) if e is not None and e is h
+        )
+        computed += sum(len(x) for x in suffixes)
+        self.prefill_tokens += computed
+        self.saved_prefill_tokens += sum(len(p) for p in prompts) - computed
         ran = []
         for g in groups:
             out = self._prefill_group([suffixes[u] for u in g], [hits[u] for u in g])
