@@ -177,6 +177,7 @@ def test_an_archive_keeps_finished_runs_and_restores_them_on_another_machine(
     page = json.loads(first.results.with_suffix(".json").read_text())
     run = kept / "mgrpo" / "seed-1"
     assert sorted(p.name for p in run.iterdir()) == [
+        "config.yaml",
         "eval-val-outcomes.jsonl",
         "eval-val.json",
         "experiment-run.json",
@@ -214,4 +215,37 @@ def test_an_archive_of_other_settings_is_refused(tmp_path: Path) -> None:
     d = json.loads(mark.read_text())
     mark.write_text(json.dumps(d | {"overrides": [*d["overrides"], "rl.lr=1e-3"]}))
     with pytest.raises(PlanError, match="trained with other settings"):
+        _run(plan, FakeTrainer(), FakeEvaluator())
+
+
+class SavingTrainer(FakeTrainer):
+    """A fake trainer that saves the run's settings as ``webagent-r1 train`` does."""
+
+    def __call__(self, cfg, resume: bool) -> str:
+        from webagent_r1.train.runconfig import save_run_config
+
+        model = super().__call__(cfg, resume)
+        save_run_config(cfg, resume=False)
+        return model
+
+
+def test_a_run_of_an_older_code_version_is_reused_when_its_saved_settings_match(
+    tmp_path: Path,
+) -> None:
+    """A settings hash changes when the code adds a setting; the run's saved settings, loaded
+    with today's defaults, decide then, and a real difference is named."""
+    plan = write_plan(tmp_path)
+    _run(plan, SavingTrainer(), FakeEvaluator())
+    for mark in (tmp_path / "exp").glob("*/seed-*/experiment-run.json"):
+        mark.write_text(json.dumps(json.loads(mark.read_text()) | {"config_sha": "0" * 64}))
+    lines: list[str] = []
+    trainer = FakeTrainer()
+    done = run_experiment(
+        load_plan(plan), trainer, FakeEvaluator(), progress=False, log=lines.append
+    )
+    assert done.trained == 0 and trainer.calls == []
+    assert sum("another version of the code" in line for line in lines) == 4
+    saved = tmp_path / "exp" / "no-pg" / "seed-1" / "config.yaml"
+    saved.write_text(saved.read_text().replace("\nseed: 1\n", "\nseed: 5\n"))
+    with pytest.raises(PlanError, match=r"arms.no-pg: .*seed: 5 → 1"):
         _run(plan, FakeTrainer(), FakeEvaluator())

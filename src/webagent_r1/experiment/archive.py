@@ -5,6 +5,8 @@ long. With ``archive: DIR`` in the plan, every run whose evaluation has finished
 ``DIR/<arm>/seed-<seed>/`` what the results page reads, a few hundred KB:
 
 - ``experiment-run.json``: the run's mark (its final model's path, overrides, settings hash);
+- ``config.yaml``: the settings the run was trained with (read when the hash differs: the
+  code may have added settings since);
 - ``eval-<split>.json``: its evaluation's ``eval.json``;
 - ``eval-<split>-outcomes.jsonl``: one row per episode (``webagent-r1 outcomes``);
 - ``test-evaluations.jsonl``: its test ledger, when it has one.
@@ -29,6 +31,7 @@ from webagent_r1.report.paired import outcome_rows
 __all__ = ["archive_run", "restore_run"]
 
 LEDGER = "test-evaluations.jsonl"
+SETTINGS = "config.yaml"
 
 
 def _trajectory_name(eval_json: dict[str, Any], max_turns: int | None) -> str:
@@ -57,8 +60,9 @@ def archive_run(
     _, rows = outcome_rows(eval_dir, max_turns)
     _write(dest / f"eval-{split}-outcomes.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
     _write(dest / f"eval-{split}.json", (eval_dir / "eval.json").read_text())
-    if (run_dir / LEDGER).is_file():
-        _write(dest / LEDGER, (run_dir / LEDGER).read_text())
+    for name in (LEDGER, SETTINGS):
+        if (run_dir / name).is_file():
+            _write(dest / name, (run_dir / name).read_text())
     _write(dest / done_file, (run_dir / done_file).read_text())  # last: it marks dest complete
 
 
@@ -78,7 +82,8 @@ def restore_run(
     shutil.copyfile(outcomes, eval_dir / _trajectory_name(d, max_turns))
     (eval_dir / "eval-progress.json").unlink(missing_ok=True)
     _write(eval_dir / "eval.json", eval_json.read_text())
-    if (src / LEDGER).is_file() and not (run_dir / LEDGER).is_file():
-        shutil.copyfile(src / LEDGER, run_dir / LEDGER)
+    for name in (LEDGER, SETTINGS):
+        if (src / name).is_file() and not (run_dir / name).is_file():
+            shutil.copyfile(src / name, run_dir / name)
     _write(run_dir / done_file, (src / done_file).read_text())
     return True

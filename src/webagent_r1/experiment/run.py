@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from webagent_r1.config import Config, load_config, to_dict
+from webagent_r1.config import Config, ConfigError, load_config, to_dict
 from webagent_r1.evaluation.run import PROGRESS_FILE, run_evaluation
 from webagent_r1.experiment.archive import archive_run, restore_run
 from webagent_r1.experiment.page import RunRecord, write_results
@@ -37,7 +37,7 @@ from webagent_r1.experiment.plan import EvalSettings, Plan, PlanError
 from webagent_r1.report.ledger import append_test_evaluation
 from webagent_r1.sources import task_source
 from webagent_r1.tasks.subset import eval_subset
-from webagent_r1.train.runconfig import CONFIG_FILE
+from webagent_r1.train.runconfig import CONFIG_FILE, describe, differences
 from webagent_r1.types import Task
 
 __all__ = [
@@ -169,11 +169,7 @@ def _train(
                 "a new name or the plan a new out_dir"
             )
         if mark.get("config_sha", config_sha(cfg)) != config_sha(cfg):
-            raise PlanError(
-                f"{plan.path}: arms.{arm}: {run_dir} was trained before {plan.recipe} (or a "
-                "default) changed: its settings differ from this plan's; give the plan a new "
-                "out_dir, or restore the recipe"
-            )
+            _check_saved_settings(plan, arm, run_dir, cfg, log)
         return str(mark["model"]), "done before"
     resume = (run_dir / CONFIG_FILE).is_file() or (run_dir / "summary.json").is_file()
     model = trainer(cfg, resume)
@@ -190,6 +186,37 @@ def _train(
     tmp.write_text(json.dumps(mark))
     tmp.replace(done)
     return model, "resumed" if resume else "trained"
+
+
+def _check_saved_settings(
+    plan: Plan, arm: str, run_dir: Path, cfg: Config, log: Callable[[str], None]
+) -> None:
+    """A finished run whose settings hash is not this plan's: accepted when the settings it
+    saved (``config.yaml``, loaded with today's defaults for settings added since) equal the
+    plan's; refused naming the settings that differ otherwise."""
+    saved = run_dir / CONFIG_FILE
+    diff = None
+    if saved.is_file():
+        try:
+            diff = differences(load_config(str(saved)), cfg)
+        except ConfigError as e:  # a setting removed since, or a file that no longer loads
+            raise PlanError(
+                f"{plan.path}: arms.{arm}: {run_dir} was trained with settings this code no "
+                f"longer reads ({e}); give the plan a new out_dir"
+            ) from None
+    if diff == []:
+        log(
+            f"note: arms.{arm}: {run_dir}'s settings hash is from another version of the code; "
+            f"its {CONFIG_FILE} matches this plan's settings (settings added since take "
+            "their defaults)"
+        )
+        return
+    what = f" ({describe(diff)})" if diff else ""
+    raise PlanError(
+        f"{plan.path}: arms.{arm}: {run_dir} was trained before {plan.recipe} (or a "
+        f"default) changed: its settings differ from this plan's{what}; give the plan a new "
+        "out_dir, or restore the recipe"
+    )
 
 
 def _check_done_eval(plan: Plan, out: Path, model: str) -> None:
