@@ -442,9 +442,11 @@ def test_prefill_in_length_groups_matches_one_padded_batch_and_a_full_forward(
         engine = _engine(model, max_batch_size=len(prompts))
         engine.max_pad_ratio = ratio
         got[ratio] = engine.generate_sync(prompts, params)
-        padded[ratio] = engine.padded_prefill_tokens
+        # every position a prefill forward ran: prompt tokens (with the prefix cache, the end
+        # of a held prefix again where a row's suffix is short) and padding
+        padded[ratio] = engine.padded_prefill_tokens + engine.prefill_tokens
         engine.close()
-    assert padded[1.1] < padded[float("inf")] / 2
+    assert padded[1.1] < 0.6 * padded[float("inf")]
     for a, b, p in zip(got[1.1], got[float("inf")], prompts, strict=True):
         assert a.token_ids == b.token_ids
         torch.testing.assert_close(torch.tensor(a.logprobs), torch.tensor(b.logprobs))
