@@ -26,7 +26,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from webagent_r1.report.paired import outcome_rows
+from webagent_r1.report.paired import write_outcomes
 
 __all__ = ["archive_run", "restore_run"]
 
@@ -57,8 +57,7 @@ def archive_run(
     run_dir: Path, eval_dir: Path, dest: Path, split: str, done_file: str, max_turns: int | None
 ) -> None:
     """Keep a finished run's mark, ``eval.json``, outcomes and test ledger in ``dest``."""
-    _, rows = outcome_rows(eval_dir, max_turns)
-    _write(dest / f"eval-{split}-outcomes.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    write_outcomes(eval_dir, dest / f"eval-{split}-outcomes.jsonl", max_turns)
     _write(dest / f"eval-{split}.json", (eval_dir / "eval.json").read_text())
     for name in (LEDGER, SETTINGS):
         if (run_dir / name).is_file():
