@@ -265,3 +265,40 @@ def test_old_logprobs_sampler_is_refused_under_bf16() -> None:
     assert cfg.rl.old_logprobs == "sampler"
     with pytest.raises(ConfigError, match="'recompute', 'sampler' or 'auto'"):
         load_config(None, ["rl.old_logprobs=trainer"])
+
+
+@pytest.mark.parametrize(
+    ("flags", "want"),
+    [
+        ("fpu avx2 avx512f avx512_bf16 amx_bf16", "amx_bf16"),
+        ("fpu avx2 avx512f avx512_bf16", "avx512_bf16"),
+        ("fpu avx2 avx512f", "avx512f"),
+        ("fpu avx2", "avx2"),
+        ("fpu sse2", "no avx2"),
+    ],
+)
+def test_machine_name_tells_cpus_of_one_model_name_apart(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, flags: str, want: str
+) -> None:
+    info = tmp_path / "cpuinfo"
+    info.write_text(f"model name\t: AMD EPYC\nflags\t\t: {flags}\n")
+    real_open = open
+    monkeypatch.setattr(
+        "builtins.open",
+        lambda p, *a, **k: real_open(info if p == "/proc/cpuinfo" else p, *a, **k),
+    )
+    assert precision.machine_name(CPU) == f"AMD EPYC ({want})"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "want"),
+    [
+        (["model.autocast_bf16=true"], "cpu, bf16 autocast"),
+        (["model.autocast_bf16=false"], "cpu, float32"),
+    ],
+)
+def test_run_numerics_names_the_resolved_precision(overrides: list, want: str) -> None:
+    cfg = load_config(None, ["model.device=cpu", *overrides])
+    numerics, machine = precision.run_numerics(cfg.model)
+    assert numerics == want
+    assert machine.startswith(precision.cpu_model())

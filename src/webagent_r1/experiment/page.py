@@ -196,6 +196,12 @@ def build_results(plan: Plan, runs: list[RunRecord]) -> dict[str, Any]:
         c.p_templates_holm = adj
     notes = list(plan.warnings)
     notes += sorted({p for c in comps for p in c.problems})
+    numerics = sorted({n for r in runs if isinstance(n := _mark(r.run_dir).get("numerics"), str)})
+    if len(numerics) > 1:
+        notes.append(
+            f"the runs computed in different numerics ({', '.join(numerics)}): their "
+            "comparisons mix precision with the settings compared"
+        )
     return {
         "plan": str(plan.path),
         "recipe": plan.recipe,
@@ -333,12 +339,28 @@ def _templates_md(d: dict[str, Any]) -> list[str]:
     return out
 
 
-def _updates(run_dir: str) -> str:
-    """'made/planned' M-GRPO updates from the run's mark (``n/a`` without one), flagged when
-    a time budget stopped the run short of its configuration."""
+def _mark(run_dir: str | Path) -> dict[str, Any]:
+    """A run's mark (``experiment-run.json``), {} without a readable one."""
     try:
         mark = json.loads((Path(run_dir) / "experiment-run.json").read_text())
     except (OSError, ValueError):
+        return {}
+    return mark if isinstance(mark, dict) else {}
+
+
+def _numerics(run_dir: str | Path) -> str:
+    """'cpu, bf16 autocast on AMD EPYC (avx512_bf16)' from the run's mark."""
+    mark = _mark(run_dir)
+    if not isinstance(mark.get("numerics"), str):
+        return "not recorded"
+    return f"{mark['numerics']} on {mark.get('machine') or 'an unknown machine'}"
+
+
+def _updates(run_dir: str) -> str:
+    """'made/planned' M-GRPO updates from the run's mark (``n/a`` without one), flagged when
+    a time budget stopped the run short of its configuration."""
+    mark = _mark(run_dir)
+    if not mark:
         return "n/a"
     made, planned = mark.get("rl_steps"), mark.get("rl_steps_planned")
     if made is None or planned is None:
@@ -348,10 +370,17 @@ def _updates(run_dir: str) -> str:
 
 def _runs_md(d: dict[str, Any]) -> list[str]:
     rows = [
-        [r["arm"], str(r["seed"]), _updates(r["run_dir"]), f"`{r['run_dir']}`", f"`{r['model']}`"]
+        [
+            r["arm"],
+            str(r["seed"]),
+            _updates(r["run_dir"]),
+            _numerics(r["run_dir"]),
+            f"`{r['run_dir']}`",
+            f"`{r['model']}`",
+        ]
         for r in d["runs"]
     ]
-    head = ["arm", "seed", "M-GRPO updates", "run folder", "final model"]
+    head = ["arm", "seed", "M-GRPO updates", "numerics", "run folder", "final model"]
     return ["## Runs", "", *md_table(head, rows), ""]
 
 

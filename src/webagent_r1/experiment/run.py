@@ -15,6 +15,12 @@ another process or another day:
   ``test-evaluations.jsonl`` (``report/ledger.py``) when it finishes;
 - with ``archive`` in the plan, a finished run's small files are kept there and a run folder
   without a mark is restored from them first (``experiment/archive.py``).
+- **numerics**: before a run is trained or evaluated, the precision it would compute in on
+  this machine (``model.autocast_bf16`` resolved: 'cpu, bf16 autocast' or 'cpu, float32') is
+  written to ``experiment-numerics.json`` in its folder and kept in its mark and ``eval.json``
+  with the machine's name. A plan whose runs already computed in other numerics is refused:
+  ``auto`` picks fp32 on a CPU without fast bf16 and bf16 autocast on one with it, and arms
+  trained or sampled in different precisions differ in more than their settings.
 
 Then the results page is (re)written from every run's evaluation (``experiment/page.py``).
 """
@@ -42,23 +48,32 @@ from webagent_r1.types import Task
 
 __all__ = [
     "DONE_FILE",
+    "NUMERICS_FILE",
+    "NumericsGuard",
+    "Numerics",
     "Evaluator",
     "ExperimentOutcome",
     "Trainer",
     "final_model",
     "recipe_evaluator",
+    "recipe_numerics",
     "recipe_trainer",
     "run_experiment",
 ]
 
 DONE_FILE = "experiment-run.json"
 """Written into a run folder when its training has finished."""
+NUMERICS_FILE = "experiment-numerics.json"
+"""Written into a run or evaluation folder before its work starts: the numerics it runs in."""
 
 Trainer = Callable[[Config, bool], str]
 """``(the run's config, resume) -> the final model folder`` (``recipe_trainer``)."""
 Evaluator = Callable[[Config, list[Task], str, Path, bool], dict[str, Any]]
 """``(the run's config, tasks, model folder, eval folder, resume) -> eval.json's content``
 (``recipe_evaluator``); it writes ``eval.json`` and the trajectories into the eval folder."""
+Numerics = Callable[[Config], dict[str, str]]
+"""``(a run's config) -> {"numerics": ..., "machine": ...}`` on this machine
+(``recipe_numerics``)."""
 
 
 @dataclass
@@ -96,6 +111,14 @@ def recipe_trainer(progress: bool = True) -> Trainer:
     return train
 
 
+def recipe_numerics(cfg: Config) -> dict[str, str]:
+    """The numerics the recipe's policy computes in here (``policy.precision.run_numerics``)."""
+    from webagent_r1.policy.precision import run_numerics  # heavy: imports torch
+
+    numerics, machine = run_numerics(cfg.model)
+    return {"numerics": numerics, "machine": machine}
+
+
 def recipe_evaluator(settings: EvalSettings, split: str, progress: bool = True) -> Evaluator:
     """The evaluation of ``webagent-r1 eval --out-dir`` with the plan's settings."""
 
@@ -111,7 +134,7 @@ def recipe_evaluator(settings: EvalSettings, split: str, progress: bool = True) 
                 temperature=settings.temperature,
                 out_dir=out,
                 progress=progress,
-                meta={"split": split, "site": None},
+                meta={"split": split, "site": None, **recipe_numerics(cfg)},
                 resume=resume,
             )
         )
@@ -152,8 +175,64 @@ def rl_steps_done(run_dir: Path) -> int | None:
     return int(steps) if isinstance(steps, int) else None
 
 
+def _read_record(path: Path) -> dict[str, str] | None:
+    """The numerics a mark, ``eval.json`` or ``experiment-numerics.json`` holds (None when it
+    holds none: a file from before numerics were recorded, or none there)."""
+    try:
+        d = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(d, dict) or not isinstance(d.get("numerics"), str):
+        return None
+    return {"numerics": d["numerics"], "machine": str(d.get("machine") or "unknown machine")}
+
+
+class NumericsGuard:
+    """Keeps every run of a plan in one precision: a run is trained or evaluated only where it
+    computes in the numerics every earlier run and evaluation of the plan recorded."""
+
+    def __init__(self, plan: Plan, numerics: Numerics) -> None:
+        self.plan, self.numerics = plan, numerics
+        self.records: list[tuple[Path, dict[str, str]]] = []
+        for arm in plan.arms:
+            for seed in plan.seeds:
+                run_dir = plan.run_dir(arm, seed)
+                files = [run_dir / DONE_FILE, run_dir / NUMERICS_FILE]
+                for d in sorted(run_dir.glob("eval-*")):
+                    files += [d / "eval.json", d / NUMERICS_FILE]
+                self.records += [(f, r) for f in files if (r := _read_record(f)) is not None]
+
+    def mixed(self) -> list[str]:
+        """The distinct numerics recorded (more than one: the plan's runs already differ)."""
+        return sorted({r["numerics"] for _, r in self.records})
+
+    def claim(self, folder: Path, cfg: Config, what: str) -> dict[str, str]:
+        """The numerics of ``cfg`` here, once checked against every record and written into
+        ``folder``; raises PlanError naming a record that differs."""
+        here = self.numerics(cfg)
+        for path, rec in self.records:
+            if rec["numerics"] != here["numerics"]:
+                raise PlanError(
+                    f"{self.plan.path}: {what} would run in {here['numerics']} on this machine "
+                    f"({here['machine']}), but {path} ran in {rec['numerics']} "
+                    f"({rec['machine']}): arms in other numerics differ in more than their "
+                    "settings. Run the plan on a machine where model.autocast_bf16 resolves "
+                    "alike, or give it a new out_dir (and archive) to start over here"
+                )
+        folder.mkdir(parents=True, exist_ok=True)
+        if not (folder / NUMERICS_FILE).is_file():
+            (folder / NUMERICS_FILE).write_text(json.dumps(here))
+        self.records.append((folder / NUMERICS_FILE, here))
+        return here
+
+
 def _train(
-    plan: Plan, arm: str, seed: int, trainer: Trainer, log: Callable[[str], None]
+    plan: Plan,
+    arm: str,
+    seed: int,
+    trainer: Trainer,
+    guard: NumericsGuard,
+    log: Callable[[str], None],
 ) -> tuple[str, str]:
     """Train one run unless done; returns ``(model, what happened)``."""
     run_dir = plan.run_dir(arm, seed)
@@ -172,6 +251,7 @@ def _train(
             _check_saved_settings(plan, arm, run_dir, cfg, log)
         return str(mark["model"]), "done before"
     resume = (run_dir / CONFIG_FILE).is_file() or (run_dir / "summary.json").is_file()
+    here = guard.claim(run_dir, cfg, f"arms.{arm} seed {seed}'s training")
     model = trainer(cfg, resume)
     run_dir.mkdir(parents=True, exist_ok=True)
     steps = rl_steps_done(run_dir)
@@ -182,6 +262,7 @@ def _train(
         )
     mark = {"model": model, "recipe": plan.recipe, "overrides": overrides}
     mark |= {"config_sha": config_sha(cfg), "rl_steps": steps, "rl_steps_planned": cfg.rl.steps}
+    mark |= here
     tmp = done.with_suffix(".tmp")
     tmp.write_text(json.dumps(mark))
     tmp.replace(done)
@@ -235,7 +316,13 @@ def _check_done_eval(plan: Plan, out: Path, model: str) -> None:
 
 
 def _evaluate(
-    plan: Plan, arm: str, seed: int, model: str, tasks: list[Task], evaluator: Evaluator
+    plan: Plan,
+    arm: str,
+    seed: int,
+    model: str,
+    tasks: list[Task],
+    evaluator: Evaluator,
+    guard: NumericsGuard,
 ) -> tuple[Path, str]:
     """Evaluate one run's final model unless done; returns ``(eval folder, what happened)``."""
     run_dir = plan.run_dir(arm, seed)
@@ -245,6 +332,7 @@ def _evaluate(
         return out, "done before"
     resume = (out / PROGRESS_FILE).is_file()
     cfg = load_config(plan.recipe, plan.run_overrides(arm, seed))
+    guard.claim(out, cfg, f"arms.{arm} seed {seed}'s evaluation")
     try:
         summary = evaluator(cfg, tasks, model, out, resume)
     except PlanError:
@@ -277,6 +365,7 @@ def run_experiment(
     evaluator: Evaluator | None = None,
     progress: bool = True,
     log: Callable[[str], None] = lambda m: print(m, flush=True),
+    numerics: Numerics | None = None,
 ) -> ExperimentOutcome:
     """Train and evaluate what the plan still misses, then write its results page.
 
@@ -286,11 +375,13 @@ def run_experiment(
         evaluator: evaluates one run's final model (default ``recipe_evaluator``).
         progress: progress bars of training and evaluation.
         log: where the one line per stage goes.
+        numerics: the precision a run computes in here (default ``recipe_numerics``).
 
     Raises:
         PlanError: no start checkpoint at ``init_from``, the split is not one of the task
-            source's, or a run folder or evaluation was made with other settings than the
-            plan's.
+            source's, a run folder or evaluation was made with other settings than the
+            plan's, or a run still to train or evaluate would compute in other numerics
+            than the plan's runs so far.
     """
     plan.check_start()
     for w in plan.warnings:
@@ -299,20 +390,26 @@ def run_experiment(
     evaluator = evaluator or recipe_evaluator(plan.eval, plan.split, progress)
     tasks = plan_tasks(plan)
     pairs = [(arm, seed) for arm in plan.arms for seed in plan.seeds]
-    records, trained, evaluated = [], 0, 0
-    for i, (arm, seed) in enumerate(pairs, 1):
-        head = f"[{i}/{len(pairs)}] {arm} seed {seed}"
-        run_dir, kept = plan.run_dir(arm, seed), plan.archive_dir(arm, seed)
+    heads = {p: f"[{i}/{len(pairs)}] {p[0]} seed {p[1]}" for i, p in enumerate(pairs, 1)}
+    for arm, seed in pairs:  # restored first: an archived run's numerics bind the rest
+        kept = plan.archive_dir(arm, seed)
         if kept is not None and restore_run(
-            run_dir, kept, plan.split, DONE_FILE, plan.eval.max_turns
+            plan.run_dir(arm, seed), kept, plan.split, DONE_FILE, plan.eval.max_turns
         ):
-            log(f"{head}: restored from {kept} (trained and evaluated before)")
+            log(f"{heads[arm, seed]}: restored from {kept} (trained and evaluated before)")
+    guard = NumericsGuard(plan, numerics or recipe_numerics)
+    if len(guard.mixed()) > 1:
+        log(f"note: this plan's runs so far computed in {' and '.join(guard.mixed())}")
+    records, trained, evaluated = [], 0, 0
+    for arm, seed in pairs:
+        head = heads[arm, seed]
+        run_dir, kept = plan.run_dir(arm, seed), plan.archive_dir(arm, seed)
         log(f"{head}: training in {run_dir}")
-        model, how = _train(plan, arm, seed, trainer, log)
+        model, how = _train(plan, arm, seed, trainer, guard, log)
         trained += how != "done before"
         log(f"{head}: training {how}; final model {model}")
         log(f"{head}: evaluating on {len(tasks)} {plan.split} tasks x {plan.eval.samples}")
-        out, how_e = _evaluate(plan, arm, seed, model, tasks, evaluator)
+        out, how_e = _evaluate(plan, arm, seed, model, tasks, evaluator, guard)
         evaluated += how_e != "done before"
         log(f"{head}: evaluation {how_e}: {out / 'eval.json'}")
         if kept is not None:

@@ -94,6 +94,42 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown CPU"
 
 
+CPU_FEATURES = ("amx_bf16", "avx512_bf16", "avx512f", "avx2")
+"""Flags of /proc/cpuinfo that decide how fast fp32 and bf16 run, fastest first."""
+
+
+def cpu_features() -> list[str]:
+    """Which of ``CPU_FEATURES`` this CPU lists (empty where there is no /proc/cpuinfo)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return [c for c in CPU_FEATURES if c in flags]
+    except OSError:
+        pass
+    return []
+
+
+def machine_name(device: torch.device) -> str:
+    """The processor a policy runs on, for a run's record: the GPU's name, or the CPU's model
+    with its fastest vector feature ('AMD EPYC (avx512_bf16)'): two CPUs of one model name
+    may differ in it, and with it in which precision ``auto`` picks."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    feats = cpu_features()
+    return f"{cpu_model()} ({feats[0] if feats else 'no avx2'})"
+
+
+def run_numerics(mcfg: ModelConfig, device: torch.device | None = None) -> tuple[str, str]:
+    """``(numerics, machine)`` of a policy of ``mcfg``: 'cpu, bf16 autocast' or 'cpu, float32'
+    (the device, then bf16 autocast or the weights' dtype, ``model.autocast_bf16`` resolved),
+    and ``machine_name``. Two runs compared in an experiment should share the first."""
+    device = device or pick_device(mcfg.device)
+    what = "bf16 autocast" if autocast_enabled(mcfg, device) else mcfg.dtype
+    return f"{device.type}, {what}", machine_name(device)
+
+
 def cache_path() -> Path:
     """The per-machine cache of timings (``$WEBAGENT_R1_HOME/precision.json``)."""
     return home_dir() / "precision.json"

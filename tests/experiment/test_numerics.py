@@ -1,0 +1,125 @@
+"""Every run of a plan computes in one precision: the numerics are recorded in each run's
+folder, mark and evaluation, shown on the results page, and a run that would compute in other
+numerics than the plan's runs so far is refused before any of its work starts."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.experiment.support import FakeEvaluator, FakeTrainer, write_plan
+from webagent_r1.experiment import PlanError, load_plan, run_experiment
+from webagent_r1.experiment.run import NUMERICS_FILE
+
+BF16 = {"numerics": "cpu, bf16 autocast", "machine": "AMD EPYC (avx512_bf16)"}
+FP32 = {"numerics": "cpu, float32", "machine": "AMD EPYC (avx2)"}
+
+
+def _run(plan: Path, numerics: dict, trainer=None, evaluator=None, log=None):
+    return run_experiment(
+        load_plan(plan),
+        trainer or FakeTrainer(),
+        evaluator or FakeEvaluator(),
+        progress=False,
+        log=log or (lambda m: None),
+        numerics=lambda cfg: numerics,
+    )
+
+
+def test_each_run_records_its_numerics_and_the_page_shows_them(tmp_path: Path) -> None:
+    done = _run(write_plan(tmp_path), BF16)
+    for run in (tmp_path / "exp").glob("*/seed-*"):
+        assert json.loads((run / NUMERICS_FILE).read_text()) == BF16
+        mark = json.loads((run / "experiment-run.json").read_text())
+        assert {k: mark[k] for k in BF16} == BF16
+        assert json.loads((run / "eval-val" / NUMERICS_FILE).read_text()) == BF16
+    page = done.results.read_text()
+    assert page.count("cpu, bf16 autocast on AMD EPYC (avx512_bf16)") == 4
+    assert "different numerics" not in page
+
+
+def test_a_plan_begun_in_bf16_is_refused_where_auto_picks_fp32(tmp_path: Path) -> None:
+    """Seed 0 of both arms ran on a bf16 machine; on an fp32 machine the seed 1 runs are
+    refused before training, and nothing is written into their folders."""
+    _run(write_plan(tmp_path, seeds=[0]), BF16)
+    plan = write_plan(tmp_path, seeds=[0, 1])
+    trainer = FakeTrainer()
+    with pytest.raises(PlanError) as e:
+        _run(plan, FP32, trainer)
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert "arms.mgrpo seed 1's training would run in cpu, float32" in msg
+    assert "ran in cpu, bf16 autocast (AMD EPYC (avx512_bf16))" in msg
+    assert trainer.calls == [] and not (tmp_path / "exp" / "mgrpo" / "seed-1").exists()
+    # where auto picks bf16 again, the plan goes on
+    done = _run(plan, BF16)
+    assert done.trained == 2
+
+
+def test_a_finished_plan_is_read_in_any_numerics(tmp_path: Path) -> None:
+    plan = write_plan(tmp_path)
+    _run(plan, BF16)
+    done = _run(plan, FP32)  # nothing left to compute: nothing to refuse
+    assert (done.trained, done.evaluated) == (0, 0)
+
+
+def test_a_half_trained_run_is_not_resumed_in_other_numerics(tmp_path: Path) -> None:
+    plan = write_plan(tmp_path, seeds=[0])
+    with pytest.raises(RuntimeError, match="killed"):
+        _run(plan, BF16, FakeTrainer(fail_once="*/mgrpo/seed-0"))
+    assert not (tmp_path / "exp" / "mgrpo" / "seed-0" / "experiment-run.json").exists()
+    with pytest.raises(PlanError, match="mgrpo/seed-0/experiment-numerics.json ran in cpu, bf16"):
+        _run(plan, FP32)
+    assert _run(plan, BF16).trained == 2  # mgrpo resumed, no-pg trained
+
+
+def test_an_evaluation_left_to_do_is_refused_in_other_numerics(tmp_path: Path) -> None:
+    """Trained on a bf16 machine, killed before its evaluation: evaluating it under fp32
+    would sample from the checkpoint in other numerics than its training and the others."""
+    plan = write_plan(tmp_path, seeds=[0])
+    with pytest.raises(RuntimeError, match="killed"):
+        _run(plan, BF16, evaluator=FakeEvaluator(fail_once="*/mgrpo/seed-0"))
+    evaluator = FakeEvaluator()
+    with pytest.raises(PlanError, match="seed 0's evaluation would run in cpu, float32"):
+        _run(plan, FP32, evaluator=evaluator)
+    assert evaluator.calls == []
+
+
+def test_an_archive_carries_the_numerics_to_another_machine(tmp_path: Path) -> None:
+    kept = tmp_path / "kept"
+    _run(write_plan(tmp_path, seeds=[0], archive=str(kept)), BF16)
+    shutil.rmtree(tmp_path / "exp")  # a new machine: only the committed archive is left
+    plan = write_plan(tmp_path, seeds=[0, 1], archive=str(kept))
+    with pytest.raises(PlanError, match="ran in cpu, bf16 autocast"):
+        _run(plan, FP32)
+    assert _run(plan, BF16).trained == 2  # the seed-0 runs restored, seed 1 trained
+
+
+def test_runs_that_already_differ_are_noted_on_the_page(tmp_path: Path) -> None:
+    """Marks from before this check, edited to differ: the page says so, the log too."""
+    plan = write_plan(tmp_path)
+    _run(plan, BF16)
+    mark = tmp_path / "exp" / "no-pg" / "seed-1" / "experiment-run.json"
+    mark.write_text(json.dumps(json.loads(mark.read_text()) | FP32))
+    lines: list[str] = []
+    done = _run(plan, BF16, log=lines.append)
+    assert any("computed in cpu, bf16 autocast and cpu, float32" in m for m in lines)
+    page = done.results.read_text()
+    assert "the runs computed in different numerics (cpu, bf16 autocast, cpu, float32)" in page
+    assert "cpu, float32 on AMD EPYC (avx2)" in page
+
+
+def test_runs_from_before_numerics_were_recorded_bind_nothing(tmp_path: Path) -> None:
+    plan = write_plan(tmp_path, seeds=[0])
+    _run(plan, BF16)
+    for f in (tmp_path / "exp").rglob(NUMERICS_FILE):
+        f.unlink()
+    for mark in (tmp_path / "exp").glob("*/seed-*/experiment-run.json"):
+        d = json.loads(mark.read_text())
+        mark.write_text(json.dumps({k: v for k, v in d.items() if k not in BF16}))
+    done = _run(write_plan(tmp_path, seeds=[0, 1]), FP32)
+    assert done.trained == 2
+    assert "not recorded" in done.results.read_text()
