@@ -123,3 +123,16 @@ def test_runs_from_before_numerics_were_recorded_bind_nothing(tmp_path: Path) ->
     done = _run(write_plan(tmp_path, seeds=[0, 1]), FP32)
     assert done.trained == 2
     assert "not recorded" in done.results.read_text()
+
+
+def test_a_start_checkpoint_trained_by_an_experiment_binds_its_numerics(tmp_path: Path) -> None:
+    """Stage 2 starts from a stage-1 run's checkpoint: trained in bf16, its continuations
+    are refused in fp32."""
+    stage1 = tmp_path / "stage1"
+    stage1.mkdir()
+    _run(write_plan(stage1, seeds=[0]), BF16)
+    start = stage1 / "exp" / "mgrpo" / "seed-0" / "rl" / "checkpoints" / "step-000010" / "model"
+    plan = write_plan(tmp_path, init_from=str(start), seeds=[0])
+    with pytest.raises(PlanError, match=r"stage1/exp/mgrpo/seed-0/experiment-run.json ran in"):
+        _run(plan, FP32)
+    assert _run(plan, BF16).trained == 2

@@ -189,7 +189,8 @@ def _read_record(path: Path) -> dict[str, str] | None:
 
 class NumericsGuard:
     """Keeps every run of a plan in one precision: a run is trained or evaluated only where it
-    computes in the numerics every earlier run and evaluation of the plan recorded."""
+    computes in the numerics every earlier run and evaluation of the plan recorded, and the
+    start checkpoint's run (an experiment's run folder above ``init_from``) when it has one."""
 
     def __init__(self, plan: Plan, numerics: Numerics) -> None:
         self.plan, self.numerics = plan, numerics
@@ -201,6 +202,11 @@ class NumericsGuard:
                 for d in sorted(run_dir.glob("eval-*")):
                     files += [d / "eval.json", d / NUMERICS_FILE]
                 self.records += [(f, r) for f in files if (r := _read_record(f)) is not None]
+        if plan.init_from:  # the start checkpoint, when an experiment's run trained it
+            for d in Path(plan.init_from).resolve().parents:
+                if (r := _read_record(d / DONE_FILE)) is not None:
+                    self.records.append((d / DONE_FILE, r))
+                    break
 
     def mixed(self) -> list[str]:
         """The distinct numerics recorded (more than one: the plan's runs already differ)."""
