@@ -173,6 +173,7 @@ async def test_experts_score_100_and_the_sweep_scores_shorter_budgets_from_one_r
         cfg, tasks, engine="expert", max_turns=[3, 15], out_dir=out, progress=False
     )
     assert json.loads((out / "eval.json").read_text()) == summary
+    assert "numerics" not in summary  # the experts sample nothing: no precision to record
     # the embedded suite: the constant-answer baseline of these 6 tasks, each counted once
     assert summary["guess_baseline"] == baseline(tasks).to_dict()
     assert summary["guess_baseline"]["tasks"] == 6
@@ -306,3 +307,16 @@ def test_eval_summary_reports_the_prompt_tokens_the_engine_ran() -> None:
     }
     assert _prefill_summary(None) == {}  # the experts, an OpenAI server: not counted
     assert _prefill_summary((0, 0)) == {}  # every task resumed: nothing ran
+
+
+def test_an_hf_evaluation_records_the_precision_it_sampled_in() -> None:
+    from webagent_r1.config import load_config
+    from webagent_r1.evaluation.run import _numerics
+    from webagent_r1.policy.precision import cpu_model
+
+    cfg = load_config(None, ["model.device=cpu", "model.autocast_bf16=false"])
+    got = _numerics(cfg, "hf")
+    assert got["numerics"] == "cpu, float32" and got["machine"].startswith(cpu_model())
+    cfg = load_config(None, ["model.device=cpu", "model.autocast_bf16=true"])
+    assert _numerics(cfg, "hf")["numerics"] == "cpu, bf16 autocast"
+    assert _numerics(cfg, "openai") == {} and _numerics(cfg, "expert") == {}

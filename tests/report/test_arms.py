@@ -139,3 +139,18 @@ def test_arms_require_exit(tmp_path: Path) -> None:
     assert c.b.success == pytest.approx(0.5) and c.diff == pytest.approx(0.25)
     assert any("2 success(es) in the file without exit" in p for p in c.problems)
     assert c.require_exit and [r.uncounted for r in c.b.runs] == [2]
+
+
+def test_arms_note_runs_sampled_in_other_numerics(tmp_path: Path) -> None:
+    runs = []
+    for name, numerics in (("a", "cpu, bf16 autocast"), ("b1", "cpu, bf16 autocast")):
+        f = write_eval(tmp_path / name, {"x.a/0": [1, 0], "x.a/1": [0, 0]})
+        d = json.loads((f / "eval.json").read_text())
+        (f / "eval.json").write_text(json.dumps(d | {"numerics": numerics}))
+        runs.append(f)
+    b2 = write_eval(tmp_path / "b2", {"x.a/0": [1, 1], "x.a/1": [0, 1]})
+    assert not any("numerics" in p for p in compare_arms([runs[0]], [runs[1], b2]).problems)
+    d = json.loads((b2 / "eval.json").read_text())
+    (b2 / "eval.json").write_text(json.dumps(d | {"numerics": "cpu, float32"}))
+    (note,) = [p for p in compare_arms([runs[0]], [runs[1], b2]).problems if "numerics" in p]
+    assert "cpu, float32" in note and "cpu, bf16 autocast" in note

@@ -345,3 +345,23 @@ def test_outcomes_clear_errors(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["outcomes", str(empty), "--out", str(tmp_path / "e.jsonl")])
     assert res.exit_code == 2 and "no episode with a task_id" in res.output
     assert not (tmp_path / "e.jsonl").exists()
+
+
+def _set_numerics(folder: Path, numerics: str) -> Path:
+    d = json.loads((folder / "eval.json").read_text())
+    (folder / "eval.json").write_text(json.dumps(d | {"numerics": numerics}))
+    return folder
+
+
+def test_evaluations_sampled_in_other_numerics_are_noted(tmp_path: Path) -> None:
+    a = _set_numerics(write_eval(tmp_path / "a", A), "cpu, bf16 autocast")
+    b = _set_numerics(write_eval(tmp_path / "b", B), "cpu, float32")
+    _, problems = compare_files([a, b])
+    assert problems == [
+        "the evaluations sampled in different numerics (a: cpu, bf16 autocast; b: cpu, "
+        "float32): precision differs too"
+    ]
+    _set_numerics(b, "cpu, bf16 autocast")
+    assert compare_files([a, b])[1] == []
+    assert load_outcomes(a, "a").numerics == "cpu, bf16 autocast"
+    assert load_outcomes(write_eval(tmp_path / "c", A), "c").numerics is None  # not recorded

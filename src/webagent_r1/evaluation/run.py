@@ -848,9 +848,22 @@ async def run_evaluation(
         "tasks": len(tasks),
         "wall_s": time.time() - t0,
         **_prefill_summary(prefill),
+        **_numerics(cfg, engine),
         **(meta or {}),
     }
     return _write_summary(sweep, summary, results, source_name)
+
+
+def _numerics(cfg: Any, engine: str) -> dict[str, str]:
+    """The HF engine's precision (``policy.precision.run_numerics``) and machine, so that
+    evaluations sampled in bf16 on one machine and fp32 on another are told apart; {} for the
+    other engines."""
+    if engine != "hf":
+        return {}
+    from webagent_r1.policy.precision import run_numerics
+
+    numerics, machine = run_numerics(cfg.model)
+    return {"numerics": numerics, "machine": machine}
 
 
 async def eval_model(

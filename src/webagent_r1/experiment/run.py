@@ -134,7 +134,7 @@ def recipe_evaluator(settings: EvalSettings, split: str, progress: bool = True) 
                 temperature=settings.temperature,
                 out_dir=out,
                 progress=progress,
-                meta={"split": split, "site": None, **recipe_numerics(cfg)},
+                meta={"split": split, "site": None},
                 resume=resume,
             )
         )

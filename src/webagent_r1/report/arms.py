@@ -33,7 +33,12 @@ from typing import Any
 
 from webagent_r1.report.load import ReportError
 from webagent_r1.report.markdown import md_table
-from webagent_r1.report.paired import EvalOutcomes, load_outcomes, uncounted_notes
+from webagent_r1.report.paired import (
+    EvalOutcomes,
+    load_outcomes,
+    numerics_notes,
+    uncounted_notes,
+)
 from webagent_r1.stats import bootstrap_interval, hierarchical_bootstrap_interval, run_spread_p
 
 __all__ = ["Arm", "ArmComparison", "RunRow", "arms_to_json", "compare_arms", "render_arms_markdown"]
@@ -171,6 +176,7 @@ def compare_arms(
         )
     every_task = set().union(*(set(o.outcomes) | set(o.unscored) for o in everyone))
     problems = [p for o in everyone for p in o.problems] + uncounted_notes(everyone)
+    problems += numerics_notes(everyone)
     problems += [
         f"{o.label}: {o.env_errors} env_error episode(s) not scored"
         for o in everyone

@@ -63,6 +63,7 @@ __all__ = [
     "write_outcomes",
     "render_paired_markdown",
     "to_json",
+    "numerics_notes",
     "uncounted_notes",
 ]
 
@@ -84,6 +85,9 @@ class EvalOutcomes:
     unscored: list[str] = field(default_factory=list)
     """Tasks whose every episode was an env error (no outcome to compare)."""
     problems: list[str] = field(default_factory=list)
+    numerics: str | None = None
+    """The precision its policy sampled in ('cpu, bf16 autocast'), from the ``eval.json``
+    beside the trajectories; None when that does not say."""
 
 
 def _trajectory_file(path: Path, max_turns: int | None) -> Path:
@@ -183,6 +187,7 @@ def load_outcomes(
         raise ReportError(f"{f}: no scored episode (task_id and reward) in it")
     out.outcomes = dict(out.outcomes)
     out.unscored = sorted(errored - set(out.outcomes))
+    out.numerics = _eval_numerics(f.parent / "eval.json")
     return out
 
 
@@ -530,6 +535,7 @@ def compare_files(
     names = list(labels) if labels else [_default_label(Path(p)) for p in paths]
     outs = [load_outcomes(p, n, max_turns, require_exit) for p, n in zip(paths, names, strict=True)]
     problems = [p for o in outs for p in o.problems] + uncounted_notes(outs)
+    problems += numerics_notes(outs)
     problems += [
         f"{o.label}: {o.env_errors} env_error episode(s) not scored"
         + (f", {len(o.unscored)} task(s) with no scored episode" if o.unscored else "")
@@ -543,6 +549,26 @@ def compare_files(
         guess = baseline_of_ids(sorted(set(outs[0].outcomes) & set(o.outcomes)))
         c.guess = guess.to_dict() if guess is not None else None
     return comparisons, problems
+
+
+def _eval_numerics(path: Path) -> str | None:
+    """``numerics`` of an ``eval.json`` (written by ``eval`` with the HF engine), else None."""
+    try:
+        d = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    n = d.get("numerics") if isinstance(d, dict) else None
+    return n if isinstance(n, str) else None
+
+
+def numerics_notes(outs: Sequence[EvalOutcomes]) -> list[str]:
+    """One line when the evaluations sampled in different precisions (bf16 autocast on one
+    machine, fp32 on another): their difference is partly the precision's."""
+    kinds = sorted({o.numerics for o in outs if o.numerics})
+    if len(kinds) < 2:
+        return []
+    who = "; ".join(f"{o.label}: {o.numerics}" for o in outs if o.numerics)
+    return [f"the evaluations sampled in different numerics ({who}): precision differs too"]
 
 
 def uncounted_notes(outs: Sequence[EvalOutcomes]) -> list[str]:
