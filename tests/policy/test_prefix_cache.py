@@ -9,6 +9,7 @@ import hashlib
 import pytest
 import torch
 from tests.support.fakes import FakeTokenizer
+from tests.support.tiny import one_thread, tiny_llama
 
 from webagent_r1.agent.context import build_messages
 from webagent_r1.config import AgentConfig
@@ -28,23 +29,9 @@ AGENT = AgentConfig(keep_last_observations=1, strip_earlier_thinking=False)
 
 @pytest.fixture(scope="module")
 def model():
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # a model this small gains nothing from more threads
-    torch.manual_seed(0)
-    cfg = LlamaConfig(
-        vocab_size=TOK.vocab_size,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=1024,
-        initializer_range=0.3,  # peaked logits: greedy completions differ between prompts
-    )
-    yield LlamaForCausalLM(cfg).eval()
-    torch.set_num_threads(threads)
+    with one_thread():
+        # peaked logits (initializer_range 0.3): greedy completions differ between prompts
+        yield tiny_llama(TOK.vocab_size, max_position_embeddings=1024, initializer_range=0.3).eval()
 
 
 def _page(task: int, episode: int, turn: int, last: str) -> str:

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from tests.support.fakes import FakeTokenizer
+from tests.support.tiny import one_thread, tiny_llama
 from webagent_r1.policy import hf as hf_module
 from webagent_r1.policy.base import SamplingParams
 from webagent_r1.policy.hf import (
@@ -28,24 +29,8 @@ GREEDY = SamplingParams(temperature=0.0, max_new_tokens=6, stop=[])
 
 @pytest.fixture(scope="module")
 def model():
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    # One thread: a model this small gains nothing from more, and spinning threads crawl
-    # on a loaded machine.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    cfg = LlamaConfig(
-        vocab_size=TOK.vocab_size,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-    )
-    yield LlamaForCausalLM(cfg).eval()
-    torch.set_num_threads(threads)
+    with one_thread():
+        yield tiny_llama(TOK.vocab_size).eval()
 
 
 def _engine(model, **kw) -> HFEngine:
@@ -61,7 +46,9 @@ async def test_concurrent_calls_share_one_batch_and_get_their_own_rows(model) ->
     assert engine.batch_sizes == [4]
     ref = engine.generate_sync(PROMPTS, GREEDY)
     for [got], want in zip(outs, ref, strict=True):
-        assert got.token_ids == want.token_ids and got.logprobs == want.logprobs
+        # the worker thread's kernels may sum in another order than this thread's
+        assert got.token_ids == want.token_ids
+        assert got.logprobs == pytest.approx(want.logprobs, abs=1e-5)
         assert len(got.token_ids) == 6 and got.finish_reason == "length"
         assert got.text == TOK.decode(got.token_ids, skip_special_tokens=True)
     engine.close()

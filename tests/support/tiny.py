@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import random
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,32 +17,51 @@ from webagent_r1.types import Task, Trajectory, Turn
 VOCAB = 96
 
 
-def make_tiny_model(folder: Path, seed: int = 0, **config: Any) -> Path:
-    """Save a 2-layer Llama (hidden 32) and its tokenizer in ``folder``; ``config``
-    overrides fields of its ``LlamaConfig`` (e.g. ``attention_dropout``)."""
+def tiny_llama(vocab_size: int = VOCAB, seed: int = 0, **config: Any) -> Any:
+    """A random 2-layer Llama (hidden 32, 4 heads, 2 KV heads, 256 positions), seeded;
+    ``config`` overrides fields of its ``LlamaConfig`` (e.g. ``attention_dropout``)."""
     import torch
-    from tokenizers import Tokenizer
-    from tokenizers.models import WordLevel
-    from tokenizers.pre_tokenizers import Whitespace
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
     cfg = LlamaConfig(
-        vocab_size=VOCAB,
+        vocab_size=vocab_size,
         hidden_size=32,
         intermediate_size=64,
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
         max_position_embeddings=256,
-        pad_token_id=1,
-        eos_token_id=2,
-        bos_token_id=0,
-        tie_word_embeddings=False,
     )
     for k, v in config.items():
         setattr(cfg, k, v)
-    model = LlamaForCausalLM(cfg)
+    return LlamaForCausalLM(cfg)
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """Torch on one thread inside: a model this small gains nothing from more, and spinning
+    threads crawl on a loaded machine."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def make_tiny_model(folder: Path, seed: int = 0, **config: Any) -> Path:
+    """Save ``tiny_llama`` (with pad 1, eos 2, bos 0, untied embeddings) and a word-level
+    tokenizer in ``folder``; ``config`` overrides fields of its ``LlamaConfig``."""
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import Whitespace
+    from transformers import PreTrainedTokenizerFast
+
+    ids = {"pad_token_id": 1, "eos_token_id": 2, "bos_token_id": 0}
+    model = tiny_llama(VOCAB, seed, **ids, tie_word_embeddings=False, **config)
     model.save_pretrained(folder)
     vocab = {f"w{i}": i for i in range(VOCAB)}
     inner = Tokenizer(WordLevel(vocab=vocab, unk_token="w0"))
