@@ -860,7 +860,7 @@ def _numerics(cfg: Any, engine: str) -> dict[str, str]:
     other engines."""
     if engine != "hf":
         return {}
-    from webagent_r1.policy.precision import run_numerics
+    from webagent_r1.policy.precision import run_numerics  # heavy: imports torch
 
     numerics, machine = run_numerics(cfg.model)
     return {"numerics": numerics, "machine": machine}
