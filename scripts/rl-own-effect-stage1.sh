@@ -4,7 +4,12 @@
 # 685ddc3 (every arm of stage 1 runs that code), with runs/ and data/ shared with this checkout.
 #
 #   bash scripts/rl-own-effect-stage1.sh     # then: tail -f runs/experiments/r1-multiturn-bc/log.txt
+#   bash scripts/rl-own-effect-stage1.sh checkpoint ARM [OVERRIDE ...]
 #
+# `checkpoint ARM` instead trains again the BC checkpoint of an archived arm (the start of
+# stage 2; checkpoints are not archived), with the recipe and overrides its mark recorded, in
+# its run folder, from the same commit: BC is reproducible (the `recipe` arm's held-out loss
+# was 0.0618132 both times). Its log is <run folder>/retrain-log.txt.
 # 1. Refuses a machine where the policy would compute in other numerics than the stage's
 #    finished arms (bf16 autocast: `model.autocast_bf16: auto` resolves to fp32 on CPUs
 #    without fast bf16). That commit predates `experiment`'s own check of it.
@@ -28,7 +33,8 @@ log() { printf '[stage1] %s\n' "$*"; }
 die() { printf '[stage1] error: %s\n' "$*" >&2; exit 1; }
 
 [ -x "$VPY" ] || die "no $VPY: run bash scripts/setup.sh first"
-if pgrep -f "webagent-r1 experiment $PLAN" >/dev/null; then
+MODE=${1:-plan}
+if [ "$MODE" = plan ] && pgrep -f "webagent-r1 experiment $PLAN" >/dev/null; then
   log "already running: tail -f $OUT/log.txt"
   exit 0
 fi
@@ -65,6 +71,26 @@ print([r for r in d["results"] if r.get("max_turns") == 8][-1]["trajectories"])'
   cp "$kept/experiment-run.json" "$run/experiment-run.json"  # last: the mark
   log "restored $run from $kept"
 done
+
+if [ "$MODE" = checkpoint ]; then
+  ARM=${2:?usage: $0 checkpoint ARM [OVERRIDE ...]}
+  shift 2
+  mark="$ARCHIVE/$ARM/seed-0/experiment-run.json"
+  [ -f "$mark" ] || die "no archived arm $ARM ($mark)"
+  mapfile -t args < <("$VPY" -c 'import json, sys
+m = json.load(open(sys.argv[1]))
+print(m["model"]); print(m["recipe"]); print(*m["overrides"], sep="\n")' "$mark")
+  model=${args[0]}
+  [ -d "$model" ] && { log "$model is there already"; exit 0; }
+  run=$(dirname "$(dirname "$(dirname "$(dirname "$model")")")")  # <run>/bc/checkpoints/step-N/model
+  mkdir -p "$run"
+  cd "$TREE"
+  PYTHONPATH="$TREE/src" nohup setsid "$ROOT/.venv/bin/webagent-r1" train -c "${args[1]}" \
+    "${args[@]:2}" "$@" --resume >>"$ROOT/$run/retrain-log.txt" 2>&1 </dev/null &
+  log "training $model again (pid $!): tail -f $run/retrain-log.txt"
+  exit 0
+fi
+[ "$MODE" = plan ] || die "unknown mode $MODE: give none (the plan) or checkpoint ARM"
 
 mkdir -p "$OUT"
 cd "$TREE"
