@@ -136,3 +136,22 @@ def test_a_start_checkpoint_trained_by_an_experiment_binds_its_numerics(tmp_path
     with pytest.raises(PlanError, match=r"stage1/exp/mgrpo/seed-0/experiment-run.json ran in"):
         _run(plan, FP32)
     assert _run(plan, BF16).trained == 2
+
+
+def test_an_arm_that_sets_the_precision_itself_is_left_out(tmp_path: Path) -> None:
+    """bf16 against fp32 as the setting compared: the fp32 arm runs on this machine beside
+    the plan's bf16 runs, and its records bind nothing."""
+    arms = {"mgrpo": [], "no-pg": ["rl.pg_coef=0"], "fp32": ["model.autocast_bf16=false"]}
+    comps = {"rl-vs-control": {"arm": "mgrpo", "control": "no-pg"}}
+    plan = write_plan(tmp_path, seeds=[0], arms=arms, comparisons=comps)
+
+    def numerics(cfg):
+        return FP32 if cfg.model.autocast_bf16 is False else BF16
+
+    done = run_experiment(
+        load_plan(plan), FakeTrainer(), FakeEvaluator(), False, lambda m: None, numerics
+    )
+    assert done.trained == 3
+    mark = json.loads((tmp_path / "exp" / "fp32" / "seed-0" / "experiment-run.json").read_text())
+    assert mark["numerics"] == "cpu, float32"
+    assert "different numerics" not in done.results.read_text()

@@ -196,7 +196,14 @@ def build_results(plan: Plan, runs: list[RunRecord]) -> dict[str, Any]:
         c.p_templates_holm = adj
     notes = list(plan.warnings)
     notes += sorted({p for c in comps for p in c.problems})
-    numerics = sorted({n for r in runs if isinstance(n := _mark(r.run_dir).get("numerics"), str)})
+    numerics = sorted(
+        {
+            n
+            for r in runs
+            if not plan.sets_precision(r.arm)
+            and isinstance(n := _mark(r.run_dir).get("numerics"), str)
+        }
+    )
     if len(numerics) > 1:
         notes.append(
             f"the runs computed in different numerics ({', '.join(numerics)}): their "

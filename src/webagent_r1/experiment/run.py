@@ -190,12 +190,17 @@ def _read_record(path: Path) -> dict[str, str] | None:
 class NumericsGuard:
     """Keeps every run of a plan in one precision: a run is trained or evaluated only where it
     computes in the numerics every earlier run and evaluation of the plan recorded, and the
-    start checkpoint's run (an experiment's run folder above ``init_from``) when it has one."""
+    start checkpoint's run (an experiment's run folder above ``init_from``) when it has one.
+    Arms that set the precision themselves (``Plan.sets_precision``) are left out on both sides:
+    there the precision is the setting compared."""
 
     def __init__(self, plan: Plan, numerics: Numerics) -> None:
         self.plan, self.numerics = plan, numerics
         self.records: list[tuple[Path, dict[str, str]]] = []
+        self.pinned = {arm for arm in plan.arms if plan.sets_precision(arm)}
         for arm in plan.arms:
+            if arm in self.pinned:
+                continue
             for seed in plan.seeds:
                 run_dir = plan.run_dir(arm, seed)
                 files = [run_dir / DONE_FILE, run_dir / NUMERICS_FILE]
@@ -212,11 +217,11 @@ class NumericsGuard:
         """The distinct numerics recorded (more than one: the plan's runs already differ)."""
         return sorted({r["numerics"] for _, r in self.records})
 
-    def claim(self, folder: Path, cfg: Config, what: str) -> dict[str, str]:
+    def claim(self, folder: Path, cfg: Config, arm: str, what: str) -> dict[str, str]:
         """The numerics of ``cfg`` here, once checked against every record and written into
         ``folder``; raises PlanError naming a record that differs."""
         here = self.numerics(cfg)
-        for path, rec in self.records:
+        for path, rec in [] if arm in self.pinned else self.records:
             if rec["numerics"] != here["numerics"]:
                 raise PlanError(
                     f"{self.plan.path}: {what} would run in {here['numerics']} on this machine "
@@ -228,7 +233,8 @@ class NumericsGuard:
         folder.mkdir(parents=True, exist_ok=True)
         if not (folder / NUMERICS_FILE).is_file():
             (folder / NUMERICS_FILE).write_text(json.dumps(here))
-        self.records.append((folder / NUMERICS_FILE, here))
+        if arm not in self.pinned:
+            self.records.append((folder / NUMERICS_FILE, here))
         return here
 
 
@@ -257,7 +263,7 @@ def _train(
             _check_saved_settings(plan, arm, run_dir, cfg, log)
         return str(mark["model"]), "done before"
     resume = (run_dir / CONFIG_FILE).is_file() or (run_dir / "summary.json").is_file()
-    here = guard.claim(run_dir, cfg, f"arms.{arm} seed {seed}'s training")
+    here = guard.claim(run_dir, cfg, arm, f"arms.{arm} seed {seed}'s training")
     model = trainer(cfg, resume)
     run_dir.mkdir(parents=True, exist_ok=True)
     steps = rl_steps_done(run_dir)
@@ -338,7 +344,7 @@ def _evaluate(
         return out, "done before"
     resume = (out / PROGRESS_FILE).is_file()
     cfg = load_config(plan.recipe, plan.run_overrides(arm, seed))
-    guard.claim(out, cfg, f"arms.{arm} seed {seed}'s evaluation")
+    guard.claim(out, cfg, arm, f"arms.{arm} seed {seed}'s evaluation")
     try:
         summary = evaluator(cfg, tasks, model, out, resume)
     except PlanError:
