@@ -38,7 +38,7 @@ from webagent_r1.sources.embedded.suite import tasks_for
 from webagent_r1.tasks.subset import eval_subset
 from webagent_r1.train.checkpoint import latest_checkpoint
 from webagent_r1.train.memory_plan import MemoryPlan, check_plan_fits
-from webagent_r1.train.metrics import read_metrics
+from webagent_r1.train.metrics import read_metrics, release_free_memory
 from webagent_r1.train.runconfig import save_run_config
 
 __all__ = ["RunExistsError", "check_device_memory", "run_recipe", "run_sft"]
@@ -193,6 +193,9 @@ def run_recipe(cfg: Config, resume: bool = False, progress: bool = True) -> dict
         t0 = time.time()
         res = train_bc(cfg, resume=resume, progress=progress)
         init = str(res.checkpoint / "model")
+        # BC's freed activations stay on the C heap: what follows in this process (M-GRPO,
+        # an experiment's evaluation) starts without them
+        release_free_memory()
         if "bc" not in summary["stages"]:
             summary["stages"]["bc"] = {
                 "wall_s": time.time() - t0,
