@@ -67,10 +67,11 @@ class FakeEvaluator:
     the run's seed and the task; ``fail_once`` names a run folder whose first evaluation is
     killed after half its tasks (progress file there)."""
 
-    def __init__(self, samples: int = 2, fail_once: str | None = None) -> None:
+    def __init__(self, samples: int = 2, fail_once: str | None = None, engine: str = "hf") -> None:
         self.calls: list[tuple[str, bool]] = []
         self.samples = samples
         self.fail_once = fail_once
+        self.engine = engine
 
     def __call__(
         self, cfg: Config, tasks: list[Task], model: str, out: Path, resume: bool
@@ -92,7 +93,7 @@ class FakeEvaluator:
         success = sum(t.reward for t in trajs) / len(trajs)
         summary = {
             "model": model,
-            "engine": "hf",
+            "engine": self.engine,
             "samples": self.samples,
             "temperature": 1.0,
             "results": [

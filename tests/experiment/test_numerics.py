@@ -155,3 +155,69 @@ def test_an_arm_that_sets_the_precision_itself_is_left_out(tmp_path: Path) -> No
     mark = json.loads((tmp_path / "exp" / "fp32" / "seed-0" / "experiment-run.json").read_text())
     assert mark["numerics"] == "cpu, float32"
     assert "different numerics" not in done.results.read_text()
+
+
+def test_an_arm_that_fixes_the_precision_is_checked_against_its_own_runs(tmp_path: Path) -> None:
+    arms = {"mgrpo": [], "fp32": ["model.autocast_bf16=false"]}
+    comps = {"fp32-vs-bf16": {"arm": "fp32", "control": "mgrpo"}}
+    _run(write_plan(tmp_path, seeds=[0], arms=arms, comparisons=comps), FP32)
+    plan = write_plan(tmp_path, seeds=[0, 1], arms=arms, comparisons=comps)
+    with pytest.raises(PlanError, match=r"arms.fp32 seed 1's training would run in cpu, bf16"):
+        run_experiment(
+            load_plan(plan),
+            FakeTrainer(),
+            FakeEvaluator(),
+            False,
+            lambda m: None,
+            lambda cfg: {**BF16} if cfg.seed == 1 and "fp32" in str(cfg.run_dir) else FP32,
+        )
+    # `auto` written out is not a fixed precision: such an arm is checked like any other
+    auto = {"mgrpo": [], "auto": ["model.autocast_bf16=auto"]}
+    plan = load_plan(
+        write_plan(tmp_path, arms=auto, comparisons={"a": {"arm": "auto", "control": "mgrpo"}})
+    )
+    assert not plan.sets_precision("auto") and not plan.sets_precision("mgrpo")
+
+
+def test_a_run_refused_before_it_began_leaves_no_claim(tmp_path: Path) -> None:
+    plan = write_plan(tmp_path, seeds=[0])
+
+    def refuses(cfg, resume):
+        raise ValueError("bad recipe")
+
+    with pytest.raises(ValueError, match="bad recipe"):
+        _run(plan, BF16, trainer=refuses)
+    assert not list((tmp_path / "exp").rglob(NUMERICS_FILE))
+    assert _run(plan, FP32).trained == 2  # nothing bound the plan to bf16
+
+
+def test_a_truncated_numerics_file_is_written_again(tmp_path: Path) -> None:
+    plan = write_plan(tmp_path, seeds=[0])
+    with pytest.raises(RuntimeError, match="killed"):
+        _run(plan, BF16, FakeTrainer(fail_once="*/mgrpo/seed-0"))
+    f = tmp_path / "exp" / "mgrpo" / "seed-0" / NUMERICS_FILE
+    f.write_text('{"numer')  # a kill mid-write, as an older version could leave it
+    _run(plan, BF16)
+    assert json.loads(f.read_text()) == BF16
+
+
+def test_runs_already_mixed_are_named_as_such(tmp_path: Path) -> None:
+    plan = write_plan(tmp_path, seeds=[0])
+    _run(plan, BF16)
+    mark = tmp_path / "exp" / "no-pg" / "seed-0" / "experiment-run.json"
+    mark.write_text(json.dumps(json.loads(mark.read_text()) | FP32))
+    with pytest.raises(PlanError, match="already computed in cpu, bf16 autocast and cpu, float32"):
+        _run(write_plan(tmp_path, seeds=[0, 1]), BF16)
+
+
+def test_an_evaluation_by_another_engine_is_not_checked(tmp_path: Path) -> None:
+    """vLLM samples in its own process and precision: an HF record does not bind it."""
+    plan = write_plan(tmp_path, seeds=[0], eval={**_EVAL, "engine": "vllm"})
+    with pytest.raises(RuntimeError, match="killed"):
+        _run(plan, BF16, evaluator=FakeEvaluator(fail_once="*/no-pg/seed-0", engine="vllm"))
+    # no-pg's evaluation is left; not the HF engine's, it goes on on any machine
+    _run(plan, FP32, evaluator=FakeEvaluator(engine="vllm"))
+    assert not list((tmp_path / "exp").glob(f"*/seed-0/eval-val/{NUMERICS_FILE}"))
+
+
+_EVAL = {"samples": 2, "temperature": 1.0, "max_turns": 8, "subset": 6}

@@ -55,8 +55,8 @@ KEYS = {
     "reps": "rliable bootstrap resamples (default 2000)",
     "archive": "a folder for finished runs' small files, to commit (default: none)",
 }
-PRECISION_KEYS = ("model.autocast_bf16=", "model.dtype=")
-"""Overrides that set the precision a run computes in."""
+PRECISION_PINS = ("model.autocast_bf16=true", "model.autocast_bf16=false")
+"""Overrides that fix the precision a run computes in on every machine (``auto`` does not)."""
 REQUIRED = ("recipe", "split", "seeds", "arms", "comparisons", "out_dir")
 EVAL_KEYS = ("samples", "temperature", "max_turns", "subset", "engine")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
@@ -139,9 +139,9 @@ class Plan:
         return None if self.archive is None else self.archive / arm / f"seed-{seed}"
 
     def sets_precision(self, arm: str) -> bool:
-        """Whether ``arm``'s own overrides set the precision (``PRECISION_KEYS``): then the
-        precision is what the arm compares, and it may differ from the other runs'."""
-        return any(o.startswith(PRECISION_KEYS) for o in self.arms[arm])
+        """Whether ``arm``'s own overrides fix the precision (``PRECISION_PINS``): then the
+        precision is what the arm compares, and it may differ from the other arms'."""
+        return any(o.replace(" ", "").lower() in PRECISION_PINS for o in self.arms[arm])
 
     def run_overrides(self, arm: str, seed: int) -> list[str]:
         """Every override of one run: the plan's, the arm's, then seed, run_dir, init_from."""

@@ -17,10 +17,11 @@ another process or another day:
   without a mark is restored from them first (``experiment/archive.py``).
 - **numerics**: before a run is trained or evaluated, the precision it would compute in on
   this machine (``model.autocast_bf16`` resolved: 'cpu, bf16 autocast' or 'cpu, float32') is
-  written to ``experiment-numerics.json`` in its folder and kept in its mark and ``eval.json``
-  with the machine's name. A plan whose runs already computed in other numerics is refused:
-  ``auto`` picks fp32 on a CPU without fast bf16 and bf16 autocast on one with it, and arms
-  trained or sampled in different precisions differ in more than their settings.
+  written to ``experiment-numerics.json`` in its folder and kept in its mark (and the HF
+  engine's ``eval.json``) with the machine's name. A run in other numerics than the plan's
+  runs so far is refused: ``auto`` picks fp32 on a CPU without fast bf16 and bf16 autocast on
+  one with it, and arms trained or sampled in different precisions differ in more than their
+  settings.
 
 Then the results page is (re)written from every run's evaluation (``experiment/page.py``).
 """
@@ -191,51 +192,77 @@ class NumericsGuard:
     """Keeps every run of a plan in one precision: a run is trained or evaluated only where it
     computes in the numerics every earlier run and evaluation of the plan recorded, and the
     start checkpoint's run (an experiment's run folder above ``init_from``) when it has one.
-    Arms that set the precision themselves (``Plan.sets_precision``) are left out on both sides:
-    there the precision is the setting compared."""
+    An arm that sets the precision itself (``Plan.sets_precision``) compares precisions: it is
+    checked against its own runs only, and the other arms not against it."""
+
+    START = ""
+    """The arm name of the start checkpoint's record."""
 
     def __init__(self, plan: Plan, numerics: Numerics) -> None:
         self.plan, self.numerics = plan, numerics
-        self.records: list[tuple[Path, dict[str, str]]] = []
+        self.records: list[tuple[str, Path, dict[str, str]]] = []
         self.pinned = {arm for arm in plan.arms if plan.sets_precision(arm)}
         for arm in plan.arms:
-            if arm in self.pinned:
-                continue
             for seed in plan.seeds:
                 run_dir = plan.run_dir(arm, seed)
                 files = [run_dir / DONE_FILE, run_dir / NUMERICS_FILE]
                 for d in sorted(run_dir.glob("eval-*")):
                     files += [d / "eval.json", d / NUMERICS_FILE]
-                self.records += [(f, r) for f in files if (r := _read_record(f)) is not None]
+                self.records += [(arm, f, r) for f in files if (r := _read_record(f)) is not None]
         if plan.init_from:  # the start checkpoint, when an experiment's run trained it
             for d in Path(plan.init_from).resolve().parents:
                 if (r := _read_record(d / DONE_FILE)) is not None:
-                    self.records.append((d / DONE_FILE, r))
+                    self.records.append((self.START, d / DONE_FILE, r))
                     break
 
+    def _binding(self, arm: str) -> list[tuple[Path, dict[str, str]]]:
+        """The records a run of ``arm`` must agree with."""
+        if arm in self.pinned:
+            return [(p, r) for a, p, r in self.records if a == arm]
+        return [(p, r) for a, p, r in self.records if a not in self.pinned]
+
     def mixed(self) -> list[str]:
-        """The distinct numerics recorded (more than one: the plan's runs already differ)."""
-        return sorted({r["numerics"] for _, r in self.records})
+        """The distinct numerics of the records that bind the unpinned arms (more than one:
+        the plan's runs already differ, and none of those arms can go on)."""
+        return sorted({r["numerics"] for a, _, r in self.records if a not in self.pinned})
 
     def claim(self, folder: Path, cfg: Config, arm: str, what: str) -> dict[str, str]:
-        """The numerics of ``cfg`` here, once checked against every record and written into
-        ``folder``; raises PlanError naming a record that differs."""
+        """The numerics of ``cfg`` here, once checked against the records that bind ``arm``
+        and written into ``folder`` (``release`` takes it back if the work never starts);
+        raises PlanError naming a record that differs."""
         here = self.numerics(cfg)
-        for path, rec in [] if arm in self.pinned else self.records:
-            if rec["numerics"] != here["numerics"]:
+        binding = self._binding(arm)
+        for path, rec in binding:
+            if rec["numerics"] == here["numerics"]:
+                continue
+            if len({r["numerics"] for _, r in binding}) > 1:
                 raise PlanError(
-                    f"{self.plan.path}: {what} would run in {here['numerics']} on this machine "
-                    f"({here['machine']}), but {path} ran in {rec['numerics']} "
-                    f"({rec['machine']}): arms in other numerics differ in more than their "
-                    "settings. Run the plan on a machine where model.autocast_bf16 resolves "
-                    "alike, or give it a new out_dir (and archive) to start over here"
+                    f"{self.plan.path}: this plan's runs already computed in "
+                    f"{' and '.join(sorted({r['numerics'] for _, r in binding}))} (e.g. {path}): "
+                    f"no machine can go on with {what}; remove the runs in the wrong numerics "
+                    "(their folders and archive entries) or give the plan a new out_dir"
                 )
+            raise PlanError(
+                f"{self.plan.path}: {what} would run in {here['numerics']} on this machine "
+                f"({here['machine']}), but {path} ran in {rec['numerics']} "
+                f"({rec['machine']}): arms in other numerics differ in more than their "
+                "settings. Run the plan on a machine where model.autocast_bf16 resolves "
+                "alike, or give it a new out_dir (and archive) to start over here"
+            )
         folder.mkdir(parents=True, exist_ok=True)
-        if not (folder / NUMERICS_FILE).is_file():
-            (folder / NUMERICS_FILE).write_text(json.dumps(here))
-        if arm not in self.pinned:
-            self.records.append((folder / NUMERICS_FILE, here))
+        f = folder / NUMERICS_FILE
+        if _read_record(f) is None:  # absent, or cut short by a kill: written whole
+            tmp = f.with_suffix(".tmp")
+            tmp.write_text(json.dumps(here))
+            tmp.replace(f)
+        self.records.append((arm, f, here))
         return here
+
+    def release(self, folder: Path) -> None:
+        """Forget the claim on ``folder``: its work failed before leaving anything behind."""
+        f = folder / NUMERICS_FILE
+        self.records = [x for x in self.records if x[1] != f]
+        f.unlink(missing_ok=True)
 
 
 def _train(
@@ -264,7 +291,12 @@ def _train(
         return str(mark["model"]), "done before"
     resume = (run_dir / CONFIG_FILE).is_file() or (run_dir / "summary.json").is_file()
     here = guard.claim(run_dir, cfg, arm, f"arms.{arm} seed {seed}'s training")
-    model = trainer(cfg, resume)
+    try:
+        model = trainer(cfg, resume)
+    except BaseException:
+        if not resume and not (run_dir / CONFIG_FILE).is_file():  # refused before it began
+            guard.release(run_dir)
+        raise
     run_dir.mkdir(parents=True, exist_ok=True)
     steps = rl_steps_done(run_dir)
     if steps is not None and steps < cfg.rl.steps:
@@ -344,13 +376,18 @@ def _evaluate(
         return out, "done before"
     resume = (out / PROGRESS_FILE).is_file()
     cfg = load_config(plan.recipe, plan.run_overrides(arm, seed))
-    guard.claim(out, cfg, arm, f"arms.{arm} seed {seed}'s evaluation")
+    hf = plan.eval.engine == "hf"  # the other engines do not sample in this process's numerics
+    if hf:
+        guard.claim(out, cfg, arm, f"arms.{arm} seed {seed}'s evaluation")
     try:
         summary = evaluator(cfg, tasks, model, out, resume)
-    except PlanError:
+    except BaseException as e:
+        if hf and not (out / PROGRESS_FILE).is_file():  # refused before it began
+            guard.release(out)
+        if isinstance(e, ValueError) and not isinstance(e, PlanError):
+            # run_evaluation's refusals: an unfinished folder of other settings
+            raise PlanError(f"{plan.path}: eval: {out}: {e}") from None
         raise
-    except ValueError as e:  # run_evaluation's refusals: an unfinished folder of other settings
-        raise PlanError(f"{plan.path}: eval: {out}: {e}") from None
     if plan.split == "test":
         last = (summary.get("results") or [{}])[-1]
         append_test_evaluation(
