@@ -61,7 +61,7 @@ def make_tiny_model(folder: Path, seed: int = 0, **config: Any) -> Path:
     from transformers import PreTrainedTokenizerFast
 
     ids = {"pad_token_id": 1, "eos_token_id": 2, "bos_token_id": 0}
-    model = tiny_llama(VOCAB, seed, **ids, tie_word_embeddings=False, **config)
+    model = tiny_llama(VOCAB, seed, **{**ids, "tie_word_embeddings": False, **config})
     model.save_pretrained(folder)
     vocab = {f"w{i}": i for i in range(VOCAB)}
     inner = Tokenizer(WordLevel(vocab=vocab, unk_token="w0"))
