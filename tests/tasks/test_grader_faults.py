@@ -8,7 +8,6 @@ all); the closed page is a real Chromium tab.
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -183,16 +182,25 @@ async def test_a_slow_episode_keeps_its_instance_and_a_lost_one_is_an_env_error(
     task = _task(ev)
     task.sites = ["shopping"]
     stores = [embedded_sites.running.store(s) for s in embedded_sites.urls]
-    for store in stores:
-        # Long enough that the step below (marked in use as it starts) finishes well within
-        # it on a loaded machine: the reap right after it must see the mark, not the sleep.
-        monkeypatch.setattr(store, "idle_timeout_s", 3.0)
     await env.reset(task)
     iid = env.instance_id
-    await asyncio.sleep(3.3)  # idle past the timeout, in the middle of the episode
+    # Idle 3.3 s in the middle of the episode: its last use moved back, not slept through. A
+    # real sleep past a short timeout would race the server's own reaper (every minute),
+    # which would take the instance whenever its tick fell in the idle stretch.
+    for store in stores:
+        with store._lock:
+            if iid in store._instances:
+                store._instances[iid].last_used -= 3.3
     r = await env.step('<answer>do(action="Scroll Down")</answer>')  # no request to the site
     assert not r.done
-    assert iid not in embedded_sites.running.reap_idle()
+    timeouts = [store.idle_timeout_s for store in stores]
+    for store in stores:  # a 3 s timeout for this reap: without the step's mark, it would go
+        store.idle_timeout_s = 3.0
+    try:
+        assert iid not in embedded_sites.running.reap_idle()
+    finally:
+        for store, timeout in zip(stores, timeouts, strict=True):
+            store.idle_timeout_s = timeout
     r = await env.step('<answer>exit(message="")</answer>')
     assert r.info["status"] == "done" and r.reward == 1.0, r.info
 
