@@ -860,10 +860,9 @@ def _numerics(cfg: Any, engine: str) -> dict[str, str]:
     other engines."""
     if engine != "hf":
         return {}
-    from webagent_r1.policy.precision import run_numerics  # heavy: imports torch
+    from webagent_r1.policy.precision import numerics_record  # heavy: imports torch
 
-    numerics, machine = run_numerics(cfg.model)
-    return {"numerics": numerics, "machine": machine}
+    return numerics_record(cfg.model)
 
 
 async def eval_model(

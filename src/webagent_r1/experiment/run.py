@@ -114,10 +114,9 @@ def recipe_trainer(progress: bool = True) -> Trainer:
 
 def recipe_numerics(cfg: Config) -> dict[str, str]:
     """The numerics the recipe's policy computes in here (``policy.precision.run_numerics``)."""
-    from webagent_r1.policy.precision import run_numerics  # heavy: imports torch
+    from webagent_r1.policy.precision import numerics_record  # heavy: imports torch
 
-    numerics, machine = run_numerics(cfg.model)
-    return {"numerics": numerics, "machine": machine}
+    return numerics_record(cfg.model)
 
 
 def recipe_evaluator(settings: EvalSettings, split: str, progress: bool = True) -> Evaluator:

@@ -130,6 +130,13 @@ def run_numerics(mcfg: ModelConfig, device: torch.device | None = None) -> tuple
     return f"{device.type}, {what}", machine_name(device)
 
 
+def numerics_record(mcfg: ModelConfig) -> dict[str, str]:
+    """``run_numerics`` as the record a run's mark and ``eval.json`` keep:
+    ``{"numerics": ..., "machine": ...}``."""
+    numerics, machine = run_numerics(mcfg)
+    return {"numerics": numerics, "machine": machine}
+
+
 def cache_path() -> Path:
     """The per-machine cache of timings (``$WEBAGENT_R1_HOME/precision.json``)."""
     return home_dir() / "precision.json"
